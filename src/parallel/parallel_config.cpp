@@ -1,0 +1,114 @@
+// ParallelConfig JSON adapter and enum spellings (the plan file's, which follow Megatron-LM).
+#include "src/parallel/parallel_config.hpp"
+
+#include "src/common/error.hpp"
+
+namespace mplan {
+
+const char* to_string(ScheduleKind s) {
+  switch (s) {
+    case ScheduleKind::kGpipe: return "gpipe";
+    case ScheduleKind::k1F1B: return "1f1b";
+    case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kZbH1: return "zb-h1";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeMethod r) {
+  return r == RecomputeMethod::kUniform ? "uniform" : "block";
+}
+
+ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field) {
+  if (s == "gpipe") return ScheduleKind::kGpipe;
+  if (s == "1f1b") return ScheduleKind::k1F1B;
+  if (s == "interleaved") return ScheduleKind::kInterleaved;
+  if (s == "zb-h1") return ScheduleKind::kZbH1;
+  throw Error(cat(field, ": must be one of gpipe, 1f1b, interleaved, zb-h1; got \"", s, "\""));
+}
+
+Recompute recompute_from_string(const std::string& s, const std::string& field) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "selective") return Recompute::kSelective;
+  if (s == "full") return Recompute::kFull;
+  throw Error(cat(field, ": must be one of none, selective, full; got \"", s, "\""));
+}
+
+int64_t ParallelConfig::expert_dp() const {
+  int64_t denom = etp * ep * pp;
+  return denom > 0 ? world_size() / denom : 0;
+}
+
+ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
+  JsonObject o(j, path);
+  ParallelConfig p;
+  p.tp = o.get_int("tp", 1, 1);
+  p.cp = o.get_int("cp", 1, 1);
+  p.ep = o.get_int("ep", 1, 1);
+  p.etp = o.get_int("etp", p.tp, 1);  // Megatron: expert tp defaults to tp
+  p.pp = o.get_int("pp", 1, 1);
+  p.vpp = o.get_int("vpp", 1, 1);
+  p.dp = o.get_int("dp", 1);
+  p.sequence_parallel = o.get_bool("sequence_parallel", false);
+  p.order = o.get_string("order", p.order);
+  p.micro_batch_size = o.get_int("micro_batch_size", 1);
+  p.global_batch_size = o.get_int("global_batch_size", 1);
+  p.schedule = o.has("schedule")
+                   ? schedule_kind_from_string(o.get_string("schedule"), o.field("schedule"))
+                   : (p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B);
+  p.microbatch_group_size_per_vp_stage = o.get_int("microbatch_group_size_per_vp_stage", 0, 1);
+  p.recompute = o.has("recompute")
+                    ? recompute_from_string(o.get_string("recompute"), o.field("recompute"))
+                    : Recompute::kNone;
+  p.recompute_method = o.get_enum("recompute_method", {"uniform", "block"}, "uniform") == "uniform"
+                           ? RecomputeMethod::kUniform
+                           : RecomputeMethod::kBlock;
+  p.recompute_num_layers = o.get_int("recompute_num_layers", 1, 1);
+  p.distributed_optimizer = o.get_bool("distributed_optimizer", false);
+  p.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
+  p.overlap_param_gather = o.get_bool("overlap_param_gather", true);
+  p.decoder_first_pipeline_num_layers = o.get_optional_int("decoder_first_pipeline_num_layers", 1);
+  p.decoder_last_pipeline_num_layers = o.get_optional_int("decoder_last_pipeline_num_layers", 1);
+  o.finish();
+  return p;
+}
+
+Json parallel_to_json(const ParallelConfig& p) {
+  Json j;
+  j["tp"] = p.tp;
+  j["cp"] = p.cp;
+  j["ep"] = p.ep;
+  j["etp"] = p.etp;
+  j["pp"] = p.pp;
+  j["vpp"] = p.vpp;
+  j["dp"] = p.dp;
+  j["sequence_parallel"] = p.sequence_parallel;
+  j["order"] = p.order;
+  j["micro_batch_size"] = p.micro_batch_size;
+  j["global_batch_size"] = p.global_batch_size;
+  j["schedule"] = to_string(p.schedule);
+  if (p.microbatch_group_size_per_vp_stage > 0)
+    j["microbatch_group_size_per_vp_stage"] = p.microbatch_group_size_per_vp_stage;
+  j["recompute"] = to_string(p.recompute);
+  j["recompute_method"] = to_string(p.recompute_method);
+  j["recompute_num_layers"] = p.recompute_num_layers;
+  j["distributed_optimizer"] = p.distributed_optimizer;
+  j["overlap_grad_reduce"] = p.overlap_grad_reduce;
+  j["overlap_param_gather"] = p.overlap_param_gather;
+  if (p.decoder_first_pipeline_num_layers)
+    j["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
+  if (p.decoder_last_pipeline_num_layers)
+    j["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
+  return j;
+}
+
+}  // namespace mplan

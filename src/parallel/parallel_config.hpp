@@ -1,0 +1,63 @@
+// ParallelConfig: the parallel layout and batch of a plan, with Megatron-LM's meanings.
+// GPU count = tp·cp·pp·dp; the expert grid splits the same GPUs as etp·ep·expert_dp·pp.
+// Parsing checks types and ranges only; cross-field rules live in validate() (src/plan).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "src/common/json_reader.hpp"
+
+namespace mplan {
+
+enum class ScheduleKind { kGpipe, k1F1B, kInterleaved, kZbH1 };
+enum class Recompute { kNone, kSelective, kFull };
+enum class RecomputeMethod { kUniform, kBlock };
+
+const char* to_string(ScheduleKind s);
+const char* to_string(Recompute r);
+const char* to_string(RecomputeMethod r);
+ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field);
+Recompute recompute_from_string(const std::string& s, const std::string& field);
+
+struct ParallelConfig {
+  int64_t tp = 1;   // --tensor-model-parallel-size
+  int64_t cp = 1;   // --context-parallel-size
+  int64_t ep = 1;   // --expert-model-parallel-size
+  int64_t etp = 1;  // --expert-tensor-parallel-size (plan default: tp)
+  int64_t pp = 1;   // --pipeline-model-parallel-size
+  int64_t vpp = 1;  // --virtual-pipeline-model-parallel-size (1 = not interleaved)
+  int64_t dp = 1;   // data parallel size (derived by Megatron from the world size)
+  bool sequence_parallel = false;         // --sequence-parallel
+  std::string order = "tp-cp-ep-dp-pp";   // RankGenerator order; tp-cp-ep-pp-dp with
+                                          // --use-tp-pp-dp-mapping
+  int64_t micro_batch_size = 1;           // --micro-batch-size
+  int64_t global_batch_size = 0;          // --global-batch-size
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  // --microbatch-group-size-per-virtual-pipeline-stage (0 = pp, Megatron's default).
+  int64_t microbatch_group_size_per_vp_stage = 0;
+  Recompute recompute = Recompute::kNone;            // --recompute-granularity (+ none)
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // --recompute-method
+  int64_t recompute_num_layers = 1;                  // --recompute-num-layers
+  bool distributed_optimizer = false;                // --use-distributed-optimizer
+  bool overlap_grad_reduce = true;                   // --overlap-grad-reduce
+  bool overlap_param_gather = true;                  // --overlap-param-gather (dist. optimizer)
+  std::optional<int64_t> decoder_first_pipeline_num_layers;  // uneven first stage
+  std::optional<int64_t> decoder_last_pipeline_num_layers;   // uneven last stage
+
+  bool operator==(const ParallelConfig&) const = default;
+
+  int64_t world_size() const { return tp * cp * pp * dp; }
+  // Megatron: expert data parallel = world / (etp · ep · pp).
+  int64_t expert_dp() const;
+  int64_t group_size_per_vp_stage() const {
+    return microbatch_group_size_per_vp_stage > 0 ? microbatch_group_size_per_vp_stage : pp;
+  }
+};
+
+// Parses the "parallel" object. `schedule` defaults to interleaved when vpp > 1, else 1f1b.
+ParallelConfig parallel_from_json(const Json& j, const std::string& path);
+Json parallel_to_json(const ParallelConfig& p);
+
+}  // namespace mplan

@@ -1,0 +1,148 @@
+// ClusterSpec JSON adapter and curve interpolation.
+#include "src/plan/cluster_spec.hpp"
+
+#include <cmath>
+
+#include "src/common/embedded_configs.hpp"
+#include "src/common/error.hpp"
+#include "src/common/units.hpp"
+
+namespace mplan {
+
+double curve_at(const Curve& c, double x, double fallback) {
+  if (c.empty()) return fallback;
+  if (x <= c.front().x) return c.front().y;
+  if (x >= c.back().x) return c.back().y;
+  for (size_t i = 1; i < c.size(); ++i) {
+    if (x <= c[i].x) {
+      double x0 = std::log2(c[i - 1].x), x1 = std::log2(c[i].x);
+      double t = x1 > x0 ? (std::log2(x) - x0) / (x1 - x0) : 1.0;
+      return c[i - 1].y + t * (c[i].y - c[i - 1].y);
+    }
+  }
+  return c.back().y;
+}
+
+int64_t GpuSpec::memory_bytes() const {
+  return static_cast<int64_t>(std::llround(memory_gib * static_cast<double>(kGiB)));
+}
+
+namespace {
+
+Curve curve_from_json(const JsonObject& o, const std::string& key) {
+  Curve c;
+  if (!o.has(key)) return c;
+  const Json& arr = o.raw(key);
+  std::string name = o.field(key);
+  if (!arr.is_array()) throw Error(cat(name, ": must be an array of [x, y] pairs"));
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const Json& p = arr[i];
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+      throw Error(cat(name, "[", i, "]: must be a pair of numbers [x, y], got ", json_excerpt(p)));
+    CurvePoint pt{p[0].get<double>(), p[1].get<double>()};
+    if (!(pt.x > 0) || !(pt.y > 0))
+      throw Error(cat(name, "[", i, "]: both values must be > 0, got ", json_excerpt(p)));
+    if (!c.empty() && pt.x <= c.back().x)
+      throw Error(cat(name, "[", i, "]: x values must increase, got ", pt.x, " after ", c.back().x));
+    c.push_back(pt);
+  }
+  return c;
+}
+
+Json curve_to_json(const Curve& c) {
+  Json a = Json::array();
+  for (const auto& p : c) a.push_back({p.x, p.y});
+  return a;
+}
+
+LinkSpec link_from_json(const JsonObject& parent, const std::string& key) {
+  JsonObject o = parent.get_object(key);
+  o.allow("sources");
+  LinkSpec l;
+  l.name = o.get_string("name");
+  l.latency_us = o.get_number("latency_us", 0.0);
+  l.allreduce_busbw_gbps = curve_from_json(o, "allreduce_busbw_gbps");
+  if (l.allreduce_busbw_gbps.empty())
+    throw Error(cat(o.field("allreduce_busbw_gbps"), ": missing (required)"));
+  l.allgather_busbw_gbps = curve_from_json(o, "allgather_busbw_gbps");
+  l.alltoall_busbw_gbps = curve_from_json(o, "alltoall_busbw_gbps");
+  l.p2p_gbps = curve_from_json(o, "p2p_gbps");
+  o.finish();
+  return l;
+}
+
+Json link_to_json(const LinkSpec& l) {
+  Json j;
+  j["name"] = l.name;
+  j["latency_us"] = l.latency_us;
+  j["allreduce_busbw_gbps"] = curve_to_json(l.allreduce_busbw_gbps);
+  if (!l.allgather_busbw_gbps.empty()) j["allgather_busbw_gbps"] = curve_to_json(l.allgather_busbw_gbps);
+  if (!l.alltoall_busbw_gbps.empty()) j["alltoall_busbw_gbps"] = curve_to_json(l.alltoall_busbw_gbps);
+  if (!l.p2p_gbps.empty()) j["p2p_gbps"] = curve_to_json(l.p2p_gbps);
+  return j;
+}
+
+}  // namespace
+
+ClusterSpec cluster_from_json(const Json& j, const std::string& path) {
+  if (j.is_string()) return load_cluster(j.get<std::string>(), path);
+  JsonObject o(j, path);
+  o.allow("sources");
+  o.allow("description");
+  ClusterSpec c;
+  c.name = o.get_string("name");
+  c.num_nodes = o.get_int("num_nodes", 0, 1);
+  c.gpus_per_node = o.get_int("gpus_per_node", 1);
+  c.nics_per_node = o.get_int("nics_per_node", 0, 1);
+  {
+    JsonObject g = o.get_object("gpu");
+    g.allow("sources");
+    c.gpu.name = g.get_string("name");
+    c.gpu.memory_gib = g.get_number("memory_gib", 1e-9);
+    c.gpu.peak_bf16_tflops = g.get_number("peak_bf16_tflops", 1e-9);
+    c.gpu.hbm_bandwidth_gbps = g.get_number("hbm_bandwidth_gbps", 1e-9);
+    c.gpu.memory_bound_efficiency = g.get_number("memory_bound_efficiency", 0.8, 1e-9);
+    c.gpu.gemm_efficiency = curve_from_json(g, "gemm_efficiency");
+    c.gpu.attention_efficiency = curve_from_json(g, "attention_efficiency");
+    c.gpu.runtime_overhead_gib = g.get_number("runtime_overhead_gib", 0.0, 0.0);
+    g.finish();
+    if (c.gpu.memory_bound_efficiency > 1)
+      throw Error(cat(g.field("memory_bound_efficiency"), ": must be <= 1, got ",
+                      c.gpu.memory_bound_efficiency));
+  }
+  c.intra_node = link_from_json(o, "intra_node");
+  // A single-node cluster (num_nodes 1) needs no network; validate() refuses a plan that spans
+  // nodes on a cluster without one.
+  if (o.has("inter_node") || c.num_nodes != 1) c.inter_node = link_from_json(o, "inter_node");
+  o.finish();
+  return c;
+}
+
+Json cluster_to_json(const ClusterSpec& c) {
+  Json j;
+  j["name"] = c.name;
+  if (c.num_nodes > 0) j["num_nodes"] = c.num_nodes;
+  j["gpus_per_node"] = c.gpus_per_node;
+  if (c.nics_per_node > 0) j["nics_per_node"] = c.nics_per_node;
+  Json g;
+  g["name"] = c.gpu.name;
+  g["memory_gib"] = c.gpu.memory_gib;
+  g["peak_bf16_tflops"] = c.gpu.peak_bf16_tflops;
+  g["hbm_bandwidth_gbps"] = c.gpu.hbm_bandwidth_gbps;
+  g["memory_bound_efficiency"] = c.gpu.memory_bound_efficiency;
+  if (!c.gpu.gemm_efficiency.empty()) g["gemm_efficiency"] = curve_to_json(c.gpu.gemm_efficiency);
+  if (!c.gpu.attention_efficiency.empty())
+    g["attention_efficiency"] = curve_to_json(c.gpu.attention_efficiency);
+  g["runtime_overhead_gib"] = c.gpu.runtime_overhead_gib;
+  j["gpu"] = g;
+  j["intra_node"] = link_to_json(c.intra_node);
+  if (c.has_inter_node()) j["inter_node"] = link_to_json(c.inter_node);
+  return j;
+}
+
+ClusterSpec load_cluster(const std::string& ref, const std::string& field) {
+  std::string text = load_config_text("clusters", ref, field);
+  return cluster_from_json(parse_json(text, is_file_reference(ref) ? ref : field), field);
+}
+
+}  // namespace mplan
