@@ -1,0 +1,185 @@
+// Backend: the tensor operations one GPT training step needs, written once against this
+// interface and implemented twice: CpuBackend (exec/cpu, reference, plain loops + Eigen) and
+// CudaBackend (exec/cuda, cuBLAS/cuBLASLt + kernels). Invariants every implementation keeps:
+// - Row-major tensors; activations laid out (s, b, h) as in Megatron-LM, so a sequence shard
+//   (sequence parallel) is one contiguous block of rows. T = s·b tokens.
+// - Activations and weights in `act` precision (bf16 on GPUs; f32 allowed for CPU tests);
+//   master weights, main gradients and optimizer state in f32. Accumulating ops (beta = 1,
+//   "accumulate" in the name) add into f32 buffers; everything else overwrites.
+// - Deterministic: the same inputs give bitwise the same outputs (no float atomics).
+// - Ops run in order on the backend's compute stream; comm ops (exec/comm.hpp) run on the
+//   stream they are given; record()/wait() order work across streams like CUDA events.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "src/common/error.hpp"
+
+namespace mplan::exec {
+
+enum class DType : uint8_t { kF32, kBF16, kI32 };
+size_t dtype_size(DType t);
+const char* to_string(DType t);
+
+// A non-owning view of backend memory with a shape (up to 4 dims, row-major, contiguous).
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  std::array<int64_t, 4> shape{0, 0, 0, 0};
+  int ndim = 0;
+
+  int64_t numel() const;
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  int64_t dim(int i) const { return shape[static_cast<size_t>(i)]; }
+  // Rows × columns when viewed as a matrix whose last dim is the columns.
+  int64_t rows() const { return ndim == 0 ? 0 : numel() / shape[static_cast<size_t>(ndim - 1)]; }
+  int64_t cols() const { return ndim == 0 ? 0 : shape[static_cast<size_t>(ndim - 1)]; }
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+  // Same memory, another shape with the same element count.
+  Tensor view(std::initializer_list<int64_t> new_shape) const;
+  // Rows [row_begin, row_begin + n) of the matrix view (rows() × cols()): contiguous.
+  Tensor rows_slice(int64_t row_begin, int64_t n) const;
+  // Elements [offset, offset + n) as a 1-D tensor.
+  Tensor flat_slice(int64_t offset, int64_t n) const;
+};
+
+Tensor make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape);
+
+// Which stream an op or a collective is issued on. kCompute runs the model; kComm carries the
+// data-parallel gradient reduction so it overlaps with backward compute.
+enum class Stream : uint8_t { kCompute = 0, kComm = 1 };
+
+// A point in a stream's work that another stream can wait for (a CUDA event).
+struct Event {
+  int id = -1;
+};
+
+enum class Epilogue : uint8_t {
+  kNone,      // C = alpha·op(A)·op(B) + beta·C
+  kBias,      // C = op(A)·op(B) + bias            (bias: (n) act dtype; beta must be 0)
+  kBiasGelu,  // aux = op(A)·op(B) + bias; C = gelu_tanh(aux)   (aux: same shape as C)
+};
+
+struct GemmArgs {
+  bool trans_a = false;  // A is stored (k, m) and used transposed
+  bool trans_b = false;  // B is stored (n, k) and used transposed
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;     // beta = 1 with an f32 C accumulates (weight gradients)
+  Epilogue epilogue = Epilogue::kNone;
+};
+
+// Per-rank accounting of what the backend allocated (the executor's own accounting).
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t device_peak_bytes = -1;  // what the device itself reports (-1: not available)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory -----------------------------------------------------------------------------
+  // Uninitialized memory for `shape`; counted in memory_stats() under `tag` until release().
+  virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape, const char* tag) = 0;
+  virtual void release(Tensor& t) = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void reset_peak_memory() = 0;
+  virtual void upload(Tensor dst, const void* host) = 0;    // dst.bytes() from host
+  virtual void download(void* host, Tensor src) = 0;        // src.bytes() to host (synchronizes)
+  virtual void copy(Tensor dst, Tensor src) = 0;            // same dtype and numel
+  virtual void fill(Tensor t, float value) = 0;             // any float dtype; I32 from (int)value
+  virtual void cast(Tensor dst, Tensor src) = 0;            // f32 <-> bf16, same numel
+
+  // ---- streams -----------------------------------------------------------------------------
+  virtual Event record(Stream s) = 0;          // an event at the current end of stream s
+  virtual void wait(Stream s, Event e) = 0;    // later work on s waits for e
+  virtual void synchronize() = 0;              // host waits for all streams
+
+  // ---- dense math ----------------------------------------------------------------------------
+  // C(m, n) = alpha · op(A) · op(B) + beta · C with op(A) (m, k), op(B) (k, n); A and B in act
+  // dtype, C in act dtype or f32; accumulation in f32. bias/aux used per the epilogue.
+  virtual void gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias = {},
+                    Tensor aux = {}) = 0;
+  // db(n) += column sums of dy (rows × n); db f32.
+  virtual void bias_grad_accumulate(Tensor dy, Tensor db) = 0;
+  // out = a + b, elementwise, same dtype and numel.
+  virtual void add(Tensor out, Tensor a, Tensor b) = 0;
+  // t *= factor (f32 or act dtype).
+  virtual void scale(Tensor t, float factor) = 0;
+  // y = gelu_tanh(x); dx = dy · gelu_tanh'(x).
+  virtual void gelu_forward(Tensor x, Tensor y) = 0;
+  virtual void gelu_backward(Tensor dy, Tensor x, Tensor dx) = 0;
+
+  // ---- normalization -------------------------------------------------------------------------
+  // x, y: (T, h) act; gamma, beta: (h) act; mean, rstd: (T) f32 saved for backward.
+  virtual void layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y,
+                                 Tensor mean, Tensor rstd) = 0;
+  // dx = dL/dx (overwrites); dgamma, dbeta: (h) f32, accumulated (+=).
+  virtual void layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
+                                  Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
+
+  // ---- attention -----------------------------------------------------------------------------
+  // Causal self-attention for one tensor-parallel shard of heads. qkv: (s, b, 3, heads, d) act:
+  // Q, K and V of every token side by side, as the column-parallel QKV GEMM writes them.
+  // out: (s, b, heads, d) act. lse: (b, heads, s) f32 log-sum-exp of each softmax row, saved
+  // so backward recomputes probabilities without storing the s×s scores. scale = 1/sqrt(d).
+  virtual void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) = 0;
+  // dqkv: (s, b, 3, heads, d) act, overwritten with dQ, dK, dV.
+  virtual void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
+                                  Tensor dqkv) = 0;
+
+  // ---- embeddings ------------------------------------------------------------------------------
+  // Vocab-parallel lookup: out(t) = wte(tokens(t) - vocab_start) when the token falls in this
+  // shard [vocab_start, vocab_start + wte.rows), else 0. tokens: (s, b) i32; wte: (V/tp, h) act;
+  // out: (s, b, h) act.
+  virtual void embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) = 0;
+  // dwte(v) += sum of dout(t) over tokens t with tokens(t) - vocab_start == v; dwte f32.
+  // Deterministic (fixed summation order).
+  virtual void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start,
+                                  Tensor dwte) = 0;
+  // x(s, b, :) += wpe(s_offset + s, :); x: (s, b, h) act, wpe: (S, h) act.
+  virtual void add_position_embedding(Tensor x, Tensor wpe, int64_t s_offset) = 0;
+  // dwpe(s_offset + s, :) += sum over b of dx(s, b, :); dwpe f32.
+  virtual void position_embedding_backward(Tensor dx, Tensor dwpe, int64_t s_offset) = 0;
+
+  // ---- vocab-parallel cross-entropy (Megatron's three steps; comm between them) -------------
+  // logits: (T, V/tp) act for vocabulary [vocab_start, vocab_start + V/tp); targets: (T) i32.
+  // 1) row_max(T) f32 = max over the local vocabulary.
+  virtual void xent_local_max(Tensor logits, Tensor row_max) = 0;
+  // 2) given the global row_max, stats(2, T) f32: stats[0] = sum exp(logit - max) locally,
+  //    stats[1] = logit of the target when it is local, else 0.
+  virtual void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start,
+                                Tensor row_max, Tensor stats) = 0;
+  // 3) with global stats: loss(T) f32 = log(sumexp) + max - target_logit; logits overwritten
+  //    in place by dL/dlogits · grad_scale = (softmax - onehot(target)) · grad_scale.
+  virtual void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
+                                  Tensor row_max, Tensor stats, float grad_scale,
+                                  Tensor loss) = 0;
+  // Sum of a f32 vector into out(1) f32 (+= when accumulate).
+  virtual void sum(Tensor x, Tensor out, bool accumulate) = 0;
+
+  // ---- optimizer ---------------------------------------------------------------------------
+  // out(1) f32 += sum of squares of x (f32).
+  virtual void sum_squares_accumulate(Tensor x, Tensor out) = 0;
+  // One AdamW step (decoupled weight decay, bias correction with `step` >= 1) on f32 master
+  // weights `param` with f32 `grad` pre-multiplied by grad_scale; writes the act-dtype copy
+  // `param_act` (may be empty). m, v: f32 state. weight_decay applies when > 0.
+  struct AdamW {
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int64_t step;
+  };
+  virtual void adamw(const AdamW& hp, Tensor param, Tensor grad, Tensor m, Tensor v,
+                     Tensor param_act) = 0;
+};
+
+// The CPU reference backend (always available where the executor is built).
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace mplan::exec
