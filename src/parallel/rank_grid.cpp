@@ -209,7 +209,15 @@ std::vector<RankGridProblem> rank_grid_problems(const ParallelConfig& p) {
   auto listed = [&](int axis) {
     return std::find(order.axes.begin(), order.axes.end(), axis) != order.axes.end();
   };
+  // initialize_model_parallel inserts its 'gtp_remat' axis into the order, and RankGenerator
+  // tests for each axis by substring: an order without tp passes that test (via "gtp_remat") but
+  // then has no tp axis, and building the tp groups fails. So tp must be listed, even at size 1.
+  if (!listed(0))
+    add("parallel.order", cat("order '", p.order,
+                              "' must list tp (Megatron cannot build the tp "
+                              "groups of an order without it, even for tp 1)"));
   std::array<bool, 5> reported{};
+  reported[0] = !listed(0);
   const std::pair<int, int64_t> decoder_axes[] = {{0, p.tp}, {1, p.cp}, {3, p.dp}, {4, p.pp}};
   for (const auto& [axis, size] : decoder_axes) {
     if (size > 1 && !listed(axis)) {
@@ -230,7 +238,8 @@ std::vector<RankGridProblem> rank_grid_problems(const ParallelConfig& p) {
 
   // initialize_model_parallel: without pp-last ordering, attention and MoE layers must share
   // the data parallel size.
-  if (!(ends_with(order.lowered, "pp") || p.pp == 1 || expert_dp == p.dp))
+  // (Megatron tests the order as given, before lower-casing.)
+  if (!(ends_with(p.order, "pp") || p.pp == 1 || expert_dp == p.dp))
     add("parallel.order", cat("order '", p.order, "' does not end in pp and pp is ", p.pp,
                               ", so the expert data parallel size world / (etp x ep x pp) = ",
                               expert_dp, " must equal dp (", p.dp,

@@ -192,8 +192,8 @@ TEST(RankGrid, OrderIsNormalizedLikeRankGenerator) {
   RankGrid g(cfg(2, 1, 2, 2, 1, -1, "TP-DP-PP"));
   EXPECT_EQ(g.order(), "tp-dp-pp-ep-cp");
   EXPECT_EQ(g.groups(GroupKind::kDp), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
-  RankGrid h(cfg(1, 1, 1, 4, 1, -1, "dp"));
-  EXPECT_EQ(h.order(), "dp-tp-pp-ep-cp");
+  RankGrid h(cfg(1, 1, 1, 4, 1, -1, "tp-dp"));
+  EXPECT_EQ(h.order(), "tp-dp-pp-ep-cp");
 }
 
 TEST(RankGrid, Placement) {
@@ -546,7 +546,15 @@ TEST(RankGrid, RejectsWhatMegatronRejects) {
   // ep > 1 needs ep in the order, even though the decoder grid does not use it.
   EXPECT_NE(first_problem(cfg(1, 1, 1, 4, 2, 1, "tp-cp-dp-pp")).find("expert grid's ep"),
             std::string::npos);
-  // Sizes of size 1 may be left out (RankGenerator appends them).
+  // tp must be listed even at size 1: initialize_model_parallel's 'gtp_remat' axis hides its
+  // absence from RankGenerator's substring test, and building the tp groups then fails.
+  EXPECT_NE(first_problem(cfg(1, 1, 2, 2, 1, -1, "dp-pp")).find("must list tp"), std::string::npos);
+  // Megatron tests "ends with pp" on the order as given: upper case fails it (here expert dp
+  // 8 / (1·1·2) = 4 differs from dp 2), though the order is otherwise lower-cased.
+  EXPECT_NE(first_problem(cfg(2, 1, 2, 2, 1, 1, "TP-CP-EP-DP-PP")).find("does not end in pp"),
+            std::string::npos);
+  EXPECT_EQ(first_problem(cfg(2, 1, 2, 2, 1, 2, "TP-CP-EP-DP-PP")), "");
+  // Axes of size 1 other than tp may be left out (RankGenerator appends them).
   EXPECT_EQ(first_problem(cfg(2, 1, 2, 2, 1, -1, "tp-dp-pp")), "");
   // Not pp-last: expert dp (8 / (1·1·2) = 4) must equal dp (2).
   EXPECT_NE(
