@@ -252,8 +252,11 @@ std::vector<RankGridProblem> rank_grid_problems(const ParallelConfig& p) {
   std::array<int64_t, 5> dsize = {p.tp, p.cp, 1, p.dp, p.pp};
   std::array<int64_t, 5> esize = {p.etp, 1, p.ep, expert_dp, p.pp};
   auto dstride = strides_for(dsize, full), estride = strides_for(esize, full);
+  // pp 1: singleton groups. pp the slowest axis of both grids (stride world / pp): pipeline group
+  // g starts at rank g in both. Otherwise compare group by group (O(world / pp)).
   bool same = p.pp == 1 || dstride[4] == estride[4];
-  for (int64_t g = 0; same && g < world / p.pp; ++g)
+  bool trivially = p.pp == 1 || (same && dstride[4] == world / p.pp);
+  for (int64_t g = 0; same && !trivially && g < world / p.pp; ++g)
     same = pp_group_base(g, dsize, dstride, full) == pp_group_base(g, esize, estride, full);
   if (!same)
     add("parallel.order", cat("with order '", p.order, "', tp ", p.tp, " x cp ", p.cp, " and etp ",
