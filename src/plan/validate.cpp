@@ -113,6 +113,16 @@ void check_parallel(const Plan& plan, Collector& c) {
     c.add("parallel.tp", "num_query_groups (", m.num_query_groups,
           ") must be a multiple of tensor_model_parallel_size (", p.tp,
           ") (K and V heads are split over tp)");
+  // ColumnParallelLinear / RowParallelLinear: divide(size, world_size) asserts divisibility.
+  if (m.num_moe_layers() < m.num_layers && m.ffn_hidden_size % p.tp != 0)
+    c.add("parallel.tp", "ffn_hidden_size (", m.ffn_hidden_size,
+          ") is not divisible by tensor_model_parallel_size (", p.tp, ")");
+  if (m.moe && m.moe->moe_ffn_hidden_size % p.etp != 0)
+    c.add("parallel.etp", "moe_ffn_hidden_size (", m.moe->moe_ffn_hidden_size,
+          ") is not divisible by expert_tensor_parallel_size (", p.etp, ")");
+  if (m.moe && m.moe->shared_expert_ffn_hidden_size % p.tp != 0)
+    c.add("parallel.tp", "shared_expert_ffn_hidden_size (", m.moe->shared_expert_ffn_hidden_size,
+          ") is not divisible by tensor_model_parallel_size (", p.tp, ")");
 
   // Context parallel: arguments.py.
   if (p.cp > 1 && m.seq_length % (2 * p.cp) != 0)
