@@ -73,8 +73,9 @@ TEST(MicrobatchCalculator, ConstantNotDivisibleUsesMegatronsMessage) {
             "parallel.global_batch_size: global batch size (33) is not divisible by micro batch "
             "size (8) times data parallel size (2)");
   try {
-    num_microbatches(10, 4, 1, BatchFieldNames{"--global-batch", "--micro-batch", "--dp",
-                                                "--rampup", "--consumed-samples"});
+    num_microbatches(10, 4, 1,
+                     BatchFieldNames{"--global-batch", "--micro-batch", "--dp", "--rampup",
+                                     "--consumed-samples"});
     FAIL() << "expected an Error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),

@@ -88,8 +88,8 @@ TEST(LayerRange, EveryValidSplitPartitionsTheLayers) {
             if (first == 0 && last == 0) {
               ok = layers % (pp * vpp) == 0;
             } else {
-              ok = middle >= 0 && rest >= 0 && (rest == 0) == (middle == 0) &&
-                   first % vpp == 0 && last % vpp == 0 &&
+              ok = middle >= 0 && rest >= 0 && (rest == 0) == (middle == 0) && first % vpp == 0 &&
+                   last % vpp == 0 &&
                    (middle == 0 || (rest % middle == 0 && (rest / middle) % vpp == 0));
             }
             if (!ok) continue;

@@ -224,8 +224,7 @@ TEST(ModelStats, KorthikantiEq7MatchesTheMlsys23Runs) {
   // MLSys'23 Table 5: model FLOPs per iteration, 175B (96, 12288, B 64): 1.41092e17;
   // 530B (105, 20480, B 280): 1.85223e18.
   EXPECT_LT(rel(korthikanti_model_flops(gpt(96, 12288, 96, 51200, 2048), 64), 1.41092e17), 1e-5);
-  EXPECT_LT(rel(korthikanti_model_flops(gpt(105, 20480, 128, 51200, 2048), 280), 1.85223e18),
-            1e-5);
+  EXPECT_LT(rel(korthikanti_model_flops(gpt(105, 20480, 128, 51200, 2048), 280), 1.85223e18), 1e-5);
   // Eq. (8) adds one more s/(6h) term: the recomputed attention scores.
   ModelSpec m = gpt(96, 12288, 96, 51200, 2048);
   double b = 64, s = 2048, l = 96, h = 12288;
@@ -256,8 +255,7 @@ TEST(ModelStats, MegatronFlopsWithGqaSwigluAndMoe) {
 TEST(ModelStats, MegatronFlopsUseThePaddedVocabulary) {
   // Llama-3-8B at tp 8: V 129024 instead of 128256: 6 x 8192 tokens x 4096 x 768 more.
   ModelSpec m = load_model("llama3-8b");
-  EXPECT_LT(rel(megatron_flops(m, 1, 8) - megatron_flops(m, 1, 1), 6.0 * 8192 * 4096 * 768),
-            1e-9);
+  EXPECT_LT(rel(megatron_flops(m, 1, 8) - megatron_flops(m, 1, 1), 6.0 * 8192 * 4096 * 768), 1e-9);
 }
 
 }  // namespace
