@@ -194,9 +194,11 @@ std::vector<RankGridProblem> rank_grid_problems(const ParallelConfig& p) {
       __builtin_mul_overflow(expert_mp, p.pp, &expert_mp))
     expert_mp = 0;
   bool expert_ok = expert_mp > 0 && world % expert_mp == 0;
+  // Same field and wording as validate()'s rule, so validate() reports it once.
   if (!expert_ok)
-    add("parallel.ep",
-        cat("world size (", world, ") must be divisible by etp x ep x pp (",
+    add(expert_mp > 0 && world % (p.etp * p.pp) != 0 ? "parallel.etp" : "parallel.ep",
+        cat("world_size (", world,
+            ") is not divisible by expert_tensor_model_pipeline_parallel size (etp x ep x pp = ",
             expert_mp > 0 ? cat(expert_mp) : cat(p.etp, " x ", p.ep, " x ", p.pp), ")"));
   int64_t expert_dp = expert_ok ? world / expert_mp : 0;
 

@@ -528,7 +528,8 @@ std::string first_problem(const ParallelConfig& p) {
 TEST(RankGrid, RejectsWhatMegatronRejects) {
   // Expert grid does not divide the world: 6 GPUs, etp 1 x ep 4 x pp 1.
   EXPECT_EQ(first_problem(cfg(2, 1, 1, 3, 4, 1)),
-            "parallel.ep: world size (6) must be divisible by etp x ep x pp (4)");
+            "parallel.ep: world_size (6) is not divisible by "
+            "expert_tensor_model_pipeline_parallel size (etp x ep x pp = 4)");
   // Order tokens.
   EXPECT_NE(first_problem(cfg(2, 1, 2, 2, 1, -1, "tp-xp-dp-pp")).find("unknown axis 'xp'"),
             std::string::npos);
@@ -576,7 +577,8 @@ TEST(RankGrid, RejectsWhatMegatronRejects) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "parallel.ep: world size (6) must be divisible by etp x ep x pp (4)");
+              "parallel.ep: world_size (6) is not divisible by "
+              "expert_tensor_model_pipeline_parallel size (etp x ep x pp = 4)");
   }
 }
 
