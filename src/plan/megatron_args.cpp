@@ -95,17 +95,18 @@ struct GroupBuilder {
 }  // namespace
 
 MegatronLaunch megatron_launch_from_plan(const Plan& plan, const MegatronExportOptions& options) {
-  auto violations = validate(plan);
-  if (!violations.empty())
-    throw Error(cat(to_string(violations.front()),
-                    " (the plan is invalid, so Megatron-LM would refuse it; see mplan validate)"));
   const ModelSpec& m = plan.model;
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
+
   if (p.order != kDefaultOrder && p.order != kTpPpDpOrder)
     throw Error(cat("parallel.order: Megatron-LM places ranks only in the order ", kDefaultOrder,
                     " (default) or ", kTpPpDpOrder, " (--use-tp-pp-dp-mapping), got \"", p.order,
                     "\""));
+  auto violations = validate(plan);
+  if (!violations.empty())
+    throw Error(cat(to_string(violations.front()),
+                    " (the plan is invalid, so Megatron-LM would refuse it; see mplan validate)"));
 
   MegatronLaunch L;
   int64_t world = plan.world_size();
