@@ -1179,6 +1179,8 @@ MegatronImport import_megatron(const std::string& text, const MegatronImportOpti
   if (args.flag("--use-flash-attn")) backend = "flash";
   if (backend == "unfused" || backend == "local") {
     t.attention_backend = AttentionBackend::kUnfused;
+  } else if (backend == "auto" && t.precision == Precision::kFp32) {
+    t.attention_backend = AttentionBackend::kUnfused;  // auto: no flash kernels in fp32
   } else if (backend == "auto" || backend == "flash" || backend == "fused") {
     t.attention_backend = AttentionBackend::kFlash;
   } else {

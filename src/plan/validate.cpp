@@ -248,10 +248,6 @@ void check_batch_and_schedule(const Plan& plan, Collector& c) {
       batch_ok = false;
     }
   }
-  if (t.rampup_batch_size && t.train_iters > 0)
-    c.add("training.rampup_batch_size",
-          "expected no batch-size rampup for iteration-based training (train_iters ", t.train_iters,
-          ")");
 
   // Schedule: Megatron runs the interleaved schedule exactly when vpp > 1.
   if (p.vpp > 1 && p.schedule != ScheduleKind::kInterleaved)

@@ -47,11 +47,11 @@ MegatronImportOptions options_for(const Plan& p) {
 
 // --- plans used for the round trips ----------------------------------------------------------
 
-// GPT-3 175B on 1024 GPUs: interleaved (vpp 2), fp16 with fp32 grads, ramp-up, selective
+// GPT-3 175B on 128 GPUs (16 nodes): interleaved (vpp 2), fp16 with fp32 grads, ramp-up, selective
 // recompute, sequence parallel, distributed optimizer with both overlaps.
 const char* kGpt3Interleaved = R"({
   "schema_version": 1, "model": "gpt3-175b", "cluster": "dgx-a100-80g",
-  "parallel": {"tp": 8, "pp": 16, "vpp": 2, "dp": 8, "sequence_parallel": true,
+  "parallel": {"tp": 8, "pp": 16, "vpp": 2, "dp": 1, "sequence_parallel": true,
                "micro_batch_size": 1, "global_batch_size": 1536, "recompute": "selective",
                "distributed_optimizer": true, "overlap_grad_reduce": true,
                "overlap_param_gather": true},
@@ -116,7 +116,7 @@ TEST(MegatronExport, Gpt3InterleavedArguments) {
   Plan plan = plan_of(kGpt3Interleaved);
   MegatronLaunch L = megatron_launch_from_plan(plan);
   EXPECT_EQ(L.nproc_per_node, 8);
-  EXPECT_EQ(L.nnodes, 128);  // 8 x 16 x 8 = 1024 GPUs
+  EXPECT_EQ(L.nnodes, 16);  // 8 x 16 x 1 = 128 GPUs
   auto argv = megatron_argv(L);
   EXPECT_THAT(values_of(argv, "--tensor-model-parallel-size"), ElementsAre("8"));
   EXPECT_THAT(values_of(argv, "--pipeline-model-parallel-size"), ElementsAre("16"));
