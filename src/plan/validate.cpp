@@ -3,6 +3,7 @@
 #include "src/plan/validate.hpp"
 
 #include "src/common/error.hpp"
+#include "src/schedule/plan_rules.hpp"
 
 namespace mplan {
 
@@ -126,6 +127,7 @@ std::vector<Violation> validate(const Plan& plan) {
   check_model_vs_parallel(plan, c);
   check_cluster(plan, c);
   check_batch(plan, c);
+  append_schedule_violations(plan, c.out);
   return c.out;
 }
 
