@@ -222,7 +222,7 @@ Result check_progress(const Schedule& s, const std::vector<int64_t>& partner) {
     if (p < 0) continue;
     if (first < 0) first = r;
     if (++shown > 4) {
-      msg += " ...";
+      msg += " ...;";
       break;
     }
     // The first action of the group whose partner's group was never posted.
