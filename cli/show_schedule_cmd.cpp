@@ -71,7 +71,13 @@ ScheduleSpec spec_from_flags(const ShowScheduleOptions& o) {
                 "drop ",
                 opt->get_name()));
     const Plan plan = load_plan(o.plan_path);
-    require_valid(plan);
+    const std::vector<Violation> broken = validate(plan);
+    if (!broken.empty()) {
+      std::string all;
+      for (const Violation& v : broken) all += (all.empty() ? "" : "; ") + to_string(v);
+      throw Error(cat(o.plan_path, ": ", broken.size(), " broken rule",
+                      broken.size() > 1 ? "s" : "", ": ", all));
+    }
     const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
     MPLAN_CHECK(spec.has_value(), "a valid plan has a micro-batch count");
     return *spec;

@@ -1,24 +1,25 @@
-// Interleaved 1F1B, Megatron-LM's forward_backward_pipelining_with_interleaving (its
-// non-overlapped p2p path, where every p2p call is one blocking group). Each rank holds vpp model
-// chunks; chunk c on rank r is virtual stage c*pp + r, and activations go from rank pp-1 back to
-// rank 0 between chunks. Order (get_schedule_table): micro-batches in groups of G =
-// microbatch_group_size_per_vp_stage; within a group all chunks in turn, each over the group's
-// micro-batches (the last group takes the rest). Virtual micro-batch k runs forward on chunk
-// table[k].chunk and backward on chunk vpp-1-table[k].chunk, both for micro-batch table[k].mb.
-// Rank r does w = min(2 (pp - r - 1) + (vpp - 1) G, vpp m) warm-up forwards, then pairs of one
-// forward and one backward, then the remaining backwards. The p2p groups are Megatron's calls:
-// recv_forward before the first forward; send_forward_recv_forward after each warm-up forward
-// (send_forward_backward_recv_forward_backward after the last one, which also takes the first
-// output gradient); send_forward_backward_recv_forward_backward after each steady pair;
-// send_backward_recv_backward after each cool-down backward. Whether and into which chunk a rank
-// receives follows recv_tensor_from_previous_stage; received tensors of a chunk are consumed in
-// micro-batch order, which names them here.
+// Interleaved 1F1B, Megatron-LM's forward_backward_pipelining_with_interleaving, on its
+// non-overlapped p2p path (every p2p call one blocking group). Invariant: compute order and p2p
+// calls are Megatron's, call for call; model chunk c on rank r is virtual stage c*pp + r.
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "src/schedule/generators.hpp"
 #include "src/schedule/schedule_builder.hpp"
+
+// Activations go from rank pp-1 back to rank 0 between chunks. Order (get_schedule_table):
+// micro-batches in groups of G = microbatch_group_size_per_vp_stage; within a group all chunks in
+// turn, each over the group's micro-batches (the last group takes the rest). Virtual micro-batch
+// k runs forward on chunk table[k].chunk and backward on chunk vpp-1-table[k].chunk, both for
+// micro-batch table[k].mb. Rank r does w = min(2 (pp - r - 1) + (vpp - 1) G, vpp m) warm-up
+// forwards, then pairs of one forward and one backward, then the remaining backwards. The p2p
+// groups are Megatron's calls: recv_forward before the first forward; send_forward_recv_forward
+// after each warm-up forward (send_forward_backward_recv_forward_backward after the last one,
+// which also takes the first output gradient); send_forward_backward_recv_forward_backward after
+// each steady pair; send_backward_recv_backward after each cool-down backward. Whether and into
+// which chunk a rank receives follows recv_tensor_from_previous_stage; received tensors of a
+// chunk are consumed in micro-batch order, which names them here.
 
 namespace mplan {
 namespace {

@@ -32,10 +32,7 @@ const char* ansi(uint8_t style) {
   }
 }
 
-std::string format_time(double t) {
-  std::string s = cat(std::round(t * 1000.0) / 1000.0);
-  return s;
-}
+std::string format_time(double t) { return cat(std::round(t * 1000.0) / 1000.0); }
 
 }  // namespace
 

@@ -1,9 +1,8 @@
-// validate(schedule): whether a schedule can run as written under blocking grouped p2p, and if
-// not, the first violation: structure (ranks, indices, peers, p2p groups); per rank, every
-// (micro-batch, chunk) forwarded and backwarded exactly once (W once when split), each backward
-// after its forward and each W after its B, each receive before the pass that needs it and each
-// send after the pass that produces it; across ranks, the k-th send to a peer meets the k-th
-// receive there, carrying the same tensor; and the groups can all complete (no deadlock).
+// validate(schedule): whether a schedule runs as written under blocking grouped p2p, else the
+// first violation: structure (indices, peers, groups); per rank, each (micro-batch, chunk) F and B
+// once (W once when split), B after F, W after B, receives before and sends after their pass;
+// across ranks, the k-th send to a peer meets the k-th receive there with the same tensor; and
+// the blocking groups can all complete (no deadlock).
 #pragma once
 
 #include <cstdint>
