@@ -74,7 +74,10 @@ ScheduleSpec spec_from_flags(const ShowScheduleOptions& o) {
     const std::vector<Violation> broken = validate(plan);
     if (!broken.empty()) {
       std::string all;
-      for (const Violation& v : broken) all += (all.empty() ? "" : "; ") + to_string(v);
+      for (const Violation& v : broken) {
+        if (!all.empty()) all += "; ";
+        all += to_string(v);
+      }
       throw Error(cat(o.plan_path, ": ", broken.size(), " broken rule",
                       broken.size() > 1 ? "s" : "", ": ", all));
     }
