@@ -7,6 +7,7 @@
 #include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
 #include "src/parallel/rank_grid.hpp"
+#include "src/schedule/plan_rules.hpp"
 
 namespace mplan {
 
@@ -194,29 +195,7 @@ void check_parallel(const Plan& plan, Collector& c) {
           "--overlap-grad-reduce (set overlap_grad_reduce, or overlap_param_gather false)");
 }
 
-// Megatron's interleaved schedule (forward_backward_pipelining_with_interleaving) for one
-// micro-batch count.
-void check_interleaved(const ParallelConfig& p, int64_t num_microbatches, Collector& c) {
-  const int64_t group = p.group_size_per_vp_stage();
-  const char* field = p.microbatch_group_size_per_vp_stage > 0
-                          ? "parallel.microbatch_group_size_per_vp_stage"
-                          : "parallel.global_batch_size";
-  if (group > num_microbatches || group < p.pp) {
-    c.add(field,
-          "The number of contiguous micro-batches in a virtual pipeline stage should "
-          "range in [PP=",
-          p.pp, ", M=", num_microbatches, "] (got ", group, ")");
-    return;
-  }
-  const int64_t final_group = num_microbatches % group;
-  if (final_group > 0 && final_group < p.pp)
-    c.add(field, "The remainder of M (the total micro-batches, ", num_microbatches,
-          ") divided by N (number of contiguous micro-batches in a virtual pipeline stage, ", group,
-          ") should be 0, or larger than or equal to the pipeline-parallel size (", p.pp,
-          "), but it is ", final_group, ".");
-}
-
-void check_batch_and_schedule(const Plan& plan, Collector& c) {
+void check_batch(const Plan& plan, Collector& c) {
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
   MicrobatchSpec spec{p.global_batch_size, p.micro_batch_size, p.dp, t.rampup_batch_size, false};
@@ -249,31 +228,8 @@ void check_batch_and_schedule(const Plan& plan, Collector& c) {
     }
   }
 
-  // Schedule: Megatron runs the interleaved schedule exactly when vpp > 1.
-  if (p.vpp > 1 && p.schedule != ScheduleKind::kInterleaved)
-    c.add("parallel.schedule", "vpp (", p.vpp,
-          ") > 1 runs Megatron's interleaved schedule; "
-          "schedule is \"",
-          to_string(p.schedule), "\"");
-  if (p.schedule == ScheduleKind::kInterleaved && p.vpp == 1)
-    c.add("parallel.schedule",
-          "the interleaved schedule needs vpp > 1 (virtual pipeline "
-          "stages per pipeline rank), got vpp 1");
-  if (p.schedule == ScheduleKind::kInterleaved && p.vpp > 1 && p.pp > 1 && batch_ok) {
-    if (!calc) {
-      check_interleaved(p, p.global_batch_size / md, c);
-    } else {
-      for (const RampStep& step : calc->ramp_steps()) {
-        size_t before = c.out.size();
-        check_interleaved(p, step.state.num_microbatches, c);
-        if (c.out.size() != before) {
-          c.out.back().message +=
-              cat(" (ramp-up step at ", step.state.consumed_samples, " consumed samples)");
-          break;
-        }
-      }
-    }
-  }
+  // The schedule rules (vpp vs schedule, interleaved group sizes at every ramp-up step) belong
+  // to src/schedule (append_schedule_violations), the same rules make_schedule enforces.
 }
 
 void check_training(const Plan& plan, Collector& c) {
@@ -293,7 +249,7 @@ std::vector<Violation> validate(const Plan& plan) {
   check_model(plan, c);
   check_cluster(plan, c);
   check_parallel(plan, c);
-  check_batch_and_schedule(plan, c);
+  check_batch(plan, c);
   check_training(plan, c);
 
   // ---- Checks owned by other modules: one line each, appended below, in this order. ----------
@@ -302,6 +258,7 @@ std::vector<Violation> validate(const Plan& plan) {
   //   rank grid (src/parallel): order string, expert grid vs. order, ...
   //   schedule  (src/schedule): schedule-specific constraints
   check_rank_grid(plan, out);
+  append_schedule_violations(plan, out);
   // ---- end of other modules' checks ----------------------------------------------------------
   return out;
 }

@@ -438,10 +438,10 @@ TEST(Validate, ScheduleMatchesVirtualStages) {
   Plan p = base();
   p.parallel.vpp = 2;
   p.parallel.schedule = ScheduleKind::k1F1B;
-  expect_only(p, "parallel.schedule", "vpp (2) > 1 runs Megatron's interleaved schedule");
+  expect_only(p, "parallel.vpp", "vpp (2) > 1 needs the interleaved schedule");
   p.parallel.vpp = 1;
   p.parallel.schedule = ScheduleKind::kInterleaved;
-  expect_only(p, "parallel.schedule", "the interleaved schedule needs vpp > 1");
+  expect_only(p, "parallel.vpp", "the interleaved schedule needs vpp > 1");
 }
 
 Plan interleaved(int64_t global, int64_t group) {
@@ -464,14 +464,14 @@ TEST(Validate, InterleavedMicrobatchGroups) {
 
 TEST(Validate, InterleavedRules) {
   expect_only(interleaved(4, 0), "parallel.global_batch_size",
-              "The number of contiguous micro-batches in a virtual pipeline stage should range "
-              "in [PP=4, M=2] (got 4)");
+              "M = global_batch_size / (micro_batch_size x dp) = 2 micro-batches: The number of "
+              "contiguous micro-batches in a virtual pipeline stage should range in [PP=4 , M=2]");
   expect_only(interleaved(12, 0), "parallel.global_batch_size",
-              "The remainder of M (the total micro-batches, 6) divided by N (number of "
-              "contiguous micro-batches in a virtual pipeline stage, 4) should be 0, or larger "
-              "than or equal to the pipeline-parallel size (4), but it is 2.");
+              "= 6 micro-batches: The remainder of M (the total micro-batches) divided by N "
+              "(number of contiguous micro-batches in a virtual pipeline stage) should be 0, or "
+              "larger than or equal to the pipeline-parallel size, but it is 2.");
   expect_only(interleaved(16, 3), "parallel.microbatch_group_size_per_vp_stage",
-              "should range in [PP=4, M=8] (got 3)");
+              "should range in [PP=4 , M=8]");
   expect_only(interleaved(24, 5), "parallel.microbatch_group_size_per_vp_stage",
               "but it is 2.");  // M 12 = 5 + 5 + 2
 }
@@ -480,7 +480,7 @@ TEST(Validate, InterleavedRulesAlongARampup) {
   Plan p = interleaved(16, 0);                                 // final M 8
   p.training.rampup_batch_size = RampupBatchSize{4, 4, 1000};  // starts at M 2 < pp 4
   expect_only(p, "parallel.global_batch_size",
-              "should range in [PP=4, M=2] (got 4) (ramp-up step at 0 consumed samples)");
+              "should range in [PP=4 , M=2] (ramp-up step at 0 consumed samples)");
 }
 
 // ---- training -------------------------------------------------------------------------------
