@@ -12,7 +12,7 @@ namespace {
 enum : uint8_t { kPending = 0, kArrived = 1, kRunning = 2, kDone = 3 };
 }
 
-void Engine::prepare(const Program& p, SimResult& out) {
+void Engine::prepare(const Program& p, SimResult& out, bool fuse_chains) {
   const int32_t n = p.num_ops();
   const auto& waits = p.waits();
   const auto& mem = p.mem_deltas();
@@ -50,6 +50,28 @@ void Engine::prepare(const Program& p, SimResult& out) {
       mem_list_[cursor[mem[i].op]++] = static_cast<int32_t>(i);
   }
 
+  // Chains: op -> the next op of its stream when nothing can observe op's end but that next op
+  // (nobody waits on op, op frees or allocates nothing at its end) and the next op can start the
+  // moment op ends (no waits, no rendezvous, no memory change at its start). Such a successor is
+  // started without an event of its own.
+  chain_next_.assign(static_cast<size_t>(n), kNone);
+  if (fuse_chains) {
+    auto has_mem = [&](OpId op, MemWhen when) {
+      for (int32_t i = mem_off_[op]; i < mem_off_[op + 1]; ++i)
+        if (mem[mem_list_[i]].when == when) return true;
+      return false;
+    };
+    for (OpId op = 0; op < n; ++op) {
+      const OpId next = p.op(op).next_in_stream;
+      if (next == kNone || dep_off_[op] != dep_off_[op + 1] || has_mem(op, MemWhen::kAtEnd))
+        continue;
+      if (p.op(next).rendezvous != kNone || remaining_[next] != 0 ||
+          has_mem(next, MemWhen::kAtStart))
+        continue;
+      chain_next_[op] = next;
+    }
+  }
+
   state_.assign(static_cast<size_t>(n), kPending);
   arrived_.assign(p.rendezvous().size(), 0);
   head_.resize(static_cast<size_t>(p.num_streams()));
@@ -79,7 +101,7 @@ void Engine::prepare(const Program& p, SimResult& out) {
 }
 
 void Engine::run(const Program& p, SimResult& out, const RunOptions& opt) {
-  prepare(p, out);
+  prepare(p, out, opt.fuse_chains);
   const int32_t n = p.num_ops();
   const int32_t streams_per_rank = p.streams_per_rank();
   // Raw views of the arrays the loop touches (the vectors do not change size below).
@@ -93,6 +115,7 @@ void Engine::run(const Program& p, SimResult& out, const RunOptions& opt) {
   int32_t* remaining = remaining_.data();
   uint8_t* state = state_.data();
   int32_t* arrived = arrived_.data();
+  const OpId* chain_next = chain_next_.data();
   OpId* head = head_.data();
   OpTiming* timing = out.ops.data();
   int64_t* rank_end = out.rank_end_ns.data();
@@ -115,11 +138,26 @@ void Engine::run(const Program& p, SimResult& out, const RunOptions& opt) {
       if (opt.record_memory_timeline) m.timeline.push_back({now, total});
     }
   };
+  int64_t done = 0;
   auto start = [&](OpId op, int64_t now, int64_t duration) {
     state[op] = kRunning;
     timing[op].start_ns = now;
     apply_memory(op, MemWhen::kAtStart, now);
-    queue_.push(now + duration, op);
+    int64_t end = now + duration;
+    // Run the op's chain (see prepare) back to back; only the last op gets an event.
+    for (OpId next = chain_next[op]; next != kNone; next = chain_next[op]) {
+      const Op& o = ops[op];
+      timing[op].end_ns = end;
+      state[op] = kDone;
+      ++done;
+      head[o.rank * streams_per_rank + o.stream] = next;
+      state[next] = kRunning;
+      timing[next].ready_ns = end;
+      timing[next].start_ns = end;
+      op = next;
+      end += ops[op].duration_ns;
+    }
+    queue_.push(end, op);
   };
   auto try_start = [&](OpId op, int64_t now) {
     const Op& o = ops[op];
@@ -144,7 +182,6 @@ void Engine::run(const Program& p, SimResult& out, const RunOptions& opt) {
     for (OpId m = rv.first_member; m != kNone; m = ops[m].next_member) start(m, now, duration);
   };
 
-  int64_t done = 0;
   int64_t now = 0;
   for (int32_t s = 0; s < p.num_streams(); ++s)
     if (head[s] != kNone) candidates_.push_back(head[s]);

@@ -47,39 +47,6 @@ void Program::reserve(size_t ops, size_t waits, size_t mem_deltas) {
   mem_.reserve(mem_deltas);
 }
 
-OpId Program::append(int32_t rank, int32_t stream, const Op& o) {
-  MPLAN_CHECK(rank >= 0 && rank < num_ranks_, "rank ", rank, " of ", num_ranks_);
-  MPLAN_CHECK(stream >= 0 && stream < streams_per_rank_, "stream ", stream, " of ",
-              streams_per_rank_);
-  MPLAN_CHECK(o.label.name < names_.size(), "label name ", o.label.name, " not interned");
-  MPLAN_CHECK(ops_.size() < static_cast<size_t>(INT32_MAX), "too many ops");
-  OpId id = static_cast<OpId>(ops_.size());
-  ops_.push_back(o);
-  Op& op = ops_.back();
-  op.rank = rank;
-  op.stream = static_cast<int16_t>(stream);
-  op.next_in_stream = kNone;
-  op.next_member = kNone;
-  int32_t s = stream_index(rank, stream);
-  if (stream_last_[s] == kNone) {
-    stream_first_[s] = id;
-  } else {
-    ops_[stream_last_[s]].next_in_stream = id;
-  }
-  stream_last_[s] = id;
-  return id;
-}
-
-OpId Program::add_op(int32_t rank, int32_t stream, int64_t duration_ns, OpLabel label,
-                     OpKind kind) {
-  MPLAN_CHECK(duration_ns >= 0, "op duration ", duration_ns, " ns");
-  Op o;
-  o.duration_ns = duration_ns;
-  o.kind = kind;
-  o.label = label;
-  return append(rank, stream, o);
-}
-
 void Program::add_wait(OpId op, OpId dep) {
   MPLAN_CHECK(op >= 0 && op < num_ops() && dep >= 0 && dep < num_ops(), "wait ", op, " on ", dep,
               " with ", num_ops(), " ops");
@@ -102,11 +69,7 @@ OpId Program::join(int32_t rank, int32_t stream, RendezvousId rv, OpKind kind, O
   Rendezvous& r = rendezvous_[rv];
   MPLAN_CHECK(r.num_members < r.expected_members, "rendezvous ", rv, " already has its ",
               r.expected_members, " members");
-  Op o;
-  o.kind = kind;
-  o.label = label;
-  o.rendezvous = rv;
-  OpId id = append(rank, stream, o);
+  OpId id = append(rank, stream, 0, kind, label, rv);
   if (r.last_member == kNone) {
     r.first_member = id;
   } else {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "src/common/error.hpp"
+
 namespace mplan::des {
 
 using OpId = int32_t;
@@ -92,7 +94,10 @@ class Program {
 
   // Appends an op to the end of stream `stream` of `rank`.
   OpId add_op(int32_t rank, int32_t stream, int64_t duration_ns, OpLabel label = {},
-              OpKind kind = OpKind::kCompute);
+              OpKind kind = OpKind::kCompute) {
+    MPLAN_CHECK(duration_ns >= 0, "op duration ", duration_ns, " ns");
+    return append(rank, stream, duration_ns, kind, label, kNone);
+  }
   // `op` starts only after `dep` has ended (dep may be on any rank and stream).
   void add_wait(OpId op, OpId dep);
 
@@ -148,7 +153,30 @@ class Program {
   const std::string& mem_class_name(int mem_class) const { return mem_class_names_[mem_class]; }
 
  private:
-  OpId append(int32_t rank, int32_t stream, const Op& o);
+  // Inline, and filling the new op in place: building programs is on the sweep's hot path.
+  OpId append(int32_t rank, int32_t stream, int64_t duration_ns, OpKind kind, OpLabel label,
+              RendezvousId rv) {
+    MPLAN_CHECK(rank >= 0 && rank < num_ranks_ && stream >= 0 && stream < streams_per_rank_,
+                "rank ", rank, " stream ", stream, " of ", num_ranks_, " x ", streams_per_rank_);
+    MPLAN_CHECK(label.name < names_.size(), "label name ", label.name, " not interned");
+    MPLAN_CHECK(ops_.size() < static_cast<size_t>(INT32_MAX), "too many ops");
+    const OpId id = static_cast<OpId>(ops_.size());
+    Op& op = ops_.emplace_back();
+    op.duration_ns = duration_ns;
+    op.rank = rank;
+    op.stream = static_cast<int16_t>(stream);
+    op.kind = kind;
+    op.rendezvous = rv;
+    op.label = label;
+    const int32_t s = stream_index(rank, stream);
+    if (stream_last_[s] == kNone) {
+      stream_first_[s] = id;
+    } else {
+      ops_[stream_last_[s]].next_in_stream = id;
+    }
+    stream_last_[s] = id;
+    return id;
+  }
 
   int32_t num_ranks_ = 0;
   int32_t streams_per_rank_ = 0;

@@ -243,5 +243,36 @@ TEST(Engine, RunsAreDeterministicAndEngineReuseGivesTheSameResult) {
   EXPECT_EQ(scratch.makespan_ns, 99);
 }
 
+TEST(Engine, FusedChainsGiveTheSameTimesAndMemoryAsOneEventPerOp) {
+  SyntheticPipeline s;
+  s.stages = 4;
+  s.microbatches = 9;
+  s.layers_per_stage = 3;
+  s.forward_ns = 101;
+  s.backward_ns = 203;
+  s.p2p_ns = 17;
+  s.tp_collective_ns = 5;
+  s.dp_reduce_ns = 300;
+  s.optimizer_ns = 50;
+  s.activation_bytes = 1 << 20;
+  Program p;
+  build_synthetic_1f1b(s, p);
+  RunOptions fused, plain;
+  plain.fuse_chains = false;
+  SimResult a = simulate(p, fused), b = simulate(p, plain);
+  ASSERT_TRUE(a.completed && b.completed);
+  EXPECT_EQ(a.makespan_ns, b.makespan_ns);
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_EQ(a.ops[i].ready_ns, b.ops[i].ready_ns) << i;
+    EXPECT_EQ(a.ops[i].start_ns, b.ops[i].start_ns) << i;
+    EXPECT_EQ(a.ops[i].end_ns, b.ops[i].end_ns) << i;
+  }
+  for (int32_t r = 0; r < s.stages; ++r) {
+    EXPECT_EQ(a.memory[r].peak_bytes, b.memory[r].peak_bytes);
+    EXPECT_EQ(a.memory[r].peak_time_ns, b.memory[r].peak_time_ns);
+    EXPECT_EQ(a.rank_end_ns[r], b.rank_end_ns[r]);
+  }
+}
+
 }  // namespace
 }  // namespace mplan::des
