@@ -123,5 +123,31 @@ TEST(CollectiveCost, PlacementOfRanks) {
   EXPECT_THROW(placement_of({0, 1, 8}, 8), InternalError);
 }
 
+// Bus bandwidth the model predicts, as nccl-tests computes it: S · f(n) / t.
+double predicted_busbw_gbps(const ClusterSpec& c, CollectiveKind k, double bytes, int64_t n) {
+  return bytes * bus_factor(k, n) / static_cast<double>(collective_time_ns(c, k, bytes, {n, 1, n}));
+}
+
+TEST(CollectiveCost, H200x4ProfileReproducesTheAnchors) {
+  // shared/anchors/README.md, NCCL on 4 x H200: all-reduce busbw 87 (1 MiB), 267 (16 MiB), 340
+  // (256 MiB), 357 (1 GiB) GB/s; all-gather / reduce-scatter 195 / 217 at 16 MiB, 327 / 323 at
+  // 1 GiB; send/recv 358-360 GB/s at 256 MiB.
+  const ClusterSpec c = load_cluster("h200x4");
+  const CollectiveKind ar = CollectiveKind::kAllReduce;
+  EXPECT_NEAR(predicted_busbw_gbps(c, ar, kMiB, 4), 87, 1);
+  EXPECT_NEAR(predicted_busbw_gbps(c, ar, 16 * kMiB, 4), 267, 2);
+  EXPECT_NEAR(predicted_busbw_gbps(c, ar, 256 * kMiB, 4), 340, 2);
+  EXPECT_NEAR(predicted_busbw_gbps(c, ar, kGiB, 4), 357, 2);
+  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    EXPECT_GE(predicted_busbw_gbps(c, k, 16 * kMiB, 4), 195);
+    EXPECT_LE(predicted_busbw_gbps(c, k, 16 * kMiB, 4), 217);
+    EXPECT_GE(predicted_busbw_gbps(c, k, kGiB, 4), 322);
+    EXPECT_LE(predicted_busbw_gbps(c, k, kGiB, 4), 328);
+  }
+  const double p2p = 256 * kMiB / static_cast<double>(p2p_time_ns(c, 256 * kMiB, true));
+  EXPECT_GE(p2p, 357);
+  EXPECT_LE(p2p, 361);
+}
+
 }  // namespace
 }  // namespace mplan::cost

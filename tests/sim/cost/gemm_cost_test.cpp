@@ -56,5 +56,17 @@ TEST(GemmCost, ProfileWithoutCurveIsAUserError) {
   }
 }
 
+TEST(GemmCost, H200x4ProfileReproducesTheAnchors) {
+  // shared/anchors/README.md: cuBLAS bf16 GEMM on H200, 204-242 TFLOP/s at 1024^3, 788 on random
+  // data at 8192^3.
+  const GpuSpec g = load_cluster("h200x4").gpu;
+  auto tflops = [&](int64_t n) {
+    return gemm_flops({n, n, n}) / static_cast<double>(gemm_time_ns(g, {n, n, n})) * 1e-3;
+  };
+  EXPECT_GE(tflops(1024), 204);
+  EXPECT_LE(tflops(1024), 242);
+  EXPECT_NEAR(tflops(8192), 788, 8);
+}
+
 }  // namespace
 }  // namespace mplan::cost
