@@ -136,6 +136,7 @@ class Program {
     return rank * streams_per_rank_ + stream;
   }
   OpId stream_first(int32_t stream_index) const { return stream_first_[stream_index]; }
+  OpId stream_last(int32_t stream_index) const { return stream_last_[stream_index]; }
 
   int32_t num_ops() const { return static_cast<int32_t>(ops_.size()); }
   const Op& op(OpId id) const { return ops_[id]; }

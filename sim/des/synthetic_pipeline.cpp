@@ -107,13 +107,7 @@ void build_synthetic_1f1b(const SyntheticPipeline& s, Program& out) {
     if (s.optimizer_ns > 0) {
       OpId opt = out.add_op(st, kSynCompute, s.optimizer_ns, {n_opt, -1, -1});
       // The DP stream runs its reductions in order: waiting on its last one waits on all.
-      if (s.dp_reduce_ns > 0) {
-        OpId last_dp = kNone;
-        for (OpId o = out.stream_first(out.stream_index(st, kSynDp)); o != kNone;
-             o = out.op(o).next_in_stream)
-          last_dp = o;
-        out.add_wait(opt, last_dp);
-      }
+      if (s.dp_reduce_ns > 0) out.add_wait(opt, out.stream_last(out.stream_index(st, kSynDp)));
     }
   }
 }

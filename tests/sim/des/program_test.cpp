@@ -17,6 +17,8 @@ TEST(Program, OpsChainPerStreamInAddOrder) {
   EXPECT_EQ(p.stream_first(p.stream_index(0, 1)), a);
   EXPECT_EQ(p.op(a).next_in_stream, c);
   EXPECT_EQ(p.op(c).next_in_stream, kNone);
+  EXPECT_EQ(p.stream_last(p.stream_index(0, 1)), c);
+  EXPECT_EQ(p.stream_last(p.stream_index(0, 0)), kNone);
   EXPECT_EQ(p.stream_first(p.stream_index(1, 1)), b);
   EXPECT_EQ(p.stream_first(p.stream_index(0, 2)), d);
   EXPECT_EQ(p.stream_first(p.stream_index(0, 0)), kNone);
