@@ -43,7 +43,8 @@ Curve curve_from_json(const JsonObject& o, const std::string& key) {
     if (!(pt.x > 0) || !(pt.y > 0))
       throw Error(cat(name, "[", i, "]: both values must be > 0, got ", json_excerpt(p)));
     if (!c.empty() && pt.x <= c.back().x)
-      throw Error(cat(name, "[", i, "]: x values must increase, got ", pt.x, " after ", c.back().x));
+      throw Error(
+          cat(name, "[", i, "]: x values must increase, got ", pt.x, " after ", c.back().x));
     c.push_back(pt);
   }
   return c;
@@ -76,8 +77,10 @@ Json link_to_json(const LinkSpec& l) {
   j["name"] = l.name;
   j["latency_us"] = l.latency_us;
   j["allreduce_busbw_gbps"] = curve_to_json(l.allreduce_busbw_gbps);
-  if (!l.allgather_busbw_gbps.empty()) j["allgather_busbw_gbps"] = curve_to_json(l.allgather_busbw_gbps);
-  if (!l.alltoall_busbw_gbps.empty()) j["alltoall_busbw_gbps"] = curve_to_json(l.alltoall_busbw_gbps);
+  if (!l.allgather_busbw_gbps.empty())
+    j["allgather_busbw_gbps"] = curve_to_json(l.allgather_busbw_gbps);
+  if (!l.alltoall_busbw_gbps.empty())
+    j["alltoall_busbw_gbps"] = curve_to_json(l.alltoall_busbw_gbps);
   if (!l.p2p_gbps.empty()) j["p2p_gbps"] = curve_to_json(l.p2p_gbps);
   return j;
 }
@@ -104,6 +107,7 @@ ClusterSpec cluster_from_json(const Json& j, const std::string& path) {
     c.gpu.memory_bound_efficiency = g.get_number("memory_bound_efficiency", 0.8, 1e-9);
     c.gpu.gemm_efficiency = curve_from_json(g, "gemm_efficiency");
     c.gpu.attention_efficiency = curve_from_json(g, "attention_efficiency");
+    c.gpu.attention_backward_efficiency = curve_from_json(g, "attention_backward_efficiency");
     c.gpu.runtime_overhead_gib = g.get_number("runtime_overhead_gib", 0.0, 0.0);
     g.finish();
     if (c.gpu.memory_bound_efficiency > 1)
@@ -133,6 +137,8 @@ Json cluster_to_json(const ClusterSpec& c) {
   if (!c.gpu.gemm_efficiency.empty()) g["gemm_efficiency"] = curve_to_json(c.gpu.gemm_efficiency);
   if (!c.gpu.attention_efficiency.empty())
     g["attention_efficiency"] = curve_to_json(c.gpu.attention_efficiency);
+  if (!c.gpu.attention_backward_efficiency.empty())
+    g["attention_backward_efficiency"] = curve_to_json(c.gpu.attention_backward_efficiency);
   g["runtime_overhead_gib"] = c.gpu.runtime_overhead_gib;
   j["gpu"] = g;
   j["intra_node"] = link_to_json(c.intra_node);

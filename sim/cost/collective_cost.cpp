@@ -1,0 +1,170 @@
+// Collective cost. Sources:
+// - Bus bandwidth and bus factors: NVIDIA/nccl-tests doc/PERFORMANCE.md (busbw = algbw·f(n),
+//   so t = S·f(n)/busbw for a collective that runs at the bus bandwidth).
+// - α + S/B form: the same document ("time ... roughly equal to overhead + size / bw"); Hockney's
+//   latency-bandwidth model. Profiles store the bandwidth term net of α (see docs/cost-model.md).
+// - Across nodes, the hierarchical decomposition (intra-node phase on NVLink, inter-node phase on
+//   the network among one GPU per node per slice, as NCCL's tree and CollNet algorithms and
+//   Megatron's hierarchical analyses do): each phase takes its share of the data over its own
+//   link, the phases pipeline, so the slower bounds the time: Thakur, Rabenseifner, Gropp,
+//   "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005 (ring
+//   reduce-scatter/all-gather volumes (n-1)/n·S per rank); per-node network volume
+//   2(N-1)/N·S for an all-reduce over N nodes, spread over the node's k GPUs and their NICs.
+#include "sim/cost/collective_cost.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "sim/cost/time_ns.hpp"
+#include "src/common/error.hpp"
+#include "src/common/units.hpp"
+
+namespace mplan::cost {
+
+const char* to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllToAll:
+      return "all-to-all";
+    case CollectiveKind::kSendRecv:
+      return "send/recv";
+  }
+  return "?";
+}
+
+double bus_factor(CollectiveKind k, int64_t n) {
+  MPLAN_CHECK(n >= 1, "group size ", n);
+  const double nn = static_cast<double>(n);
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (nn - 1) / nn;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (nn - 1) / nn;
+    case CollectiveKind::kSendRecv:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+GroupPlacement placement_of(const std::vector<int64_t>& ranks, int64_t gpus_per_node) {
+  MPLAN_CHECK(!ranks.empty() && gpus_per_node >= 1, "group of ", ranks.size(), " ranks, ",
+              gpus_per_node, " GPUs per node");
+  std::vector<int64_t> nodes;
+  nodes.reserve(ranks.size());
+  for (int64_t r : ranks) nodes.push_back(r / gpus_per_node);
+  std::sort(nodes.begin(), nodes.end());
+  GroupPlacement g;
+  g.size = static_cast<int64_t>(ranks.size());
+  g.nodes = 0;
+  int64_t max_run = 0, min_run = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < nodes.size();) {
+    size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
+    ++g.nodes;
+    max_run = std::max<int64_t>(max_run, static_cast<int64_t>(j - i));
+    min_run = std::min<int64_t>(min_run, static_cast<int64_t>(j - i));
+    i = j;
+  }
+  MPLAN_CHECK(max_run == min_run, "group spread unevenly over its nodes (", min_run, " to ",
+              max_run, " GPUs per node)");
+  g.per_node = max_run;
+  return g;
+}
+
+double nic_share_per_gpu(const ClusterSpec& c) {
+  MPLAN_CHECK(c.gpus_per_node >= 1, "gpus_per_node ", c.gpus_per_node);
+  return std::min(1.0, static_cast<double>(c.nics()) / static_cast<double>(c.gpus_per_node));
+}
+
+namespace {
+
+// The busbw curve of a link for a collective kind (all-gather's serves reduce-scatter; a missing
+// all-gather or all-to-all curve falls back to the all-reduce one).
+const Curve& curve_for(const LinkSpec& l, CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return l.allreduce_busbw_gbps;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      return l.allgather_busbw_gbps.empty() ? l.allreduce_busbw_gbps : l.allgather_busbw_gbps;
+    case CollectiveKind::kAllToAll:
+      return l.alltoall_busbw_gbps.empty() ? l.allreduce_busbw_gbps : l.alltoall_busbw_gbps;
+    case CollectiveKind::kSendRecv:
+      return l.p2p_gbps.empty() ? l.allreduce_busbw_gbps : l.p2p_gbps;
+  }
+  return l.allreduce_busbw_gbps;
+}
+
+// Bandwidth in bytes per second at message size `bytes`.
+double bandwidth(const LinkSpec& l, CollectiveKind k, double bytes) {
+  const Curve& c = curve_for(l, k);
+  MPLAN_CHECK(!c.empty(), "link '", l.name, "' has no bandwidth curve for ", to_string(k));
+  return curve_at(c, std::max(bytes, 1.0), 0.0) * kGB;
+}
+
+const LinkSpec& network(const ClusterSpec& c) {
+  if (!c.has_inter_node())
+    throw Error(cat("cluster.inter_node: cluster '", c.name,
+                    "' has no network between nodes, but a group spans nodes"));
+  return c.inter_node;
+}
+
+}  // namespace
+
+int64_t collective_time_ns(const ClusterSpec& c, CollectiveKind kind, double bytes,
+                           const GroupPlacement& g) {
+  MPLAN_CHECK(g.size >= 1 && g.nodes >= 1 && g.per_node >= 1 && g.nodes * g.per_node == g.size,
+              "placement size ", g.size, " nodes ", g.nodes, " per node ", g.per_node);
+  MPLAN_CHECK(bytes >= 0, "bytes ", bytes);
+  if (g.size == 1 || bytes == 0) return 0;
+  if (kind == CollectiveKind::kSendRecv) return p2p_time_ns(c, bytes, g.nodes == 1);
+
+  const double n = static_cast<double>(g.size);
+  const double k = static_cast<double>(g.per_node);
+  if (g.nodes == 1) {
+    // t = α + S·f(n)/busbw(S)
+    const double s = bytes * bus_factor(kind, g.size) / bandwidth(c.intra_node, kind, bytes);
+    return to_ns(c.intra_node.latency_us * 1e3 + s * 1e9);
+  }
+
+  const LinkSpec& net = network(c);
+  const double share = nic_share_per_gpu(c);
+  double intra_s = 0, inter_s = 0;
+  if (kind == CollectiveKind::kAllToAll) {
+    // Each GPU sends S/n to every other member: (k-1)·S/n over NVLink, (n-k)·S/n through its NIC
+    // share. The profile's busbw (factor (n-1)/n) is per GPU, so a volume V takes V/busbw.
+    if (g.per_node > 1) intra_s = (k - 1) / n * bytes / bandwidth(c.intra_node, kind, bytes);
+    inter_s = (n - k) / n * bytes / (share * bandwidth(net, kind, bytes));
+  } else {
+    // Ring-type collectives, hierarchically: f(k) of S on NVLink inside each node; f(N) of S
+    // between the N nodes, carried by the node's k GPUs (each with its NIC share) in parallel,
+    // each on a slice of S/k.
+    const double slice = bytes / k;
+    if (g.per_node > 1)
+      intra_s = bus_factor(kind, g.per_node) * bytes / bandwidth(c.intra_node, kind, bytes);
+    inter_s = bus_factor(kind, g.nodes) * slice / (share * bandwidth(net, kind, slice));
+  }
+  const double alpha_us = net.latency_us + (g.per_node > 1 ? c.intra_node.latency_us : 0.0);
+  return to_ns(alpha_us * 1e3 + std::max(intra_s, inter_s) * 1e9);
+}
+
+int64_t p2p_time_ns(const ClusterSpec& c, double bytes, bool same_node) {
+  MPLAN_CHECK(bytes >= 0, "bytes ", bytes);
+  if (bytes == 0) return 0;
+  if (same_node) {
+    const LinkSpec& l = c.intra_node;
+    return to_ns(l.latency_us * 1e3 + bytes / bandwidth(l, CollectiveKind::kSendRecv, bytes) * 1e9);
+  }
+  const LinkSpec& net = network(c);
+  const double bw = nic_share_per_gpu(c) * bandwidth(net, CollectiveKind::kSendRecv, bytes);
+  return to_ns(net.latency_us * 1e3 + bytes / bw * 1e9);
+}
+
+}  // namespace mplan::cost

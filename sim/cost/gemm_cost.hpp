@@ -1,0 +1,30 @@
+// Time of a (batched) GEMM on one GPU: FLOPs over the GPU's achieved rate, where the achieved
+// fraction of peak comes from the hardware profile's efficiency curve over the GEMM's FLOPs, with
+// a memory-roofline floor for skinny shapes. Invariant: time >= max(compute, memory) bound.
+#pragma once
+
+#include <cstdint>
+
+#include "src/plan/cluster_spec.hpp"
+
+namespace mplan::cost {
+
+// C (m, n) = A (m, k) · B (k, n), `batch` independent products, `bytes_per_element` per operand.
+struct GemmShape {
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t batch = 1;
+  int64_t bytes_per_element = 2;  // bf16
+};
+
+// 2·m·n·k·batch: one multiply and one add per inner-product term.
+double gemm_flops(const GemmShape& g);
+// Bytes read and written once: (m·k + k·n + m·n)·batch·bytes_per_element.
+double gemm_bytes(const GemmShape& g);
+// Achieved fraction of peak for a GEMM of `flops` FLOPs (the profile's gemm_efficiency curve).
+double gemm_efficiency(const GpuSpec& gpu, double flops);
+// max(flops / (peak · efficiency(flops)), bytes / (HBM bandwidth · memory_bound_efficiency)).
+int64_t gemm_time_ns(const GpuSpec& gpu, const GemmShape& g);
+
+}  // namespace mplan::cost

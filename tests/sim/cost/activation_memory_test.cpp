@@ -1,0 +1,177 @@
+// Activation bytes per layer and micro-batch against Korthikanti et al. 2022, Table 2 (exact
+// expressions for GPT layers), their Figure 1 totals for the 22B model, and hand counts for the
+// generalised cases (GQA + SwiGLU, MoE, context parallelism, first/last stage extras).
+#include "sim/cost/activation_memory.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mplan::cost {
+namespace {
+
+// The 22B GPT of Korthikanti et al. Table 3: h 6144, a 64, s 2048, micro-batch 4.
+LayerActivationShape gpt22b(int64_t t) {
+  LayerActivationShape s;
+  s.seq_length = 2048;
+  s.micro_batch = 4;
+  s.hidden = 6144;
+  s.heads = 64;
+  s.query_groups = 64;
+  s.head_dim = 96;
+  s.ffn_hidden = 4 * 6144;
+  s.tp = t;
+  return s;
+}
+
+constexpr int64_t kS = 2048, kB = 4, kH = 6144, kA = 64;
+constexpr int64_t kSbh = kS * kB * kH;        // 50331648
+constexpr int64_t kAs2b = kA * kS * kS * kB;  // 1073741824
+
+class Table2 : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(Table2, TensorParallelOnly) {
+  const int64_t t = GetParam();
+  // sbh (10 + 24/t + 5as/(ht))
+  EXPECT_EQ(layer_activation_bytes(gpt22b(t)).total(), 10 * kSbh + 24 * kSbh / t + 5 * kAs2b / t);
+}
+
+TEST_P(Table2, SequenceParallel) {
+  const int64_t t = GetParam();
+  LayerActivationShape s = gpt22b(t);
+  s.sequence_parallel = true;
+  // sbh (34/t + 5as/(ht))
+  EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t + 5 * kAs2b / t);
+}
+
+TEST_P(Table2, SelectiveRecompute) {
+  const int64_t t = GetParam();
+  LayerActivationShape s = gpt22b(t);
+  s.recompute = Recompute::kSelective;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 10 * kSbh + 24 * kSbh / t);  // sbh (10 + 24/t)
+  s.sequence_parallel = true;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t);  // sbh · 34/t
+}
+
+TEST_P(Table2, FullRecompute) {
+  LayerActivationShape s = gpt22b(GetParam());
+  s.recompute = Recompute::kFull;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 2 * kSbh);  // sbh · 2
+  EXPECT_EQ(layer_activation_bytes(s).checkpoint, 2 * kSbh);
+}
+
+TEST_P(Table2, FlashAttentionDropsTheScoreTerm) {
+  const int64_t t = GetParam();
+  LayerActivationShape s = gpt22b(t);
+  s.flash_attention = true;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 10 * kSbh + 24 * kSbh / t);
+  s.sequence_parallel = true;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t);
+}
+
+INSTANTIATE_TEST_SUITE_P(TensorParallelSizes, Table2, ::testing::Values(1, 2, 4, 8));
+
+TEST(ActivationMemory, NoParallelismIs34PlusScores) {
+  // Section 4.1: sbh (34 + 5as/h); the attention block 11sbh + 5as^2b, MLP 19sbh, norms 4sbh.
+  LayerActivationBytes b = layer_activation_bytes(gpt22b(1));
+  EXPECT_EQ(b.total(), 34 * kSbh + 5 * kAs2b);
+  EXPECT_EQ(b.attention, 11 * kSbh + 5 * kAs2b);
+  EXPECT_EQ(b.mlp, 19 * kSbh);
+  EXPECT_EQ(b.norms, 4 * kSbh);
+}
+
+TEST(ActivationMemory, Figure1TotalsFor22B) {
+  // Korthikanti et al. Figure 1, 22B (t 8, p 1, 48 layers): activations 59.25 GiB per GPU with
+  // tensor parallelism alone, 9.5625 GiB with sequence parallelism and selective recompute
+  // (values from shared/anchors/published_calibration.json, analytic_references).
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  LayerActivationShape s = gpt22b(8);
+  EXPECT_EQ(48 * layer_activation_bytes(s).total() * 10000 / kGiB, 592500);  // 59.25 GiB
+  s.sequence_parallel = true;
+  s.recompute = Recompute::kSelective;
+  EXPECT_EQ(48 * layer_activation_bytes(s).total() * 10000 / kGiB, 95625);  // 9.5625 GiB
+}
+
+TEST(ActivationMemory, DropoutOffStoresNoMasksAndNoSecondScoreCopy) {
+  LayerActivationShape s = gpt22b(1);
+  s.attention_dropout = false;
+  s.hidden_dropout = false;
+  // Without masks (2 sbh, as^2b) and the dropout output (2 as^2b): 32 sbh + 2 as^2b.
+  EXPECT_EQ(layer_activation_bytes(s).total(), 32 * kSbh + 2 * kAs2b);
+}
+
+TEST(ActivationMemory, GroupedQueryAttentionWithSwiGlu) {
+  // Llama-like: s 4096, b 1, h 4096, 32 heads of 128, 8 query groups, ffn 14336 SwiGLU; t 4 with
+  // sequence parallelism, flash attention, no dropout. In units of sbh/4 (sbh = 2^24):
+  // norms 2 + 2; attention: QKV input 2, Q 2, K 0.5, V 0.5, context 2 = 7;
+  // MLP: FC1 input 2, SwiGLU input 2 · 2 · 14336/4096 = 14, FC2 input 7 = 23.
+  LayerActivationShape s;
+  s.seq_length = 4096;
+  s.micro_batch = 1;
+  s.hidden = 4096;
+  s.heads = 32;
+  s.query_groups = 8;
+  s.head_dim = 128;
+  s.ffn_hidden = 14336;
+  s.gated_mlp = true;
+  s.tp = 4;
+  s.sequence_parallel = true;
+  s.flash_attention = true;
+  s.attention_dropout = s.hidden_dropout = false;
+  const int64_t unit = (int64_t{1} << 24) / 4;
+  LayerActivationBytes b = layer_activation_bytes(s);
+  EXPECT_EQ(b.norms, 4 * unit);
+  EXPECT_EQ(b.attention, 7 * unit);
+  EXPECT_EQ(b.mlp, 23 * unit);
+}
+
+TEST(ActivationMemory, MixtureOfExperts) {
+  // s 4096, b 1, h 4096, t 2 with SP, 8 experts top-2 of ffn 14336 SwiGLU, etp 1, flash, no
+  // dropout. Tokens on the rank: 2048; routed copies: 4096. MLP part:
+  //   router input 2 · 2048 · 4096 = 16777216; router probabilities 4 · 2048 · 8 = 65536;
+  //   dispatched tokens 2 · 4096 · 4096 = 33554432; SwiGLU input 2 · 4096 · 28672 = 234881024;
+  //   FC2 input 2 · 4096 · 14336 = 117440512; expert outputs for the combine 2 · 2048 · 2 · 4096
+  //   = 33554432. Sum 436273152.
+  LayerActivationShape s;
+  s.seq_length = 4096;
+  s.micro_batch = 1;
+  s.hidden = 4096;
+  s.heads = 32;
+  s.query_groups = 8;
+  s.head_dim = 128;
+  s.gated_mlp = true;
+  s.tp = 2;
+  s.sequence_parallel = true;
+  s.flash_attention = true;
+  s.attention_dropout = s.hidden_dropout = false;
+  s.moe = true;
+  s.num_experts = 8;
+  s.topk = 2;
+  s.moe_ffn_hidden = 14336;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, 436273152);
+  // A shared expert of 4096 adds its SwiGLU input and FC2 input, split by t:
+  // 2 · 4096 · 8192 / 2 + 2 · 4096 · 4096 / 2 = 33554432 + 16777216.
+  s.shared_ffn_hidden = 4096;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, 436273152 + 33554432 + 16777216);
+}
+
+TEST(ActivationMemory, ContextParallelSplitsTheSequence) {
+  LayerActivationShape s = gpt22b(2);
+  s.flash_attention = true;
+  LayerActivationShape c = s;
+  c.cp = 2;
+  EXPECT_EQ(2 * layer_activation_bytes(c).total(), layer_activation_bytes(s).total());
+  // Materialized scores with CP: each rank's s/cp queries against all s keys.
+  s.flash_attention = c.flash_attention = false;
+  EXPECT_EQ(layer_activation_bytes(c).total(), (10 * kSbh + 24 * kSbh / 2) / 2 + 5 * kAs2b / 4);
+}
+
+TEST(ActivationMemory, FirstAndLastStageExtras) {
+  LayerActivationShape s = gpt22b(8);
+  s.sequence_parallel = true;
+  // Megatron's estimator (SP path, divided by t): 8sb + sbh per micro-batch on the first stage.
+  EXPECT_EQ(embedding_activation_bytes(s), (8 * kS * kB + kSbh) / 8);
+  // Last stage: 4sbh (1 + V/h) / t with V = 51200: 4 sbh / t + 4 sbV / t.
+  EXPECT_EQ(output_layer_activation_bytes(s, 51200), 4 * kSbh / 8 + 4 * kS * kB * 51200 / 8);
+}
+
+}  // namespace
+}  // namespace mplan::cost

@@ -1,0 +1,72 @@
+// GEMM time: FLOPs over peak × efficiency(FLOPs), floored by the memory roofline. Expected values
+// worked out by hand with the round GPU (1e15 FLOP/s, 4e12 B/s, efficiency 0.2 + 0.05·(log2 F -
+// 30)).
+#include "sim/cost/gemm_cost.hpp"
+
+#include <gtest/gtest.h>
+
+#include "src/common/error.hpp"
+#include "tests/sim/cost/test_gpus.hpp"
+
+namespace mplan::cost {
+namespace {
+
+TEST(GemmCost, FlopsAndBytes) {
+  EXPECT_DOUBLE_EQ(gemm_flops({4096, 4096, 4096}), 137438953472.0);  // 2 · 4096^3
+  EXPECT_DOUBLE_EQ(gemm_bytes({4096, 4096, 4096}), 100663296.0);     // 3 · 4096^2 · 2
+  EXPECT_DOUBLE_EQ(gemm_flops({2, 3, 5, 7}), 420.0);
+  EXPECT_DOUBLE_EQ(gemm_bytes({2, 3, 5, 7, 4}), (10 + 15 + 6) * 7 * 4.0);
+}
+
+TEST(GemmCost, ComputeBoundUsesTheEfficiencyCurve) {
+  const GpuSpec g = testing::round_gpu();
+  // 4096^3: F = 2^37 -> efficiency 0.2 + 0.05 · 7 = 0.55; 2^37 / (1e15 · 0.55) s = 249889.006 ns.
+  EXPECT_EQ(gemm_time_ns(g, {4096, 4096, 4096}), 249889);
+  EXPECT_DOUBLE_EQ(gemm_efficiency(g, std::ldexp(1.0, 37)), 0.55);
+  // Above the last point the curve is flat: 16384^3, F = 2^43 -> 0.7; 2^43 / 7e14 s.
+  EXPECT_EQ(gemm_time_ns(g, {16384, 16384, 16384}), 12565847);  // 12565847.17 ns
+}
+
+TEST(GemmCost, BatchedGemmTakesTheEfficiencyOfItsTotalFlops) {
+  const GpuSpec g = testing::round_gpu();
+  // 8 × 512^3: F = 2^31 -> 0.25; 2^31 / 2.5e14 s = 8589.93 ns (memory: 12.6 MB / 4e12 = 3.1 us).
+  EXPECT_EQ(gemm_time_ns(g, {512, 512, 512, 8}), 8590);
+}
+
+TEST(GemmCost, SkinnyGemmIsMemoryBound) {
+  const GpuSpec g = testing::round_gpu();
+  // 1 × 8192 × 8192: F = 2^27 (below the curve: 0.2) -> 0.67 us of compute; bytes
+  // (8192 + 8192^2 + 8192) · 2 = 134250496 over 4e12 B/s = 33562.6 ns.
+  EXPECT_EQ(gemm_time_ns(g, {1, 8192, 8192}), 33563);
+}
+
+TEST(GemmCost, EmptyGemmTakesNoTime) {
+  EXPECT_EQ(gemm_time_ns(testing::round_gpu(), {0, 8192, 8192}), 0);
+}
+
+TEST(GemmCost, ProfileWithoutCurveIsAUserError) {
+  GpuSpec g = testing::round_gpu();
+  g.gemm_efficiency.clear();
+  try {
+    gemm_time_ns(g, {64, 64, 64});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster.gpu.gemm_efficiency: missing"),
+              std::string::npos);
+  }
+}
+
+TEST(GemmCost, H200x4ProfileReproducesTheAnchors) {
+  // shared/anchors/README.md: cuBLAS bf16 GEMM on H200, 204-242 TFLOP/s at 1024^3, 788 on random
+  // data at 8192^3.
+  const GpuSpec g = load_cluster("h200x4").gpu;
+  auto tflops = [&](int64_t n) {
+    return gemm_flops({n, n, n}) / static_cast<double>(gemm_time_ns(g, {n, n, n})) * 1e-3;
+  };
+  EXPECT_GE(tflops(1024), 204);
+  EXPECT_LE(tflops(1024), 242);
+  EXPECT_NEAR(tflops(8192), 788, 8);
+}
+
+}  // namespace
+}  // namespace mplan::cost
