@@ -35,16 +35,15 @@ TEST(ClusterSpec, PresetsCarryTheirCitedNumbers) {
   EXPECT_EQ(g.gpus_per_node, 8);
   EXPECT_EQ(g.gpu.hbm_bandwidth_gbps, 4800);
   EXPECT_NEAR(g.gpu.memory_gib, 143771.0 / 1024, 0.05);
-  // The measured 4 x H200 machine: one node of 4, no network; NCCL all-reduce busbw 87, 267,
-  // 340, 357 GB/s at 1 MiB, 16 MiB, 256 MiB, 1 GiB; send/recv 359 GB/s at 256 MiB.
+  // The measured 4 x H200 machine: one node of 4, no network. Its NCCL curves are stored net of
+  // latency_us (docs/cost-model.md); that they reproduce the measured busbw (87, 267, 340, 357
+  // GB/s at 1 MiB, 16 MiB, 256 MiB, 1 GiB) is tested in tests/sim/cost/collective_cost_test.cpp.
   ClusterSpec x = load_cluster("h200x4");
   EXPECT_EQ(x.num_nodes, 1);
   EXPECT_EQ(x.gpus_per_node, 4);
   EXPECT_FALSE(x.has_inter_node());
-  EXPECT_EQ(
-      x.intra_node.allreduce_busbw_gbps,
-      (Curve{{double(kMiB), 87}, {16.0 * kMiB, 267}, {256.0 * kMiB, 340}, {double(kGiB), 357}}));
-  EXPECT_EQ(curve_at(x.intra_node.p2p_gbps, 256.0 * kMiB, 0), 359);
+  EXPECT_GT(x.intra_node.latency_us, 0);
+  EXPECT_EQ(x.intra_node.allreduce_busbw_gbps.size(), 4u);
   EXPECT_EQ(x.gpu.memory_bytes(), static_cast<int64_t>(std::llround(140.4 * kGiB)));
   EXPECT_EQ(preset_names("clusters").size(), 4u);
 }
