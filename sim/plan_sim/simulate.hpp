@@ -1,0 +1,61 @@
+// simulate(plan): the predicted iteration time and per-stage peak memory of a plan, from a
+// discrete-event simulation of its schedule (sim/des) with the cost model (sim/cost). This is the
+// API `mplan simulate`, the sweep and `mplan run` (prediction beside measurement) share.
+// Invariant: deterministic — the same plan and options give bitwise the same result.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/plan/plan.hpp"
+
+namespace mplan::sim {
+
+struct SimOptions {
+  bool full_grid = false;      // one engine rank per GPU instead of one per pipeline stage
+  bool record_trace = false;   // keep what write_trace() needs
+};
+
+// Seconds per iteration spent in each category, on the critical path of the slowest rank; the
+// parts add up to iteration_time_s.
+struct TimeBreakdown {
+  double compute_s = 0;        // forward, backward and recomputed forward kernels
+  double tp_comm_s = 0;        // exposed tensor-parallel communication
+  double cp_comm_s = 0;        // exposed context-parallel communication
+  double ep_comm_s = 0;        // exposed expert-parallel all-to-all
+  double pp_comm_s = 0;        // exposed pipeline send/recv
+  double dp_comm_s = 0;        // exposed data-parallel gradient / parameter communication
+  double bubble_s = 0;         // pipeline idle time not explained by the above
+  double optimizer_s = 0;      // optimizer step (and gradient clipping)
+};
+
+struct StageMemory {
+  int64_t pp_rank = 0;
+  int64_t peak_bytes = 0;          // at the peak of this stage's timeline, incl. other_bytes
+  int64_t weights_bytes = 0;
+  int64_t grads_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activations_bytes = 0;   // alive at the peak
+  int64_t other_bytes = 0;         // runtime overhead, communication buffers, workspaces
+};
+
+struct SimulationResult {
+  double iteration_time_s = 0;
+  double tokens_per_s = 0;            // global batch · seq_length / iteration time
+  double model_tflops_per_gpu = 0;    // by flops_formula, no recompute counted
+  double mfu = 0;                     // model_tflops_per_gpu / peak_bf16_tflops
+  std::string flops_formula;          // which formula (e.g. "megatron")
+  double bubble_fraction = 0;         // of the slowest stage
+  TimeBreakdown breakdown;
+  std::vector<StageMemory> per_stage; // one per pipeline stage
+  int64_t peak_bytes = 0;             // max over stages
+  int64_t capacity_bytes = 0;         // GPU memory of the cluster's GPU
+  bool fits = false;                  // peak_bytes <= capacity_bytes
+};
+
+// Simulates one training iteration of a valid plan (call validate() first: an invalid plan is
+// an InternalError here). Thread-safe: may be called concurrently on different plans.
+SimulationResult simulate(const Plan& plan, const SimOptions& options = {});
+
+}  // namespace mplan::sim
