@@ -28,7 +28,9 @@
 #include "exec/runner/trainer.hpp"
 #endif
 #ifdef MPLAN_HAVE_GPU
+// make_cuda_backend(), cuda_device_count() and make_nccl_comm_world() (the CUDA executor).
 #include "exec/cuda/cuda_backend.hpp"
+#include "exec/cuda/nccl_comm.hpp"
 #endif
 
 namespace mplan::cli {
