@@ -13,6 +13,7 @@
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
 #include "src/common/error.hpp"
+#include "src/model/model_stats.hpp"
 #include "src/plan/plan.hpp"
 #include "src/plan/validate.hpp"
 
@@ -23,8 +24,6 @@
 #include "exec/mpi/fatal.hpp"
 #include "exec/mpi/mpi_comm.hpp"
 #include "exec/mpi/mpi_runtime.hpp"
-#include "exec/parallel/tp_dp_groups.hpp"
-#include "exec/runner/model_flops.hpp"
 #include "exec/runner/trainer.hpp"
 #endif
 #ifdef MPLAN_HAVE_GPU
@@ -187,7 +186,7 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   const bool root = id.world_rank == 0;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<CommWorld> world;
-  GroupMembers groups = tp_dp_group_members(plan.parallel.tp, plan.parallel.dp, id.world_rank);
+  GroupMembers groups = trainer_groups(plan.parallel, id.world_rank);
   if (s.backend == "cuda") {
 #ifdef MPLAN_HAVE_GPU
     backend = make_cuda_backend(s.device);
@@ -203,7 +202,8 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   to.seed = static_cast<uint64_t>(plan.training.seed);
   Trainer trainer(plan, *backend, *world, to);
 
-  const double flops = megatron_model_flops(plan);
+  const double flops =
+      megatron_flops(plan.model, plan.parallel.global_batch_size, plan.parallel.tp);
   const double world_size = static_cast<double>(plan.world_size());
   const double tokens =
       static_cast<double>(plan.parallel.global_batch_size * plan.model.seq_length);

@@ -6,6 +6,7 @@
 
 #include "exec/model/gpt_dims.hpp"
 #include "src/common/error.hpp"
+#include "src/parallel/rank_grid.hpp"
 
 namespace mplan::exec {
 
@@ -37,6 +38,13 @@ void check_executable(const Plan& plan) {
 
 DType act_dtype_of(const Plan& plan) {
   return plan.training.precision == Precision::kFp32 ? DType::kF32 : DType::kBF16;
+}
+
+GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank) {
+  RankGroupMap all = RankGrid(parallel).groups_of_rank(world_rank);
+  GroupMembers g;
+  for (const char* kind : {"tp", "dp"}) g[kind] = all.at(kind);
+  return g;
 }
 
 Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const TrainerOptions& o)

@@ -26,6 +26,10 @@ void check_executable(const Plan& plan);
 // The activation dtype of a plan's precision (bf16 -> bf16, fp32 -> f32).
 DType act_dtype_of(const Plan& plan);
 
+// The communication groups the trainer uses ("tp" and "dp") of world rank `world_rank`, from
+// RankGrid (Megatron's member order).
+GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank);
+
 struct TrainerOptions {
   DType act = DType::kBF16;
   uint64_t seed = 1234;      // weights and data

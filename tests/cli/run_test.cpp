@@ -85,9 +85,13 @@ TEST(RunCommand, RefusesAPlanForAnotherWorldSize) {
 }
 
 TEST(RunCommand, RefusesPipelinePlans) {
+  std::ifstream in(plan("tiny-gpt"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = text.find("\"pp\": 1");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 7, "\"pp\": 2");
   std::string path = ::testing::TempDir() + "/mplan_run_pp2.json";
-  std::ofstream(path) << R"({"schema_version": 1, "model": "tiny-gpt", "cluster": "cpu-test",
-    "parallel": {"tp": 1, "pp": 2, "dp": 1, "micro_batch_size": 2, "global_batch_size": 8}})";
+  std::ofstream(path) << text;
   Result r = run("run " + path + " --backend cpu");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(

@@ -1,12 +1,12 @@
 // MpiComm and MpiCommWorld under mpirun (any world size; run with -np 1, 2 and 4): collectives
 // give values computed by hand from each rank's contribution, bitwise the same on every rank,
-// in f32 and bf16; groups split as Megatron's order tp-cp-ep-dp-pp puts them.
+// in f32 and bf16; one communicator per RankGrid group kind, with Megatron's members and order.
 #include "exec/mpi/mpi_comm.hpp"
 
 #include <gtest/gtest.h>
 
 #include "exec/cpu/cpu_backend.hpp"
-#include "exec/parallel/tp_dp_groups.hpp"
+#include "src/parallel/rank_grid.hpp"
 #include "tests/exec/support/test_tensors.hpp"
 
 namespace mplan::exec {
@@ -102,29 +102,33 @@ TEST_P(MpiCommTest, BroadcastAndRingSendRecv) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, MpiCommTest, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-TEST(MpiCommWorld, SplitsTensorAndDataParallelGroupsInMegatronOrder) {
+TEST(MpiCommWorld, SplitsEveryRankGridGroupInMegatronOrder) {
   const int n = world_size();
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
   for (int64_t tp : {1, 2, 4}) {
     if (n % tp != 0) continue;
-    int64_t dp = n / tp;
-    int me = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MpiCommWorld w(tp_dp_group_members(tp, dp, me));
+    ParallelConfig p;
+    p.tp = tp;
+    p.dp = n / tp;
+    GroupMembers groups = RankGrid(p).groups_of_rank(me);
+    MpiCommWorld w(groups);
     EXPECT_EQ(w.world_size(), n);
     CpuBackend be;
-    for (const char* kind : {"tp", "dp", "tp-dp"}) {
-      SCOPED_TRACE(::testing::Message() << "tp " << tp << " dp " << dp << " group " << kind);
+    for (const auto& [kind, members] : groups) {
+      SCOPED_TRACE(::testing::Message() << "tp " << tp << " dp " << p.dp << " group " << kind);
       Comm& c = w.group(kind);
       // Everyone contributes its world rank; the gathered list is the group, in member order.
       Tensor send = make(be, DType::kF32, {1}, {static_cast<float>(me)});
       Tensor recv = be.alloc(DType::kF32, {c.size()}, "t");
       c.all_gather(send, recv, Stream::kCompute);
-      std::vector<float> want;
-      GroupMembers groups = tp_dp_group_members(tp, dp, me);
-      for (int m : groups.at(kind)) want.push_back(static_cast<float>(m));
-      EXPECT_EQ(read(be, recv), want);
+      EXPECT_EQ(read(be, recv), std::vector<float>(members.begin(), members.end()));
     }
-    EXPECT_THROW(w.group("pp"), InternalError);
+    if (tp == 2 && n == 4 && me == 3) {  // parallel_state's docstring
+      EXPECT_EQ(groups.at("tp"), (std::vector<int>{2, 3}));
+      EXPECT_EQ(groups.at("dp"), (std::vector<int>{1, 3}));
+    }
+    EXPECT_THROW(w.group("no-such-kind"), InternalError);
   }
 }
 

@@ -18,7 +18,6 @@
 
 #include "exec/cpu/cpu_backend.hpp"
 #include "exec/mpi/mpi_comm.hpp"
-#include "exec/parallel/tp_dp_groups.hpp"
 #include "src/common/embedded_configs.hpp"
 #include "src/plan/validate.hpp"
 #include "tests/exec/support/test_tensors.hpp"
@@ -70,8 +69,9 @@ RunResult train(const Plan& plan, CommWorld& world, DType act) {
 }
 
 RunResult reference_run(DType act) {
-  MpiCommWorld self(tp_dp_group_members(1, 1, 0), MPI_COMM_SELF);
-  return train(tiny_plan(1, 1, false), self, act);
+  Plan plan = tiny_plan(1, 1, false);
+  MpiCommWorld self(trainer_groups(plan.parallel, 0), MPI_COMM_SELF);
+  return train(plan, self, act);
 }
 
 double max_abs(const std::vector<float>& v) {
@@ -104,7 +104,7 @@ TEST_P(TrainerInvariance, LossesAndEveryGradientMatchTheSingleRankRun) {
 
   RunResult ref = reference_run(l.act);
   Plan plan = tiny_plan(l.tp, l.dp, l.sp);
-  MpiCommWorld world(tp_dp_group_members(l.tp, l.dp, me));
+  MpiCommWorld world(trainer_groups(plan.parallel, me));
   RunResult got = train(plan, world, l.act);
 
   for (int k = 0; k < kSteps; ++k) {
@@ -156,13 +156,24 @@ TEST(Trainer, SameSeedGivesBitwiseSameLosses) {
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   int64_t tp = world_size >= 2 ? 2 : 1, dp = world_size / tp;
   Plan plan = tiny_plan(tp, dp, tp > 1);
-  MpiCommWorld world(tp_dp_group_members(tp, dp, me));
+  MpiCommWorld world(trainer_groups(plan.parallel, me));
   RunResult a = train(plan, world, DType::kBF16), b = train(plan, world, DType::kBF16);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.norms, b.norms);
   EXPECT_EQ(a.grads, b.grads);
   // Training moves: the loss of the last step is not the first one.
   EXPECT_NE(a.losses.front(), a.losses.back());
+}
+
+TEST(Trainer, GroupsAreMegatrons) {
+  // parallel_state's docstring, tp 2: tensor groups [g0, g1], [g2, g3]; data [g0, g2], [g1, g3].
+  GroupMembers g = trainer_groups(tiny_plan(2, 2, true).parallel, 3);
+  EXPECT_EQ(g.size(), 2u);
+  EXPECT_EQ(g.at("tp"), (std::vector<int>{2, 3}));
+  EXPECT_EQ(g.at("dp"), (std::vector<int>{1, 3}));
+  EXPECT_EQ(trainer_groups(tiny_plan(4, 1, true).parallel, 2).at("tp"),
+            (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(trainer_groups(tiny_plan(1, 2, false).parallel, 1).at("dp"), (std::vector<int>{0, 1}));
 }
 
 TEST(Trainer, RefusesPlansItCannotRun) {
