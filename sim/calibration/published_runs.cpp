@@ -9,7 +9,9 @@
 //   had no flash attention); dropout 0.1 (Megatron's default);
 // - data-parallel gradients all-reduced after the backward (Megatron-LM's default: no
 //   --overlap-grad-reduce), no distributed optimizer (neither paper uses it);
-// - "full (implied)" recompute: full, uniform, one layer per checkpoint (recompute_num_layers 1).
+// - "full (implied)" recompute: full, uniform, one layer per checkpoint (recompute_num_layers 1);
+// - pipeline tensors with Megatron's 2021-22 scatter/gather (SC'21 §4.1, used for all Table-1
+//   runs; the default of the Megatron-LM both papers ran), SimOptions::pipeline_scatter_gather.
 #include "sim/calibration/published_runs.hpp"
 
 #include <algorithm>
@@ -138,7 +140,9 @@ std::vector<CalibrationRow> simulate_published(const std::vector<PublishedRun>& 
     CalibrationRow row;
     row.id = run.id;
     row.published_s = run.published_time_s;
-    row.result = simulate(run.plan);
+    SimOptions o;
+    o.pipeline_scatter_gather = true;
+    row.result = simulate(run.plan, o);
     row.predicted_s = row.result.iteration_time_s;
     row.error = (row.predicted_s - row.published_s) / row.published_s;
     rows.push_back(std::move(row));

@@ -275,7 +275,15 @@ class Builder {
     if (static_cast<size_t>(k) == ch.ids.size()) {
       const bool same = same_node(src, dst);
       int64_t& ns = same ? p2p_same_ns_ : p2p_cross_ns_;
-      if (ns < 0) ns = cost::p2p_time_ns(plan_.cluster, p2p_bytes_, same);
+      if (ns < 0) {
+        if (opt_.pipeline_scatter_gather && dims_.t > 1 && !dims_.sp) {
+          const StageGroups& g = L_.groups[L_.stage_of_rank[src]];
+          ns = cost::p2p_time_ns(plan_.cluster, p2p_bytes_ / static_cast<double>(dims_.t), same) +
+               cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather, p2p_bytes_, g.tp);
+        } else {
+          ns = cost::p2p_time_ns(plan_.cluster, p2p_bytes_, same);
+        }
+      }
       ch.ids.push_back(P_.add_rendezvous(2, ns));
     }
     return ch.ids[k++];

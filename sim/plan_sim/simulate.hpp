@@ -28,6 +28,10 @@ struct SimOptions {
                               // are stored and dropout kernels run
   bool fused_kernels = true;  // masked-softmax, bias-GeLU, bias-dropout-add and gradient-
                               // accumulation fusions (false: Megatron's --no-*-fusion flags)
+  // Megatron-LM 2021-22's scatter/gather of pipeline tensors (SC'21 §4.1; removed since): without
+  // sequence parallelism each tensor-parallel rank sends 1/tp of the activation and the receivers
+  // all-gather it over NVLink. The published runs (sim/calibration) used it.
+  bool pipeline_scatter_gather = false;
 };
 
 // Seconds per iteration spent in each category, on the critical path of the slowest rank; the
