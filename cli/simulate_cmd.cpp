@@ -41,18 +41,21 @@ void print_text(const Plan& plan, const sim::SimulationResult& r, const std::str
             << (p.sequence_parallel && p.tp > 1 ? " sp" : "") << ", " << r.num_microbatches
             << " micro-batches of " << p.micro_batch_size << ", schedule " << to_string(p.schedule)
             << ", recompute " << to_string(p.recompute) << "\n\n";
-  Table t({"", ""});
-  t.add_row({"iteration time", format_ms(r.iteration_time_s, 1)});
-  t.add_row(
-      {"tokens/s",
+  auto line = [](const char* label, const std::string& value) {
+    std::string l = label;
+    l.resize(24, ' ');
+    std::cout << l << value << "\n";
+  };
+  line("iteration time", format_ms(r.iteration_time_s, 1));
+  line("tokens/s",
        cat(format_fixed(r.tokens_per_s, 0), " (",
-           format_fixed(r.tokens_per_s / static_cast<double>(plan.world_size()), 0), " per GPU)")});
-  t.add_row({"model TFLOP/s per GPU",
-             cat(format_fixed(r.model_tflops_per_gpu, 1),
-                 " (Megatron-LM's num_floating_point_operations, recompute not counted)")});
-  t.add_row({"MFU", cat(format_percent(r.mfu), " of ",
-                        format_fixed(plan.cluster.gpu.peak_bf16_tflops, 0), " TFLOP/s")});
-  std::cout << t.render();
+           format_fixed(r.tokens_per_s / static_cast<double>(plan.world_size()), 0), " per GPU)"));
+  line("model TFLOP/s per GPU",
+       cat(format_fixed(r.model_tflops_per_gpu, 1),
+           " (Megatron-LM's num_floating_point_operations; recompute not counted)"));
+  line("MFU", cat(format_percent(r.mfu), " of ", format_fixed(plan.cluster.gpu.peak_bf16_tflops, 0),
+                  " TFLOP/s dense bf16"));
+  if (p.pp > 1) line("pipeline bubble", format_percent(r.bubble_fraction));
 
   const sim::TimeBreakdown& b = r.breakdown;
   std::cout << "\ntime breakdown (pipeline stage " << r.critical_stage
