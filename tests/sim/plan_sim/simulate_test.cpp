@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -246,6 +247,53 @@ TEST(Simulate, FullGridEqualsOneRankPerStage) {
     EXPECT_EQ(a.breakdown.compute_s, b.breakdown.compute_s);
     EXPECT_EQ(a.breakdown.dp_comm_s, b.breakdown.dp_comm_s);
   }
+}
+
+// Random valid plans (seeded): MoE or dense, GQA, SwiGLU, RoPE, tp/cp/pp/dp/ep/etp, interleaving,
+// zero bubble, recompute forms, distributed optimizer, overlap switches, both attention backends.
+TEST(Simulate, FullGridEqualsOneRankPerStageOnRandomPlans) {
+  std::mt19937 rng(2026);
+  auto pick = [&](std::vector<int64_t> v) { return v[rng() % v.size()]; };
+  int simulated = 0;
+  for (int it = 0; it < 400; ++it) {
+    ModelSpec m = gpt(pick({4, 8, 12}), pick({512, 1024}), 8, pick({512, 1024}), 1000);
+    m.num_query_groups = pick({8, 4, 2});
+    m.tied_embeddings = rng() % 2;
+    m.activation = rng() % 2 ? Activation::kGelu : Activation::kSwiglu;
+    m.position_embedding = rng() % 2 ? PositionEmbedding::kRope : PositionEmbedding::kLearned;
+    if (rng() % 3 == 0) m.moe = MoeSpec{pick({4, 8}), 2, 1024, pick({0, 512}), pick({1, 2})};
+    Plan p =
+        plan(m, real_cluster(), pick({1, 2}), pick({1, 2, 4}), pick({1, 2, 4}), pick({1, 2}), 1);
+    ParallelConfig& q = p.parallel;
+    q.cp = pick({1, 1, 2});
+    q.ep = m.moe ? pick({1, 2}) : 1;
+    q.etp = pick({1, q.tp});
+    q.vpp = q.pp > 1 ? pick({1, 1, 2}) : 1;
+    q.schedule =
+        q.vpp > 1 ? ScheduleKind::kInterleaved : static_cast<ScheduleKind>(pick({0, 1, 1, 3}));
+    q.sequence_parallel = q.tp > 1 && rng() % 2;
+    q.recompute = static_cast<Recompute>(pick({0, 1, 2}));
+    q.recompute_method = static_cast<RecomputeMethod>(pick({0, 1}));
+    q.recompute_num_layers = pick({1, 2});
+    q.distributed_optimizer = rng() % 2;
+    q.overlap_grad_reduce = rng() % 2;
+    q.overlap_param_gather = q.distributed_optimizer && q.overlap_grad_reduce && rng() % 2;
+    q.global_batch_size = q.micro_batch_size * q.dp * pick({1, 2, 4, 8});
+    p.training.attention_backend =
+        rng() % 2 ? AttentionBackend::kFlash : AttentionBackend::kUnfused;
+    if (!validate(p).empty()) continue;
+    ++simulated;
+    SimOptions full;
+    full.full_grid = true;
+    const SimulationResult a = simulate(p), b = simulate(p, full);
+    ASSERT_EQ(a.iteration_time_s, b.iteration_time_s) << plan_to_json(p).dump();
+    ASSERT_EQ(a.peak_bytes, b.peak_bytes) << plan_to_json(p).dump();
+    const TimeBreakdown& t = a.breakdown;
+    EXPECT_NEAR(t.compute_s + t.tp_comm_s + t.cp_comm_s + t.ep_comm_s + t.pp_comm_s + t.dp_comm_s +
+                    t.bubble_s + t.optimizer_s,
+                a.iteration_time_s, 1e-12 + 1e-9 * a.iteration_time_s);
+  }
+  EXPECT_GT(simulated, 250);
 }
 
 TEST(Simulate, BreakdownAddsUpToTheIterationTime) {
