@@ -26,6 +26,7 @@ struct SimulateOptions {
   bool full_grid = false;
   bool no_dropout = false;
   bool no_fusion = false;
+  bool scatter_gather = false;
 };
 
 std::string pct(double part, double whole) {
@@ -102,6 +103,7 @@ void run_simulate(const SimulateOptions& o) {
   so.record_trace = !o.trace_path.empty();
   so.dropout = !o.no_dropout;
   so.fused_kernels = !o.no_fusion;
+  so.pipeline_scatter_gather = o.scatter_gather;
   const sim::SimulationResult r = sim::simulate(plan, so);
   if (so.record_trace) {
     std::ofstream f(o.trace_path);
@@ -116,6 +118,7 @@ void run_simulate(const SimulateOptions& o) {
     j["full_grid"] = o.full_grid;
     j["dropout"] = so.dropout;
     j["fused_kernels"] = so.fused_kernels;
+    j["scatter_gather_tensors_in_pipeline"] = so.pipeline_scatter_gather;
     std::cout << j.dump(2) << "\n";
   } else {
     print_text(plan, r, o.trace_path);
@@ -143,6 +146,9 @@ void add_simulate(CLI::App& app) {
   cmd->add_flag("--no-fusion", opts->no_fusion,
                 "As Megatron-LM with --no-masked-softmax-fusion --no-bias-gelu-fusion "
                 "--no-bias-dropout-fusion --no-gradient-accumulation-fusion");
+  cmd->add_flag("--scatter-gather-tensors-in-pipeline", opts->scatter_gather,
+                "As Megatron-LM 2021-22 (SC'21): without sequence parallelism each tensor-parallel "
+                "rank sends 1/tp of a pipeline tensor, the receivers all-gather it");
   cmd->footer(
       "Exit status: 0 on success, 2 when the plan breaks a rule or a file cannot be read.\n"
       "Examples:\n"

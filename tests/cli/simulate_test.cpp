@@ -170,7 +170,7 @@ TEST(SimulateCli, HelpListsEveryOption) {
   Result r = run("simulate --help");
   ASSERT_EQ(r.code, 0);
   for (const char* s : {"--hardware", "--json", "--trace", "--full-grid", "--no-dropout",
-                        "--no-fusion", "Examples:"})
+                        "--no-fusion", "--scatter-gather-tensors-in-pipeline", "Examples:"})
     EXPECT_THAT(r.out, HasSubstr(s));
 }
 
