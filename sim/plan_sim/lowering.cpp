@@ -278,8 +278,9 @@ class Builder {
       if (ns < 0) {
         if (opt_.pipeline_scatter_gather && dims_.t > 1 && !dims_.sp) {
           const StageGroups& g = L_.groups[L_.stage_of_rank[src]];
-          ns = cost::p2p_time_ns(plan_.cluster, p2p_bytes_ / static_cast<double>(dims_.t), same) +
-               cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather, p2p_bytes_, g.tp);
+          ns =
+              cost::p2p_time_ns(plan_.cluster, p2p_bytes_ / static_cast<double>(dims_.t), same) +
+              cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather, p2p_bytes_, g.tp);
         } else {
           ns = cost::p2p_time_ns(plan_.cluster, p2p_bytes_, same);
         }

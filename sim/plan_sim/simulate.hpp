@@ -34,8 +34,9 @@ struct SimOptions {
   bool pipeline_scatter_gather = false;
 };
 
-// Seconds per iteration spent in each category, on the critical path of the slowest rank; the
-// parts add up to iteration_time_s.
+// Seconds per iteration spent in each category on the GPU of the busiest pipeline stage (the one
+// with the least idle time, SimulationResult::critical_stage), from its compute stream's timeline;
+// the parts add up to iteration_time_s.
 struct TimeBreakdown {
   double compute_s = 0;    // forward, backward and recomputed forward kernels
   double tp_comm_s = 0;    // exposed tensor-parallel communication
@@ -63,7 +64,7 @@ struct SimulationResult {
   double model_tflops_per_gpu = 0;  // by flops_formula, no recompute counted
   double mfu = 0;                   // model_tflops_per_gpu / peak_bf16_tflops
   std::string flops_formula;        // which formula (e.g. "megatron")
-  double bubble_fraction = 0;       // of the slowest stage
+  double bubble_fraction = 0;       // bubble_s / iteration_time_s of the busiest stage
   TimeBreakdown breakdown;
   std::vector<StageMemory> per_stage;  // one per pipeline stage
   int64_t peak_bytes = 0;              // max over stages
@@ -81,7 +82,9 @@ struct SimulationResult {
 };
 
 // Simulates one training iteration of a valid plan (call validate() first: an invalid plan is
-// an InternalError here). Thread-safe: may be called concurrently on different plans.
+// an InternalError here; a hardware profile without a number the costs need, e.g. no
+// gemm_efficiency, is an mplan::Error naming it). Thread-safe: may be called concurrently on
+// different plans.
 SimulationResult simulate(const Plan& plan, const SimOptions& options = {});
 
 // The same, writing into `out` (its vector keeps its capacity): with a repeated plan shape the
