@@ -187,13 +187,11 @@ class Builder {
 
   // (group index, members) of `slot` for engine rank `er`; members 1: the op is local.
   std::pair<int32_t, int32_t> slot_group(int32_t er, Slot slot) const {
-    const int32_t stage = L_.stage_of_rank[er];
     if (!full_) {
       if (slot == kSlotEmbedding) return {0, pp_ > 1 ? 2 : 1};
       if (slot == kSlotGradNorm) return {0, static_cast<int32_t>(pp_)};
       return {0, 1};
     }
-    (void)stage;
     switch (slot) {
       case kSlotSync:
         return {L_.sync_group[er], L_.sync_group_size[L_.sync_group[er]]};

@@ -59,7 +59,7 @@ struct Lowered {
   std::vector<int32_t> rank_of_stage;  // per stage: the engine rank standing for it
   std::vector<int64_t> global_rank;    // per engine rank: its GPU (global rank)
   std::vector<StageGroups> groups;     // per stage
-  PlanCosts plan_costs;                // of stage 0's groups (the last built, for traces)
+  PlanCosts plan_costs;                // the layer costs last built (stages share them)
   ChunkTable chunks;
   int64_t microbatches = 0;
 

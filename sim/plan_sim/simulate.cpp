@@ -147,8 +147,7 @@ StageTime stage_time(ThreadContext& ctx, int32_t er, int64_t makespan) {
   return st;
 }
 
-void read_back(const Plan& plan, const SimOptions& options, ThreadContext& ctx,
-               SimulationResult& out) {
+void read_back(const Plan& plan, ThreadContext& ctx, SimulationResult& out) {
   const Lowered& L = ctx.lowered;
   const des::SimResult& R = ctx.result;
   const ParallelConfig& p = plan.parallel;
@@ -206,7 +205,6 @@ void read_back(const Plan& plan, const SimOptions& options, ThreadContext& ctx,
   }
   out.capacity_bytes = plan.cluster.gpu.memory_bytes();
   out.fits = out.peak_bytes <= out.capacity_bytes;
-  (void)options;
 }
 
 void run(const Plan& plan, const Schedule& schedule, const SimOptions& options, ThreadContext& ctx,
@@ -218,7 +216,7 @@ void run(const Plan& plan, const Schedule& schedule, const SimOptions& options, 
   ctx.engine.run(ctx.lowered.program, ctx.result, ro);
   if (!ctx.result.completed)
     throw Error(cat("schedule: ", describe(ctx.result.deadlock, ctx.lowered.program, 8)));
-  read_back(plan, options, ctx, out);
+  read_back(plan, ctx, out);
   out.trace.reset();
   if (options.record_trace) {
     auto t = std::make_shared<SimulationTrace>();
