@@ -1,0 +1,516 @@
+// CpuBackend against straightforward f64 references written here (naive loops), finite
+// differences of those references for the backward ops, and hand-derived values (bf16 rounding,
+// one AdamW step). Every op is run in f32 and, where it has act-dtype tensors, in bf16.
+#include "exec/cpu/cpu_backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "tests/exec/support/test_tensors.hpp"
+
+namespace mplan::exec {
+namespace {
+
+using testing::all_close;
+using testing::make;
+using testing::randn;
+using testing::read;
+using testing::rounded;
+
+class CpuBackendTest : public ::testing::TestWithParam<DType> {
+ protected:
+  CpuBackend be;
+  DType act() const { return GetParam(); }
+  bool bf16() const { return act() == DType::kBF16; }
+  // One rounding of an act-dtype output on top of f32 arithmetic.
+  double rtol() const { return bf16() ? 1.0 / 128 : 2e-5; }
+};
+
+double gelu_ref(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// Central difference of f at x along every coordinate.
+std::vector<double> numeric_grad(std::function<double(const std::vector<double>&)> f,
+                                 std::vector<double> x, double eps = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double keep = x[i];
+    x[i] = keep + eps;
+    double up = f(x);
+    x[i] = keep - eps;
+    double down = f(x);
+    x[i] = keep;
+    g[i] = (up - down) / (2 * eps);
+  }
+  return g;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// ---- bf16 ------------------------------------------------------------------------------------
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1.0p-8f), 0x3f80);               // tie -> even (down)
+  EXPECT_EQ(f32_to_bf16(1.0f + 3 * 0x1.0p-8f), 0x3f82);           // tie -> even (up)
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1.0p-8f + 0x1.0p-20f), 0x3f81);  // above the tie
+  EXPECT_EQ(f32_to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(f32_to_bf16(INFINITY), 0x7f80);
+  EXPECT_EQ(f32_to_bf16(3.4028235e38f), 0x7f80);  // largest float rounds up to infinity
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+  EXPECT_EQ(bf16_to_f32(0x4049), 3.140625f);
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+TEST(CpuBackendMemory, CountsCurrentAndPeakByTag) {
+  CpuBackend be;
+  Tensor a = be.alloc(DType::kF32, {10, 10}, "weights");    // 400 bytes
+  Tensor b = be.alloc(DType::kBF16, {100}, "activations");  // 200 bytes
+  EXPECT_EQ(be.memory_stats().current_bytes, 600);
+  be.release(b);
+  EXPECT_EQ(b.data, nullptr);
+  Tensor c = be.alloc(DType::kI32, {25}, "activations");  // 100 bytes
+  MemoryStats s = be.memory_stats();
+  EXPECT_EQ(s.current_bytes, 500);
+  EXPECT_EQ(s.peak_bytes, 600);
+  EXPECT_EQ(s.device_peak_bytes, -1);
+  EXPECT_EQ(be.memory_by_tag().at("activations").current_bytes, 100);
+  EXPECT_EQ(be.memory_by_tag().at("activations").peak_bytes, 200);
+  EXPECT_EQ(be.memory_by_tag().at("weights").peak_bytes, 400);
+  be.reset_peak_memory();
+  EXPECT_EQ(be.memory_stats().peak_bytes, 500);
+  be.release(a);
+  be.release(c);
+  EXPECT_EQ(be.memory_stats().current_bytes, 0);
+}
+
+TEST(CpuBackendMemory, TensorViewsAndSlices) {
+  CpuBackend be;
+  Tensor t = be.alloc(DType::kF32, {4, 3, 2}, "t");
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.rows(), 12);
+  EXPECT_EQ(t.cols(), 2);
+  Tensor r = t.rows_slice(6, 6);  // rows 6..11 = leading index 2..3
+  EXPECT_EQ(r.ndim, 3);
+  EXPECT_EQ(r.dim(0), 2);
+  EXPECT_EQ(static_cast<float*>(r.data) - static_cast<float*>(t.data), 12);
+  Tensor odd = t.rows_slice(1, 2);
+  EXPECT_EQ(odd.ndim, 2);
+  EXPECT_EQ(odd.numel(), 4);
+  Tensor f = t.flat_slice(5, 7);
+  EXPECT_EQ(f.ndim, 1);
+  EXPECT_EQ(static_cast<float*>(f.data) - static_cast<float*>(t.data), 5);
+  EXPECT_EQ(t.view({6, 4}).dim(1), 4);
+  EXPECT_THROW(t.view({5, 5}), InternalError);
+  be.release(t);
+}
+
+TEST(CpuBackendMemory, FillCastCopy) {
+  CpuBackend be;
+  Tensor f = make(be, DType::kF32, {3}, {1.0f, 1.00390625f, -3.3f});
+  Tensor h = be.alloc(DType::kBF16, {3}, "t");
+  be.cast(h, f);
+  EXPECT_EQ(read(be, h), (std::vector<float>{1.0f, 1.0f, round_to_bf16(-3.3f)}));
+  Tensor g = be.alloc(DType::kF32, {3}, "t");
+  be.cast(g, h);
+  EXPECT_EQ(read(be, g), read(be, h));
+  be.fill(g, 2.5f);
+  EXPECT_EQ(read(be, g), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+  Tensor i = be.alloc(DType::kI32, {2}, "t");
+  be.fill(i, 7.0f);
+  EXPECT_EQ(read(be, i), (std::vector<float>{7, 7}));
+  be.copy(g, f);
+  EXPECT_EQ(read(be, g), read(be, f));
+}
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+struct GemmCase {
+  bool ta, tb;
+  Epilogue e;
+  float alpha, beta;
+  bool f32_out;
+};
+
+TEST_P(CpuBackendTest, GemmAllTransposesAndEpilogues) {
+  const int64_t m = 7, n = 5, k = 9;
+  std::vector<GemmCase> cases;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) cases.push_back({ta, tb, Epilogue::kNone, 1.0f, 0.0f, false});
+  cases.push_back({true, false, Epilogue::kNone, 0.5f, 1.0f, true});  // weight-grad accumulate
+  cases.push_back({false, true, Epilogue::kBias, 1.0f, 0.0f, false});
+  cases.push_back({false, true, Epilogue::kBiasGelu, 1.0f, 0.0f, false});
+  uint32_t seed = 1;
+  for (const GemmCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "ta " << c.ta << " tb " << c.tb << " epilogue "
+                                      << static_cast<int>(c.e) << " beta " << c.beta);
+    auto av = rounded(randn(m * k, seed++), act()), bv = rounded(randn(k * n, seed++), act());
+    auto cv = randn(m * n, seed++), biasv = rounded(randn(n, seed++), act());
+    DType cd = c.f32_out ? DType::kF32 : act();
+    Tensor a = c.ta ? make(be, act(), {k, m}, av) : make(be, act(), {m, k}, av);
+    Tensor b = c.tb ? make(be, act(), {n, k}, bv) : make(be, act(), {k, n}, bv);
+    Tensor ct = make(be, cd, {m, n}, cv);
+    cv = rounded(cv, cd);
+    Tensor bias = make(be, act(), {n}, biasv);
+    Tensor aux = be.alloc(act(), {m, n}, "t");
+    GemmArgs g{c.ta, c.tb, m, n, k, c.alpha, c.beta, c.e};
+    be.gemm(g, a, b, ct, bias, aux);
+    std::vector<double> want(m * n), pre(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double x = c.ta ? av[p * m + i] : av[i * k + p];
+          double y = c.tb ? bv[j * k + p] : bv[p * n + j];
+          acc += x * y;
+        }
+        double v = c.alpha * acc + c.beta * cv[i * n + j];
+        if (c.e != Epilogue::kNone) v += biasv[j];
+        pre[i * n + j] = v;
+        want[i * n + j] = c.e == Epilogue::kBiasGelu ? gelu_ref(v) : v;
+      }
+    double tol = c.f32_out ? 2e-5 : rtol();
+    EXPECT_TRUE(all_close(read(be, ct), want, tol, 1e-4));
+    if (c.e == Epilogue::kBiasGelu) {
+      EXPECT_TRUE(all_close(read(be, aux), pre, rtol(), 1e-4));
+    }
+  }
+}
+
+TEST_P(CpuBackendTest, BiasGradAccumulatesColumnSums) {
+  auto dy = rounded(randn(6 * 4, 3), act());
+  Tensor t = make(be, act(), {6, 4}, dy);
+  Tensor db = make(be, DType::kF32, {4}, {1, 2, 3, 4});
+  be.bias_grad_accumulate(t, db);
+  std::vector<double> want{1, 2, 3, 4};
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 4; ++j) want[j] += dy[r * 4 + j];
+  EXPECT_TRUE(all_close(read(be, db), want, 1e-6, 1e-6));
+}
+
+TEST_P(CpuBackendTest, AddScaleGelu) {
+  auto x = rounded(randn(50, 4, 2.0f), act()), y = rounded(randn(50, 5), act());
+  Tensor a = make(be, act(), {50}, x), b = make(be, act(), {50}, y);
+  Tensor out = be.alloc(act(), {50}, "t");
+  be.add(out, a, b);
+  std::vector<double> sum(50), scaled(50), gelu(50), dgelu(50);
+  for (int i = 0; i < 50; ++i) sum[i] = double(x[i]) + y[i];
+  EXPECT_TRUE(all_close(read(be, out), sum, rtol(), 1e-6));
+  be.scale(b, -0.25f);
+  for (int i = 0; i < 50; ++i) scaled[i] = -0.25 * y[i];
+  EXPECT_TRUE(all_close(read(be, b), scaled, rtol(), 1e-7));
+  be.gelu_forward(a, out);
+  for (int i = 0; i < 50; ++i) gelu[i] = gelu_ref(x[i]);
+  EXPECT_TRUE(all_close(read(be, out), gelu, rtol(), 1e-6));
+  // Backward: dy · gelu'(x), gelu' by central differences of the f64 reference.
+  Tensor dy = make(be, act(), {50}, y);
+  be.gelu_backward(dy, a, out);
+  for (int i = 0; i < 50; ++i)
+    dgelu[i] = y[i] * (gelu_ref(x[i] + 1e-6) - gelu_ref(x[i] - 1e-6)) / 2e-6;
+  EXPECT_TRUE(all_close(read(be, out), dgelu, rtol(), 1e-5));
+}
+
+// ---- layernorm -------------------------------------------------------------------------------
+
+std::vector<double> layernorm_ref(const std::vector<double>& x, const std::vector<double>& g,
+                                  const std::vector<double>& b, int64_t rows, int64_t h) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < h; ++j) mu += x[r * h + j];
+    mu /= h;
+    for (int64_t j = 0; j < h; ++j) var += (x[r * h + j] - mu) * (x[r * h + j] - mu);
+    var /= h;
+    for (int64_t j = 0; j < h; ++j)
+      y[r * h + j] = (x[r * h + j] - mu) / std::sqrt(var + 1e-5) * g[j] + b[j];
+  }
+  return y;
+}
+
+TEST_P(CpuBackendTest, LayerNormForwardAndBackward) {
+  const int64_t rows = 5, h = 8;
+  auto xv = rounded(randn(rows * h, 11, 3.0f), act());
+  for (auto& v : xv) v = rounded({v + 1.5f}, act())[0];  // nonzero mean
+  auto gv = rounded(randn(h, 12), act()), bv = rounded(randn(h, 13), act());
+  auto dyv = rounded(randn(rows * h, 14), act());
+  Tensor x = make(be, act(), {rows, h}, xv), g = make(be, act(), {h}, gv),
+         b = make(be, act(), {h}, bv);
+  Tensor y = be.alloc(act(), {rows, h}, "t");
+  Tensor mean = be.alloc(DType::kF32, {rows}, "t"), rstd = be.alloc(DType::kF32, {rows}, "t");
+  be.layernorm_forward(x, g, b, 1e-5f, y, mean, rstd);
+  auto want = layernorm_ref(to_double(xv), to_double(gv), to_double(bv), rows, h);
+  EXPECT_TRUE(all_close(read(be, y), want, rtol(), 1e-5));
+
+  Tensor dy = make(be, act(), {rows, h}, dyv), dx = be.alloc(act(), {rows, h}, "t");
+  Tensor dg = make(be, DType::kF32, {h}, std::vector<float>(h, 0.5f));
+  Tensor db = make(be, DType::kF32, {h}, std::vector<float>(h, -1.0f));
+  be.layernorm_backward(dy, x, g, mean, rstd, dx, dg, db);
+  // L = sum(dy · LN(x, g, b)); gradients by central differences of the f64 reference.
+  auto loss = [&](const std::vector<double>& xx, const std::vector<double>& gg,
+                  const std::vector<double>& bb) {
+    auto yy = layernorm_ref(xx, gg, bb, rows, h);
+    double l = 0;
+    for (size_t i = 0; i < yy.size(); ++i) l += yy[i] * dyv[i];
+    return l;
+  };
+  auto X = to_double(xv), G = to_double(gv), B = to_double(bv);
+  auto dx_num = numeric_grad([&](const std::vector<double>& v) { return loss(v, G, B); }, X);
+  auto dg_num = numeric_grad([&](const std::vector<double>& v) { return loss(X, v, B); }, G);
+  auto db_num = numeric_grad([&](const std::vector<double>& v) { return loss(X, G, v); }, B);
+  for (auto& v : dg_num) v += 0.5;
+  for (auto& v : db_num) v -= 1.0;
+  EXPECT_TRUE(all_close(read(be, dx), dx_num, rtol(), 1e-4));
+  EXPECT_TRUE(all_close(read(be, dg), dg_num, 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(read(be, db), db_num, 1e-4, 1e-4));
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+struct AttnShape {
+  int64_t s, b, h, d;
+  int64_t qkv(int64_t si, int64_t bi, int64_t w, int64_t hh, int64_t di) const {
+    return (((si * b + bi) * 3 + w) * h + hh) * d + di;
+  }
+  int64_t out(int64_t si, int64_t bi, int64_t hh, int64_t di) const {
+    return ((si * b + bi) * h + hh) * d + di;
+  }
+};
+
+// Naive causal softmax attention in f64; also returns each row's log-sum-exp (b, h, s).
+std::vector<double> attention_ref(const std::vector<double>& qkv, const AttnShape& a, double scale,
+                                  std::vector<double>* lse = nullptr) {
+  std::vector<double> out(a.s * a.b * a.h * a.d, 0.0);
+  if (lse) lse->assign(a.b * a.h * a.s, 0.0);
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t hh = 0; hh < a.h; ++hh)
+      for (int64_t i = 0; i < a.s; ++i) {
+        std::vector<double> sc(i + 1);
+        double mx = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t di = 0; di < a.d; ++di)
+            dot += qkv[a.qkv(i, bi, 0, hh, di)] * qkv[a.qkv(j, bi, 1, hh, di)];
+          sc[j] = dot * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double z = 0;
+        for (auto& v : sc) z += std::exp(v - mx);
+        if (lse) (*lse)[(bi * a.h + hh) * a.s + i] = mx + std::log(z);
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t di = 0; di < a.d; ++di)
+            out[a.out(i, bi, hh, di)] += std::exp(sc[j] - mx) / z * qkv[a.qkv(j, bi, 2, hh, di)];
+      }
+  return out;
+}
+
+TEST_P(CpuBackendTest, AttentionForwardSavesLogSumExp) {
+  AttnShape a{6, 2, 3, 4};
+  const float scale = 0.5f;
+  auto qv = rounded(randn(a.s * a.b * 3 * a.h * a.d, 21), act());
+  Tensor qkv = make(be, act(), {a.s, a.b, 3 * a.h, a.d}, qv);
+  Tensor out = be.alloc(act(), {a.s, a.b, a.h, a.d}, "t");
+  Tensor lse = be.alloc(DType::kF32, {a.b, a.h, a.s}, "t");
+  be.attention_forward(qkv, out, lse, scale);
+  std::vector<double> lse_want;
+  auto want = attention_ref(to_double(qv), a, scale, &lse_want);
+  EXPECT_TRUE(all_close(read(be, out), want, rtol(), 1e-5));
+  EXPECT_TRUE(all_close(read(be, lse), lse_want, 1e-5, 1e-5));
+  // Causality: the first query sees only itself, so its output is its own V.
+  auto o = read(be, out);
+  for (int64_t di = 0; di < a.d; ++di)
+    EXPECT_FLOAT_EQ(o[a.out(0, 1, 2, di)], qv[a.qkv(0, 1, 2, 2, di)]);
+}
+
+TEST_P(CpuBackendTest, AttentionBackwardMatchesFiniteDifferences) {
+  AttnShape a{5, 2, 2, 3};
+  const float scale = 0.6f;
+  auto qv = rounded(randn(a.s * a.b * 3 * a.h * a.d, 31), act());
+  auto dov = rounded(randn(a.s * a.b * a.h * a.d, 32), act());
+  Tensor qkv = make(be, act(), {a.s, a.b, 3 * a.h, a.d}, qv);
+  Tensor out = be.alloc(act(), {a.s, a.b, a.h, a.d}, "t");
+  Tensor lse = be.alloc(DType::kF32, {a.b, a.h, a.s}, "t");
+  be.attention_forward(qkv, out, lse, scale);
+  Tensor dout = make(be, act(), {a.s, a.b, a.h, a.d}, dov);
+  Tensor dqkv = be.alloc(act(), {a.s, a.b, 3 * a.h, a.d}, "t");
+  be.attention_backward(qkv, out, dout, lse, scale, dqkv);
+  auto loss = [&](const std::vector<double>& x) {
+    auto o = attention_ref(x, a, scale);
+    double l = 0;
+    for (size_t i = 0; i < o.size(); ++i) l += o[i] * dov[i];
+    return l;
+  };
+  auto want = numeric_grad(loss, to_double(qv));
+  // bf16: the saved output is rounded, so delta = rowsum(dO · O) carries its error.
+  EXPECT_TRUE(all_close(read(be, dqkv), want, bf16() ? 2e-2 : 1e-4, bf16() ? 2e-2 : 1e-5));
+}
+
+// ---- embeddings ------------------------------------------------------------------------------
+
+TEST_P(CpuBackendTest, VocabParallelEmbeddingForwardBackward) {
+  const int64_t s = 3, b = 2, h = 4, vocab = 6;
+  std::vector<float> tok{0, 5, 2, 3, 3, 1};  // (s, b)
+  auto wv = rounded(randn(vocab * h, 41), act());
+  Tensor tokens = make(be, DType::kI32, {s, b}, tok);
+  // Two shards of 3 rows; their outputs sum to the full lookup.
+  std::vector<float> total(s * b * h, 0.0f);
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    std::vector<float> part(wv.begin() + shard * 3 * h, wv.begin() + (shard + 1) * 3 * h);
+    Tensor w = make(be, act(), {3, h}, part);
+    Tensor out = be.alloc(act(), {s, b, h}, "t");
+    be.embedding_forward(tokens, w, shard * 3, out);
+    auto o = read(be, out);
+    for (size_t i = 0; i < o.size(); ++i) total[i] += o[i];
+  }
+  std::vector<float> want(s * b * h);
+  for (int64_t t = 0; t < s * b; ++t)
+    for (int64_t j = 0; j < h; ++j) want[t * h + j] = wv[static_cast<int64_t>(tok[t]) * h + j];
+  EXPECT_EQ(total, want);
+
+  auto dov = rounded(randn(s * b * h, 42), act());
+  Tensor dout = make(be, act(), {s, b, h}, dov);
+  Tensor dw = make(be, DType::kF32, {3, h}, std::vector<float>(3 * h, 0.0f));
+  be.embedding_backward(tokens, dout, 3, dw);  // rows 3..5: tokens 5, 3, 3
+  std::vector<double> dw_want(3 * h, 0.0);
+  for (int64_t t = 0; t < s * b; ++t)
+    if (tok[t] >= 3)
+      for (int64_t j = 0; j < h; ++j)
+        dw_want[(static_cast<int64_t>(tok[t]) - 3) * h + j] += dov[t * h + j];
+  EXPECT_TRUE(all_close(read(be, dw), dw_want, 1e-6, 1e-6));
+}
+
+TEST_P(CpuBackendTest, PositionEmbeddingWithSequenceOffset) {
+  const int64_t s = 2, b = 3, h = 2, S = 5, off = 2;
+  auto xv = rounded(randn(s * b * h, 51), act()), pv = rounded(randn(S * h, 52), act());
+  Tensor x = make(be, act(), {s, b, h}, xv), wpe = make(be, act(), {S, h}, pv);
+  be.add_position_embedding(x, wpe, off);
+  std::vector<double> want(s * b * h);
+  for (int64_t si = 0; si < s; ++si)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t j = 0; j < h; ++j)
+        want[(si * b + bi) * h + j] = double(xv[(si * b + bi) * h + j]) + pv[(off + si) * h + j];
+  EXPECT_TRUE(all_close(read(be, x), want, rtol(), 1e-6));
+  Tensor dwpe = make(be, DType::kF32, {S, h}, std::vector<float>(S * h, 0.0f));
+  Tensor dx = make(be, act(), {s, b, h}, xv);
+  be.position_embedding_backward(dx, dwpe, off);
+  std::vector<double> dwant(S * h, 0.0);
+  for (int64_t si = 0; si < s; ++si)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t j = 0; j < h; ++j) dwant[(off + si) * h + j] += xv[(si * b + bi) * h + j];
+  EXPECT_TRUE(all_close(read(be, dwpe), dwant, 1e-6, 1e-6));
+}
+
+// ---- cross-entropy ---------------------------------------------------------------------------
+
+TEST_P(CpuBackendTest, VocabParallelCrossEntropyOverTwoShards) {
+  const int64_t T = 4, V = 6, Vl = 3;
+  auto lv = rounded(randn(T * V, 61, 2.0f), act());
+  std::vector<float> tgt{0, 5, 3, 2};
+  const float gs = 0.25f;
+  // Megatron's three steps on two vocabulary shards, the "communication" done by hand.
+  std::vector<Tensor> logits;
+  Tensor targets = make(be, DType::kI32, {T}, tgt);
+  std::vector<float> gmax(T, -INFINITY), gstats(2 * T, 0.0f);
+  std::vector<Tensor> maxes, stats;
+  for (int64_t r = 0; r < 2; ++r) {
+    std::vector<float> part(T * Vl);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < Vl; ++j) part[t * Vl + j] = lv[t * V + r * Vl + j];
+    logits.push_back(make(be, act(), {T, Vl}, part));
+    maxes.push_back(be.alloc(DType::kF32, {T}, "t"));
+    be.xent_local_max(logits[r], maxes[r]);
+    auto m = read(be, maxes[r]);
+    for (int64_t t = 0; t < T; ++t) gmax[t] = std::max(gmax[t], m[t]);
+  }
+  std::vector<Tensor> loss;
+  for (int64_t r = 0; r < 2; ++r) {
+    Tensor gm = make(be, DType::kF32, {T}, gmax);
+    stats.push_back(be.alloc(DType::kF32, {2, T}, "t"));
+    be.xent_local_stats(logits[r], targets, r * Vl, gm, stats[r]);
+    auto st = read(be, stats[r]);
+    for (int64_t i = 0; i < 2 * T; ++i) gstats[i] += st[i];
+  }
+  std::vector<double> want_loss(T), want_grad(T * V);
+  for (int64_t t = 0; t < T; ++t) {
+    double z = 0;
+    for (int64_t j = 0; j < V; ++j) z += std::exp(double(lv[t * V + j]));
+    want_loss[t] = std::log(z) - lv[t * V + static_cast<int64_t>(tgt[t])];
+    for (int64_t j = 0; j < V; ++j)
+      want_grad[t * V + j] = gs * (std::exp(double(lv[t * V + j])) / z - (j == tgt[t] ? 1 : 0));
+  }
+  for (int64_t r = 0; r < 2; ++r) {
+    Tensor gm = make(be, DType::kF32, {T}, gmax), gst = make(be, DType::kF32, {2, T}, gstats);
+    Tensor l = be.alloc(DType::kF32, {T}, "t");
+    be.xent_loss_and_grad(logits[r], targets, r * Vl, gm, gst, gs, l);
+    EXPECT_TRUE(all_close(read(be, l), want_loss, 1e-5, 1e-5));
+    auto g = read(be, logits[r]);
+    std::vector<double> gw(T * Vl);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < Vl; ++j) gw[t * Vl + j] = want_grad[t * V + r * Vl + j];
+    EXPECT_TRUE(all_close(g, gw, rtol(), 1e-6));
+    Tensor total = make(be, DType::kF32, {1}, {10.0f});
+    be.sum(l, total, true);
+    double s = 10;
+    for (auto v : want_loss) s += v;
+    EXPECT_NEAR(read(be, total)[0], s, 1e-4);
+    be.sum(l, total, false);
+    EXPECT_NEAR(read(be, total)[0], s - 10, 1e-4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CpuBackendTest, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// ---- optimizer -------------------------------------------------------------------------------
+
+TEST(CpuBackendOptimizer, SumSquaresAccumulates) {
+  CpuBackend be;
+  Tensor x = make(be, DType::kF32, {3}, {1, -2, 3});
+  Tensor out = make(be, DType::kF32, {1}, {0.5f});
+  be.sum_squares_accumulate(x, out);
+  EXPECT_FLOAT_EQ(read(be, out)[0], 14.5f);
+}
+
+TEST(CpuBackendOptimizer, FirstAdamWStepMovesByLrTimesSign) {
+  // Step 1: m̂ = g, v̂ = g², so the update is lr·g/(|g| + eps) ≈ lr·sign(g); decay first.
+  CpuBackend be;
+  const float lr = 0.01f, wd = 0.1f, eps = 1e-8f;
+  Tensor p = make(be, DType::kF32, {3}, {1.0f, -2.0f, 0.5f});
+  Tensor g = make(be, DType::kF32, {3}, {4.0f, -1.0f, 0.0f});
+  Tensor m = make(be, DType::kF32, {3}, {0, 0, 0}), v = make(be, DType::kF32, {3}, {0, 0, 0});
+  Tensor act = be.alloc(DType::kBF16, {3}, "t");
+  be.adamw({lr, 0.9f, 0.95f, eps, wd, 0.5f, 1}, p, g, m, v, act);
+  auto pv = read(be, p);
+  EXPECT_NEAR(pv[0], 1.0 * (1 - lr * wd) - lr, 1e-6);
+  EXPECT_NEAR(pv[1], -2.0 * (1 - lr * wd) + lr, 1e-6);
+  EXPECT_NEAR(pv[2], 0.5 * (1 - lr * wd), 1e-6);  // zero gradient: decay only
+  EXPECT_NEAR(read(be, m)[0], 0.1 * 2.0, 1e-6);   // (1 - beta1) · g · grad_scale
+  EXPECT_NEAR(read(be, v)[0], 0.05 * 4.0, 1e-6);  // (1 - beta2) · (g · grad_scale)²
+  EXPECT_EQ(read(be, act), rounded(pv, DType::kBF16));
+  // Step 2 with the same gradient: m̂ = v̂^½ = |g| again, so again lr·sign(g).
+  be.adamw({lr, 0.9f, 0.95f, eps, 0.0f, 0.5f, 2}, p, g, m, v, Tensor{});
+  EXPECT_NEAR(read(be, p)[0], pv[0] - lr, 1e-6);
+}
+
+TEST(CpuBackendDeterminism, SameInputsGiveBitwiseSameOutputs) {
+  CpuBackend be;
+  AttnShape a{8, 2, 2, 4};
+  auto qv = randn(a.s * a.b * 3 * a.h * a.d, 71);
+  Tensor qkv = make(be, DType::kBF16, {a.s, a.b, 3 * a.h, a.d}, qv);
+  std::vector<std::vector<float>> outs;
+  for (int rep = 0; rep < 2; ++rep) {
+    Tensor out = be.alloc(DType::kBF16, {a.s, a.b, a.h, a.d}, "t");
+    Tensor lse = be.alloc(DType::kF32, {a.b, a.h, a.s}, "t");
+    Tensor dq = be.alloc(DType::kBF16, {a.s, a.b, 3 * a.h, a.d}, "t");
+    be.attention_forward(qkv, out, lse, 0.5f);
+    be.attention_backward(qkv, out, out, lse, 0.5f, dq);
+    outs.push_back(read(be, dq));
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
+}  // namespace
+}  // namespace mplan::exec
