@@ -1,7 +1,7 @@
 // Fused AdamW step over f32 master weights with f32 gradients and f32 moments, writing the
 // activation-dtype copy of the weights in the same pass (one read of p, g, m, v; one write of
-// p, m, v and the copy). Decoupled weight decay as in Megatron's Adam (adam_w_mode):
-// update = m̂ / (sqrt(v̂) + eps) + wd · p;  p -= lr · update.
+// p, m, v and the copy). The update is torch.optim.AdamW's, operation for operation as in the
+// CPU backend (decoupled decay first, then the bias-corrected step; see AdamWArgs).
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -13,13 +13,11 @@ constexpr int kThreads = 256;
 __device__ __forceinline__ void adamw_one(const AdamWArgs& a, float& p, float g, float& m,
                                           float& v) {
   g *= a.grad_scale;
+  p *= a.decay;
   m = a.beta1 * m + (1.0f - a.beta1) * g;
   v = a.beta2 * v + (1.0f - a.beta2) * g * g;
-  const float mhat = m / a.bias_correction1;
-  const float vhat = v / a.bias_correction2;
-  float update = mhat / (sqrtf(vhat) + a.eps);
-  if (a.weight_decay > 0.0f) update += a.weight_decay * p;
-  p -= a.lr * update;
+  const float denom = sqrtf(v) / a.bc2_sqrt + a.eps;
+  p -= a.step_size * (m / denom);
 }
 
 // One thread per 8 elements.

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/gemm_lt.hpp"
 #include "exec/cuda/kernels.hpp"
+#include "exec/mpi/fatal.hpp"
 
 namespace mplan::exec::cuda {
 namespace {
@@ -238,8 +238,7 @@ void CudaBackend::synchronize() {
   MPLAN_CUDA_CHECK(cudaStreamSynchronize(comm_));
 }
 
-// ---- dense math
-// ----------------------------------------------------------------------------------
+// ---- dense math ---------------------------------------------------------------------------------
 
 void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias, Tensor aux) {
   MPLAN_CHECK(a.numel() == g.m * g.k && b.numel() == g.k * g.n && c.numel() == g.m * g.n,
@@ -259,9 +258,9 @@ void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor b
 
 void CudaBackend::bias_grad_accumulate(Tensor dy, Tensor db) {
   const int64_t n = db.numel();
-  MPLAN_CHECK(db.dtype == DType::kF32 && n > 0 && dy.cols() == n && is_act(dy.dtype),
+  MPLAN_CHECK(db.dtype == DType::kF32 && n > 0 && dy.numel() % n == 0 && is_act(dy.dtype),
               "bias_grad: dy ", shape_str(dy), " db ", shape_str(db));
-  const int64_t rows = dy.rows();
+  const int64_t rows = dy.numel() / n;
   void* s = scratch(column_sum_scratch_bytes(rows, n));
   launch_column_sum_accumulate(dy.data, dy.dtype, rows, n, db.as<float>(), s, compute_);
 }
@@ -290,12 +289,13 @@ void CudaBackend::gelu_backward(Tensor dy, Tensor x, Tensor dx) {
   launch_gelu_backward(dy.data, x.data, dx.data, x.dtype, x.numel(), compute_);
 }
 
-// ---- normalization
-// -------------------------------------------------------------------------------
+// ---- normalization ------------------------------------------------------------------------------
 
 void CudaBackend::layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y,
                                     Tensor mean, Tensor rstd) {
-  const int64_t h = x.cols(), rows = x.rows();
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_forward: x ", shape_str(x), " h ", h);
+  const int64_t rows = x.numel() / h;
   MPLAN_CHECK(gamma.numel() == h && beta.numel() == h && y.numel() == x.numel() &&
                   mean.numel() == rows && rstd.numel() == rows && gamma.dtype == x.dtype &&
                   beta.dtype == x.dtype && y.dtype == x.dtype && mean.dtype == DType::kF32 &&
@@ -308,7 +308,9 @@ void CudaBackend::layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float e
 
 void CudaBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                      Tensor dx, Tensor dgamma, Tensor dbeta) {
-  const int64_t h = x.cols(), rows = x.rows();
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_backward: x ", shape_str(x), " h ", h);
+  const int64_t rows = x.numel() / h;
   MPLAN_CHECK(
       dy.numel() == x.numel() && dx.numel() == x.numel() && gamma.numel() == h &&
           mean.numel() == rows && rstd.numel() == rows && dgamma.numel() == h &&
@@ -321,8 +323,7 @@ void CudaBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor m
                             dbeta.as<float>(), s, compute_);
 }
 
-// ---- attention
-// -------------------------------------------------------------------------------------
+// ---- attention ----------------------------------------------------------------------------------
 
 void CudaBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) {
   const AttentionShape sh = attention_shape(qkv, out, lse);
@@ -341,8 +342,7 @@ void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor
                             qkv.dtype, naive_attention_, s, compute_);
 }
 
-// ---- embeddings
-// --------------------------------------------------------------------------------------
+// ---- embeddings ---------------------------------------------------------------------------------
 
 void CudaBackend::embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) {
   const int64_t n_tok = tokens.numel(), h = wte.cols();
@@ -384,36 +384,39 @@ void CudaBackend::position_embedding_backward(Tensor dx, Tensor dwpe, int64_t s_
                                      dwpe.as<float>(), s_offset, compute_);
 }
 
-// ---- cross-entropy
-// -----------------------------------------------------------------------------------
+// ---- cross-entropy ------------------------------------------------------------------------------
 
 void CudaBackend::xent_local_max(Tensor logits, Tensor row_max) {
-  MPLAN_CHECK(
-      row_max.numel() == logits.rows() && row_max.dtype == DType::kF32 && is_act(logits.dtype),
-      "xent_local_max: logits ", shape_str(logits), " row_max ", shape_str(row_max));
-  launch_xent_local_max(logits.data, logits.dtype, logits.rows(), logits.cols(),
-                        row_max.as<float>(), compute_);
+  const int64_t rows = row_max.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && row_max.dtype == DType::kF32 &&
+                  is_act(logits.dtype),
+              "xent_local_max: logits ", shape_str(logits), " row_max ", shape_str(row_max));
+  launch_xent_local_max(logits.data, logits.dtype, rows, logits.numel() / rows, row_max.as<float>(),
+                        compute_);
 }
 
 void CudaBackend::xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start,
                                    Tensor row_max, Tensor stats) {
-  const int64_t rows = logits.rows();
-  MPLAN_CHECK(targets.numel() == rows && targets.dtype == DType::kI32 && row_max.numel() == rows &&
-                  stats.numel() == 2 * rows && stats.dtype == DType::kF32,
+  const int64_t rows = targets.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && targets.dtype == DType::kI32 &&
+                  row_max.numel() == rows && stats.numel() == 2 * rows &&
+                  stats.dtype == DType::kF32 && is_act(logits.dtype),
               "xent_local_stats: logits ", shape_str(logits), " stats ", shape_str(stats));
-  launch_xent_local_stats(logits.data, logits.dtype, rows, logits.cols(), targets.as<int32_t>(),
-                          vocab_start, row_max.as<float>(), stats.as<float>(), compute_);
+  launch_xent_local_stats(logits.data, logits.dtype, rows, logits.numel() / rows,
+                          targets.as<int32_t>(), vocab_start, row_max.as<float>(),
+                          stats.as<float>(), compute_);
 }
 
 void CudaBackend::xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
                                      Tensor row_max, Tensor stats, float grad_scale, Tensor loss) {
-  const int64_t rows = logits.rows();
-  MPLAN_CHECK(targets.numel() == rows && targets.dtype == DType::kI32 && row_max.numel() == rows &&
-                  stats.numel() == 2 * rows && loss.numel() == rows && loss.dtype == DType::kF32,
+  const int64_t rows = targets.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && targets.dtype == DType::kI32 &&
+                  row_max.numel() == rows && stats.numel() == 2 * rows && loss.numel() == rows &&
+                  loss.dtype == DType::kF32 && is_act(logits.dtype),
               "xent_loss_and_grad: logits ", shape_str(logits), " loss ", shape_str(loss));
-  launch_xent_loss_and_grad(logits.data, logits.dtype, rows, logits.cols(), targets.as<int32_t>(),
-                            vocab_start, row_max.as<float>(), stats.as<float>(), grad_scale,
-                            loss.as<float>(), compute_);
+  launch_xent_loss_and_grad(logits.data, logits.dtype, rows, logits.numel() / rows,
+                            targets.as<int32_t>(), vocab_start, row_max.as<float>(),
+                            stats.as<float>(), grad_scale, loss.as<float>(), compute_);
 }
 
 void CudaBackend::sum(Tensor x, Tensor out, bool accumulate) {
@@ -423,8 +426,7 @@ void CudaBackend::sum(Tensor x, Tensor out, bool accumulate) {
   launch_vector_sum(x.as<float>(), x.numel(), out.as<float>(), accumulate, false, s, compute_);
 }
 
-// ---- optimizer
-// -------------------------------------------------------------------------------------
+// ---- optimizer ----------------------------------------------------------------------------------
 
 void CudaBackend::sum_squares_accumulate(Tensor x, Tensor out) {
   MPLAN_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kF32 && out.numel() == 1,
@@ -443,17 +445,16 @@ void CudaBackend::adamw(const AdamW& hp, Tensor param, Tensor grad, Tensor m, Te
   if (param_act.data != nullptr)
     MPLAN_CHECK(param_act.numel() == n && is_act(param_act.dtype), "adamw: param_act ",
                 shape_str(param_act));
+  const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
   AdamWArgs a{};
-  a.lr = hp.lr;
   a.beta1 = hp.beta1;
   a.beta2 = hp.beta2;
   a.eps = hp.eps;
-  a.weight_decay = hp.weight_decay;
   a.grad_scale = hp.grad_scale;
-  a.bias_correction1 = static_cast<float>(
-      1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step)));
-  a.bias_correction2 = static_cast<float>(
-      1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step)));
+  a.decay = hp.weight_decay > 0 ? 1.0f - hp.lr * hp.weight_decay : 1.0f;
+  a.step_size = static_cast<float>(static_cast<double>(hp.lr) / bc1);
+  a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   launch_adamw(a, param.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), param_act.data,
                param_act.data ? param_act.dtype : DType::kBF16, n, compute_);
 }

@@ -9,7 +9,11 @@
 #include <cstdint>
 
 #include "exec/backend.hpp"
-#include "exec/cuda/cuda_check.hpp"
+#include "exec/mpi/fatal.hpp"
+
+// After a <<<>>> launch: a bad launch configuration aborts the job at once (errors while the
+// kernel runs surface at the next checked synchronizing call).
+#define MPLAN_CUDA_LAUNCH_CHECK() MPLAN_CUDA_CHECK(cudaGetLastError())
 
 namespace mplan::exec::cuda {
 

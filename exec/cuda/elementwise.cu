@@ -1,7 +1,7 @@
-// Elementwise kernels: fill, cast, add, scale, GeLU (tanh) forward/backward, and the row bias
-// add used when a GEMM epilogue is not fused. Each thread handles 8 consecutive elements with
-// 16-byte accesses when every pointer is 16-byte aligned; the tail (and misaligned views) take
-// the scalar path. Math in f32; one rounding to the output dtype.
+// Elementwise kernels: fill (constant or hashed uniform), cast, add, scale, GeLU (tanh)
+// forward/backward, and the row bias add used when a GEMM epilogue is not fused. Each thread
+// handles 8 consecutive elements with 16-byte accesses when every pointer is 16-byte aligned;
+// the tail (and misaligned views) take the scalar path. Math in f32; one rounding to the output.
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -27,6 +27,24 @@ __global__ void fill_kernel(T* p, int64_t n, float value, bool vec) {
 __global__ void fill_i32_kernel(int32_t* p, int64_t n, int32_t value) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) p[i] = value;
+}
+
+__device__ __forceinline__ float hash_uniform(uint64_t seed, int64_t i) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // 24 bits -> [0, 1)
+}
+
+template <class T>
+__global__ void fill_uniform_kernel(T* p, int64_t n, uint64_t seed, float lo, float hi, bool vec) {
+  const int64_t i0 = first_elem();
+  if (i0 >= n) return;
+  float v[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = lo + (hi - lo) * hash_uniform(seed, i0 + j);
+  store8_guarded(p, i0, n, vec, v);
 }
 
 template <class D, class S>
@@ -114,6 +132,17 @@ void launch_fill(void* p, DType t, int64_t n, float value, cudaStream_t stream) 
       fill_kernel<T><<<grid8(n), kThreads, 0, stream>>>(static_cast<T*>(p), n, value, aligned16(p));
     });
   }
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void launch_fill_uniform(void* p, DType t, int64_t n, uint64_t seed, float lo, float hi,
+                         cudaStream_t stream) {
+  if (n <= 0) return;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    fill_uniform_kernel<T>
+        <<<grid8(n), kThreads, 0, stream>>>(static_cast<T*>(p), n, seed, lo, hi, aligned16(p));
+  });
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 

@@ -16,6 +16,10 @@ namespace mplan::exec::cuda {
 
 // ---- elementwise (elementwise.cu) ------------------------------------------------------------
 void launch_fill(void* p, DType t, int64_t n, float value, cudaStream_t stream);
+// p[i] = lo + (hi - lo)·u(seed, i) with u a counter-based hash in [0, 1): reproducible random
+// data generated on the device (benchmarks and tests; never zeros, which time faster).
+void launch_fill_uniform(void* p, DType t, int64_t n, uint64_t seed, float lo, float hi,
+                         cudaStream_t stream);
 // dst = src converted (f32 <-> bf16, or a copy when the dtypes match).
 void launch_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n,
                  cudaStream_t stream);
@@ -82,9 +86,13 @@ void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols
                                cudaStream_t stream);
 
 // ---- optimizer (adamw.cu) -------------------------------------------------------------------
+// As torch.optim.AdamW (and the CPU backend): p *= decay; m, v updated with g = grad·grad_scale;
+// p -= step_size · m / (sqrt(v) / bc2_sqrt + eps). Host-side factors computed in double:
+// decay = 1 - lr·wd (1 without decay), step_size = lr / (1 - beta1^step),
+// bc2_sqrt = sqrt(1 - beta2^step).
 struct AdamWArgs {
-  float lr, beta1, beta2, eps, weight_decay, grad_scale;
-  float bias_correction1, bias_correction2;  // 1 - beta^step, computed on the host in double
+  float beta1, beta2, eps, grad_scale;
+  float decay, step_size, bc2_sqrt;
 };
 // param_act may be null; its dtype is act_t.
 void launch_adamw(const AdamWArgs& a, float* param, const float* grad, float* m, float* v,

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "exec/cuda/cuda_check.hpp"
+#include "exec/mpi/fatal.hpp"
 
 namespace mplan::exec::cuda {
 namespace {
@@ -27,17 +27,6 @@ ncclDataType_t nccl_type(DType t) {
   MPLAN_CHECK(false, "nccl: unsupported dtype");
   return ncclFloat32;
 }
-
-#define MPLAN_MPI_CHECK(call)                                                           \
-  do {                                                                                  \
-    int mplan_mpi_rc_ = (call);                                                         \
-    if (mplan_mpi_rc_ != MPI_SUCCESS) {                                                 \
-      char mplan_mpi_msg_[MPI_MAX_ERROR_STRING] = "";                                   \
-      int mplan_mpi_len_ = 0;                                                           \
-      MPI_Error_string(mplan_mpi_rc_, mplan_mpi_msg_, &mplan_mpi_len_);                 \
-      ::mplan::exec::cuda::gpu_fatal("MPI", __FILE__, __LINE__, #call, mplan_mpi_msg_); \
-    }                                                                                   \
-  } while (0)
 
 }  // namespace
 
