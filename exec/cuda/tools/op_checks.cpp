@@ -4,6 +4,7 @@
 // fed the CPU's values so that each op is judged on its own.
 #include "exec/cuda/tools/op_checks.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,8 +17,9 @@
 namespace mplan::exec::cuda {
 namespace {
 
-// Attention: the GPU rounds P (and dS) to bf16 before the second GEMM of each pair.
-constexpr Tolerance kAttnTol{2.5e-2, 2e-2, 1.5e-2};
+// Attention: the GPU rounds P (and dS) to bf16 before the second GEMM of each pair. Inputs are
+// O(1); the floor covers gradients that are exactly zero but for rounding noise (s = 1).
+constexpr Tolerance kAttnTol{2.5e-2, 2e-2, 1.5e-2, 1e-3};
 // Small-magnitude f32 results (loss sums, gradient norms) from long sums: f32 partials vs f64.
 constexpr Tolerance kSumTol{1e-5, 1e-6, 1e-5};
 // f32 outputs of GEMMs and of reductions over bf16 inputs.
@@ -123,7 +125,7 @@ bool OpChecker::compare_values(const std::string& name, const std::vector<float>
   for (size_t i = 0; i < ref.size(); ++i)
     if (std::isfinite(ref[i])) ss_ref += static_cast<double>(ref[i]) * ref[i];
   const double rms = ref.empty() ? 0 : std::sqrt(ss_ref / static_cast<double>(ref.size()));
-  const double atol = tol.atol_rel * rms + 1e-30;
+  const double atol = std::max(tol.atol_rel * rms, tol.atol_abs) + 1e-30;
   bool ok = got.size() == ref.size();
   for (size_t i = 0; ok && i < ref.size(); ++i) {
     const double g = got[i], f = ref[i];
@@ -149,7 +151,9 @@ bool OpChecker::compare_values(const std::string& name, const std::vector<float>
     }
   }
   r.rel_l2 = ss_ref > 0 ? std::sqrt(ss_diff / ss_ref) : std::sqrt(ss_diff);
-  r.pass = ok && r.nan_count == 0 && r.worst_ratio <= 1.0 && r.rel_l2 <= tol.rel_l2_max;
+  const double rms_diff = ref.empty() ? 0 : std::sqrt(ss_diff / static_cast<double>(ref.size()));
+  r.pass = ok && r.nan_count == 0 && r.worst_ratio <= 1.0 &&
+           (r.rel_l2 <= tol.rel_l2_max || rms_diff <= tol.atol_abs);
   results_.push_back(r);
   return r.pass;
 }

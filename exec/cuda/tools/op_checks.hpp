@@ -3,8 +3,9 @@
 // backends (same dtypes, so both round outputs to bf16 at the same points), poisons outputs with
 // NaN (accumulated outputs get random initial values instead), runs the op on both and compares
 // every output element: pass when no element is NaN and |got - ref| <= atol + rtol·|ref| with
-// atol = atol_rel · rms(ref), and ||got - ref|| / ||ref|| <= rel_l2_max. Tolerances per check
-// are stated where the check is defined (op_checks.cpp).
+// atol = max(atol_rel · rms(ref), atol_abs), and ||got - ref|| / ||ref|| <= rel_l2_max (or the
+// rms of the difference within atol_abs). Tolerances per check are stated where the check is
+// defined (op_checks.cpp).
 #pragma once
 
 #include <cstdint>
@@ -20,8 +21,9 @@ class CudaBackend;
 
 struct Tolerance {
   double rtol;
-  double atol_rel;    // absolute tolerance as a fraction of the reference's rms
-  double rel_l2_max;  // bound on ||got - ref|| / ||ref||
+  double atol_rel;      // absolute tolerance as a fraction of the reference's rms
+  double rel_l2_max;    // bound on ||got - ref|| / ||ref||
+  double atol_abs = 0;  // absolute floor, for references that are only rounding noise
 };
 
 // bf16 outputs: one bf16 rounding step (2^-8 relative) apart plus accumulation-order effects.
