@@ -128,6 +128,8 @@ class Backend {
   // ---- attention -----------------------------------------------------------------------------
   // Causal self-attention for one tensor-parallel shard of heads. qkv: (s, b, 3, heads, d) act:
   // Q, K and V of every token side by side, as the column-parallel QKV GEMM writes them.
+  // A Tensor has at most 4 dims: qkv and dqkv are passed as (s, b, 3·heads, d) views (any view
+  // with that element count); s, b, heads and d are read from `out` (4-D).
   // out: (s, b, heads, d) act. lse: (b, heads, s) f32 log-sum-exp of each softmax row, saved
   // so backward recomputes probabilities without storing the s×s scores. scale = 1/sqrt(d).
   virtual void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) = 0;

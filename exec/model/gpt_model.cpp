@@ -135,7 +135,12 @@ void GptModel::init_weights(uint64_t seed, double init_method_std) {
   refresh_weights();
 }
 
-void GptModel::refresh_weights() { be_.cast(weights_, master_); }
+void GptModel::refresh_weights() {
+  if (act_ == DType::kF32)
+    be_.copy(weights_, master_);
+  else
+    be_.cast(weights_, master_);
+}
 
 void GptModel::zero_grads() { be_.fill(grads_, 0.0f); }
 

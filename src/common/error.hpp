@@ -27,7 +27,7 @@ namespace detail {
 template <class... Args>
 std::string cat(const Args&... args) {
   std::ostringstream os;
-  (os << ... << args);
+  if constexpr (sizeof...(Args) > 0) (os << ... << args);  // MPLAN_CHECK(cond) has no message
   return os.str();
 }
 }  // namespace detail

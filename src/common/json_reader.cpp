@@ -53,16 +53,8 @@ void JsonObject::allow(const std::string& key) const { asked_.insert(key); }
 
 namespace {
 int64_t as_int(const Json& v, const std::string& name, int64_t min_value) {
-  if (!v.is_number_integer()) {
-    bool whole_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
-                       v.get<double>() == std::floor(v.get<double>());
-    if (!whole_float) throw Error(cat(name, ": must be an integer, got ", json_excerpt(v)));
-    double d = v.get<double>();
-    if (std::fabs(d) > 9e15) throw Error(cat(name, ": integer out of range, got ", json_excerpt(v)));
-    int64_t x = static_cast<int64_t>(d);
-    if (x < min_value) throw Error(cat(name, ": must be >= ", min_value, ", got ", x));
-    return x;
-  }
+  // Exact types: 2.0 is a number, not an integer (the file comment's contract).
+  if (!v.is_number_integer()) throw Error(cat(name, ": must be an integer, got ", json_excerpt(v)));
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     throw Error(cat(name, ": integer out of range, got ", json_excerpt(v)));
   int64_t x = v.get<int64_t>();

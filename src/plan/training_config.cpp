@@ -26,7 +26,9 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   std::string prec = o.get_enum("precision", {"bf16", "fp16", "fp32"}, "bf16");
   t.precision = prec == "bf16" ? Precision::kBf16 : prec == "fp16" ? Precision::kFp16 : Precision::kFp32;
   t.grads_in_fp32 = o.get_bool("grads_in_fp32", true);
-  t.attention_backend = o.get_enum("attention_backend", {"flash", "unfused"}, "flash") == "flash"
+  // Default as Megatron's "auto": flash kernels where the precision allows them (bf16/fp16).
+  const char* auto_backend = t.precision == Precision::kFp32 ? "unfused" : "flash";
+  t.attention_backend = o.get_enum("attention_backend", {"flash", "unfused"}, auto_backend) == "flash"
                             ? AttentionBackend::kFlash
                             : AttentionBackend::kUnfused;
   t.lr = o.get_number("lr", t.lr, 0.0);

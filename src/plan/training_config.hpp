@@ -29,6 +29,7 @@ struct TrainingConfig {
   Precision precision = Precision::kBf16;   // --bf16 / --fp16 / neither
   bool grads_in_fp32 = true;                // --accumulate-allreduce-grads-in-fp32 (main grads)
   AttentionBackend attention_backend = AttentionBackend::kFlash;  // --attention-backend
+                                          // (default: flash, unfused for fp32)
   double lr = 1e-4;                         // --lr
   double weight_decay = 0.1;                // --weight-decay
   double adam_beta1 = 0.9;                  // --adam-beta1

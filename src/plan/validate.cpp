@@ -1,8 +1,12 @@
-// validate(): the cross-field rules of a plan, in Megatron-LM's terms. Each rule reports the
-// field it concerns and states the rule with the numbers involved.
+// validate(): the cross-field rules of a plan, in Megatron-LM's terms and, where Megatron has
+// one, in its words (megatron/training/arguments.py validate_args, TransformerConfig,
+// parallel_state, the schedules and the micro-batch calculators). Cheap on the valid path: the
+// sweep calls it for every candidate, so a message is only built when a rule is broken.
 #include "src/plan/validate.hpp"
 
+#include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
+#include "src/parallel/rank_grid.hpp"
 
 namespace mplan {
 
@@ -16,101 +20,28 @@ void require_valid(const Plan& plan) {
 namespace {
 
 struct Collector {
-  std::vector<Violation> out;
+  std::vector<Violation>& out;
   template <class... Args>
-  void add(const std::string& field, const Args&... args) {
+  void add(const char* field, const Args&... args) {
     out.push_back({field, cat(args...)});
   }
 };
 
-void check_model_vs_parallel(const Plan& plan, Collector& c) {
+void check_model(const Plan& plan, Collector& c) {
   const ModelSpec& m = plan.model;
-  const ParallelConfig& p = plan.parallel;
-  if (m.num_attention_heads % p.tp != 0)
-    c.add("parallel.tp", "num_attention_heads (", m.num_attention_heads,
-          ") must be divisible by tp (", p.tp, ")");
-  if (m.num_query_groups % p.tp != 0)
-    c.add("parallel.tp", "num_query_groups (", m.num_query_groups, ") must be divisible by tp (",
-          p.tp, ")");
-  if (p.sequence_parallel && m.seq_length % p.tp != 0)
-    c.add("parallel.sequence_parallel", "seq_length (", m.seq_length,
-          ") must be divisible by tp (", p.tp, ") with sequence parallelism");
-  if (p.cp > 1 && m.seq_length % (2 * p.cp) != 0)
-    c.add("parallel.cp", "seq_length (", m.seq_length, ") must be divisible by 2 x cp (", 2 * p.cp,
-          ") for causal load balancing");
-  if (p.sequence_parallel && p.cp > 1 && m.seq_length % (2 * p.cp * p.tp) != 0)
-    c.add("parallel.cp", "seq_length (", m.seq_length, ") must be divisible by 2 x cp x tp (",
-          2 * p.cp * p.tp, ") with context and sequence parallelism");
-  if (p.vpp > 1 && p.pp == 1)
-    c.add("parallel.vpp", "vpp (", p.vpp, ") > 1 needs pp > 1 (Megatron: virtual pipeline "
-          "parallelism only with pipeline parallelism)");
-
-  // Layers per stage: even split, or Megatron's uneven first/last stage.
-  int64_t first = p.decoder_first_pipeline_num_layers.value_or(-1);
-  int64_t last = p.decoder_last_pipeline_num_layers.value_or(-1);
-  if (first < 0 && last < 0) {
-    if (m.num_layers % (p.pp * p.vpp) != 0)
-      c.add("parallel.pp", "num_layers (", m.num_layers, ") must be divisible by pp x vpp (",
-            p.pp * p.vpp, "), or set decoder_first_pipeline_num_layers / "
-            "decoder_last_pipeline_num_layers for an uneven split");
-  } else {
-    if (p.pp == 1) {
-      c.add(first >= 0 ? "parallel.decoder_first_pipeline_num_layers"
-                       : "parallel.decoder_last_pipeline_num_layers",
-            "an uneven pipeline split needs pp > 1");
-    } else {
-      int64_t rest = m.num_layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
-      int64_t middle = p.pp - (first >= 0) - (last >= 0);
-      std::string f = first >= 0 ? "parallel.decoder_first_pipeline_num_layers"
-                                 : "parallel.decoder_last_pipeline_num_layers";
-      if (rest < 0)
-        c.add(f, "first + last stage layers exceed num_layers (", m.num_layers, ")");
-      else if (middle == 0 && rest != 0)
-        c.add(f, "with pp 2 both stages are set, so first + last must equal num_layers (",
-              m.num_layers, ")");
-      else if (middle > 0 && rest % (middle * p.vpp) != 0)
-        c.add(f, "the remaining ", rest, " layers must be divisible by the ", middle,
-              " other stages x vpp (", middle * p.vpp, ")");
-      if (p.vpp > 1) {
-        if (first >= 0 && first % p.vpp != 0)
-          c.add("parallel.decoder_first_pipeline_num_layers", "(", first,
-                ") must be divisible by vpp (", p.vpp, ")");
-        if (last >= 0 && last % p.vpp != 0)
-          c.add("parallel.decoder_last_pipeline_num_layers", "(", last,
-                ") must be divisible by vpp (", p.vpp, ")");
-      }
-    }
-  }
-
-  // Experts.
-  if (m.moe) {
-    if (m.moe->num_experts % p.ep != 0)
-      c.add("parallel.ep", "num_experts (", m.moe->num_experts, ") must be divisible by ep (",
-            p.ep, ")");
-  } else if (p.ep > 1) {
-    c.add("parallel.ep", "ep (", p.ep, ") > 1 needs an MoE model (model.moe is null)");
-  }
-  int64_t expert_grid = p.etp * p.ep * p.pp;
-  if (p.world_size() % expert_grid != 0)
-    c.add("parallel.ep", "world size (", p.world_size(), ") must be divisible by etp x ep x pp (",
-          expert_grid, ")");
-}
-
-void check_batch(const Plan& plan, Collector& c) {
-  const ParallelConfig& p = plan.parallel;
-  int64_t per_step = p.micro_batch_size * p.dp;
-  if (p.global_batch_size % per_step != 0)
-    c.add("parallel.global_batch_size", "global batch size (", p.global_batch_size,
-          ") is not divisible by micro batch size (", p.micro_batch_size,
-          ") times data parallel size (", p.dp, ")");
+  // arguments.py (any position embedding type).
+  if (m.max_position_embeddings < m.seq_length)
+    c.add("model.max_position_embeddings", "max_position_embeddings (", m.max_position_embeddings,
+          ") must be greater than or equal to seq_length (", m.seq_length, ").");
 }
 
 void check_cluster(const Plan& plan, Collector& c) {
   const ClusterSpec& cl = plan.cluster;
-  int64_t world = plan.world_size();
+  const int64_t world = plan.world_size();
   if (world > cl.gpus_per_node && world % cl.gpus_per_node != 0)
     c.add("parallel", "GPU count tp x cp x pp x dp = ", world, " is not a whole number of nodes (",
-          cl.gpus_per_node, " GPUs per node on cluster '", cl.name, "')");
+          cl.gpus_per_node, " GPUs per node on cluster '", cl.name,
+          "'); a plan smaller than a node may use part of one");
   if (cl.num_nodes > 0 && plan.num_nodes() > cl.num_nodes)
     c.add("parallel", "GPU count tp x cp x pp x dp = ", world, " needs ", plan.num_nodes(),
           " nodes; cluster '", cl.name, "' has ", cl.num_nodes);
@@ -119,14 +50,260 @@ void check_cluster(const Plan& plan, Collector& c) {
           " nodes but the cluster describes no network between nodes");
 }
 
+// Megatron's uneven pipeline split (TransformerConfig.__post_init__, "Uneven PP").
+void check_uneven_split(const ModelSpec& m, const ParallelConfig& p, Collector& c) {
+  const std::optional<int64_t>& first = p.decoder_first_pipeline_num_layers;
+  const std::optional<int64_t>& last = p.decoder_last_pipeline_num_layers;
+  const char* field = first ? "parallel.decoder_first_pipeline_num_layers"
+                            : "parallel.decoder_last_pipeline_num_layers";
+  int64_t rest = m.num_layers;
+  int64_t middle_stages = p.pp;
+  if (first) {
+    if (p.vpp > 1 && *first % p.vpp != 0)
+      c.add("parallel.decoder_first_pipeline_num_layers",
+            "number of layers at first stage: ", *first,
+            " must be divisible by virtual pipeline parallel degree ", p.vpp);
+    rest -= *first;
+    --middle_stages;
+  }
+  if (last) {
+    if (p.vpp > 1 && *last % p.vpp != 0)
+      c.add("parallel.decoder_last_pipeline_num_layers", "number of layers at last stage: ", *last,
+            " must be divisible by virtual pipeline parallel degree ", p.vpp);
+    rest -= *last;
+    --middle_stages;
+  }
+  if (middle_stages < 0) {  // pp 1 with both set: one stage cannot be first and last twice
+    c.add(field,
+          "decoder_first_pipeline_num_layers and decoder_last_pipeline_num_layers both "
+          "set need pp >= 2, got pp ",
+          p.pp);
+    return;
+  }
+  if (rest < 0) {
+    c.add(field, "the first and last stage layers (", m.num_layers - rest, ") exceed num_layers (",
+          m.num_layers, ")");
+    return;
+  }
+  if ((rest != 0) != (middle_stages != 0)) {
+    c.add(field, "Mismatch: ", rest, " middle layers remaining but ", middle_stages,
+          " middle PP stages available.");
+    return;
+  }
+  if (middle_stages > 0 && rest % middle_stages != 0) {
+    c.add(field, "number of layers at middle stage: ", rest,
+          " must be divisible by the middle pipeline model parallel size ", middle_stages);
+    return;
+  }
+  if (middle_stages > 0 && p.vpp > 1 && (rest / middle_stages) % p.vpp != 0)
+    c.add(field, "number of layers on each middle pipeline rank: ", rest / middle_stages,
+          " must be divisible by virtual pipeline parallel degree ", p.vpp);
+}
+
+void check_parallel(const Plan& plan, Collector& c) {
+  const ModelSpec& m = plan.model;
+  const ParallelConfig& p = plan.parallel;
+
+  // Tensor parallel: TransformerConfig. Megatron's newest versions also accept tp a multiple of
+  // num_query_groups by replicating K/V heads; mplan shards K and V heads and requires the
+  // classic rule.
+  if (m.num_attention_heads % p.tp != 0)
+    c.add("parallel.tp", "num_attention_heads (", m.num_attention_heads,
+          ") must be a multiple of tensor_model_parallel_size (", p.tp, ").");
+  if (m.num_query_groups % p.tp != 0)
+    c.add("parallel.tp", "num_query_groups (", m.num_query_groups,
+          ") must be a multiple of tensor_model_parallel_size (", p.tp,
+          ") (K and V heads are split over tp)");
+  // ColumnParallelLinear / RowParallelLinear: divide(size, world_size) asserts divisibility.
+  if (m.num_moe_layers() < m.num_layers && m.ffn_hidden_size % p.tp != 0)
+    c.add("parallel.tp", "ffn_hidden_size (", m.ffn_hidden_size,
+          ") is not divisible by tensor_model_parallel_size (", p.tp, ")");
+  if (m.moe && m.moe->moe_ffn_hidden_size % p.etp != 0)
+    c.add("parallel.etp", "moe_ffn_hidden_size (", m.moe->moe_ffn_hidden_size,
+          ") is not divisible by expert_tensor_parallel_size (", p.etp, ")");
+  if (m.moe && m.moe->shared_expert_ffn_hidden_size % p.tp != 0)
+    c.add("parallel.tp", "shared_expert_ffn_hidden_size (", m.moe->shared_expert_ffn_hidden_size,
+          ") is not divisible by tensor_model_parallel_size (", p.tp, ")");
+
+  // Context parallel: arguments.py.
+  if (p.cp > 1 && m.seq_length % (2 * p.cp) != 0)
+    c.add("parallel.cp",
+          "seq-length should be a multiple of 2 * context-parallel-size if "
+          "context-parallel-size > 1 (seq_length ",
+          m.seq_length, ", 2 x cp = ", 2 * p.cp, ")");
+  // Sequence parallel scatters each cp rank's s/cp tokens over tp (Megatron turns it off at
+  // tp 1, so no rule there).
+  if (p.sequence_parallel && p.tp > 1 && m.seq_length % (p.cp * p.tp) != 0)
+    c.add("parallel.sequence_parallel", "seq_length (", m.seq_length,
+          ") must be divisible by context_parallel_size x tensor_model_parallel_size (",
+          p.cp * p.tp,
+          ") with sequence parallelism: each tp rank holds seq_length / (cp x tp) "
+          "tokens");
+
+  // Pipeline: parallel_state, arguments.py and TransformerConfig.
+  if (p.vpp > 1 && p.pp == 1)
+    c.add("parallel.vpp",
+          "pipeline-model-parallel size should be greater than 1 with "
+          "interleaved schedule (vpp ",
+          p.vpp, ", pp 1)");
+  if (!p.decoder_first_pipeline_num_layers && !p.decoder_last_pipeline_num_layers) {
+    if (m.num_layers % p.pp != 0)
+      c.add("parallel.pp",
+            "Number of layers should be divisible by the pipeline-model-parallel "
+            "size (num_layers ",
+            m.num_layers, ", pp ", p.pp,
+            "); or set "
+            "decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers");
+    else if (p.vpp > 1 && (m.num_layers / p.pp) % p.vpp != 0)
+      c.add("parallel.vpp", "num_layers_per_pipeline_rank ", m.num_layers / p.pp,
+            " should be divisible by vp_size ", p.vpp);
+  } else {
+    check_uneven_split(m, p, c);
+  }
+
+  // Experts: arguments.py and parallel_state.
+  if (m.moe) {
+    if (m.moe->num_experts % p.ep != 0)
+      c.add("parallel.ep",
+            "Number of experts should be a multiple of expert model parallel_size "
+            "(num_experts ",
+            m.moe->num_experts, ", ep ", p.ep, ")");
+  } else if (p.ep > 1) {
+    c.add("parallel.ep", "num_experts must be non None to use expert model parallelism (ep ", p.ep,
+          ", model.moe is null)");
+  }
+  const int64_t world = p.world_size();
+  const int64_t expert_grid = p.etp * p.ep * p.pp;
+  if (world % expert_grid != 0)
+    c.add(world % (p.etp * p.pp) != 0 ? "parallel.etp" : "parallel.ep", "world_size (", world,
+          ") is not divisible by expert_tensor_model_pipeline_parallel size (etp x ep x pp = ",
+          expert_grid, ")");
+
+  // Recompute: TransformerConfig states the range of recompute_num_layers for full recompute.
+  if (p.recompute == Recompute::kFull && p.recompute_num_layers > m.num_layers / p.pp)
+    c.add("parallel.recompute_num_layers",
+          "When using recompute_granularity: full "
+          "recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: ",
+          m.num_layers / p.pp, " (got ", p.recompute_num_layers, ")");
+
+  // Distributed optimizer: arguments.py. Without it there is no parameter all-gather and
+  // overlap_param_gather has no effect.
+  if (p.distributed_optimizer && p.overlap_param_gather && !p.overlap_grad_reduce)
+    c.add("parallel.overlap_param_gather",
+          "Must use --overlap-param-gather with "
+          "--overlap-grad-reduce (set overlap_grad_reduce, or overlap_param_gather false)");
+}
+
+// Megatron's interleaved schedule (forward_backward_pipelining_with_interleaving) for one
+// micro-batch count.
+void check_interleaved(const ParallelConfig& p, int64_t num_microbatches, Collector& c) {
+  const int64_t group = p.group_size_per_vp_stage();
+  const char* field = p.microbatch_group_size_per_vp_stage > 0
+                          ? "parallel.microbatch_group_size_per_vp_stage"
+                          : "parallel.global_batch_size";
+  if (group > num_microbatches || group < p.pp) {
+    c.add(field,
+          "The number of contiguous micro-batches in a virtual pipeline stage should "
+          "range in [PP=",
+          p.pp, ", M=", num_microbatches, "] (got ", group, ")");
+    return;
+  }
+  const int64_t final_group = num_microbatches % group;
+  if (final_group > 0 && final_group < p.pp)
+    c.add(field, "The remainder of M (the total micro-batches, ", num_microbatches,
+          ") divided by N (number of contiguous micro-batches in a virtual pipeline stage, ", group,
+          ") should be 0, or larger than or equal to the pipeline-parallel size (", p.pp,
+          "), but it is ", final_group, ".");
+}
+
+void check_batch_and_schedule(const Plan& plan, Collector& c) {
+  const ParallelConfig& p = plan.parallel;
+  const TrainingConfig& t = plan.training;
+  MicrobatchSpec spec{p.global_batch_size, p.micro_batch_size, p.dp, t.rampup_batch_size, false};
+
+  bool batch_ok = true;
+  if (auto e = check_microbatch_spec(spec)) {
+    c.out.push_back({BatchFieldNames{}.name(e->field), std::move(e->message)});
+    batch_ok = false;
+  }
+  const int64_t md = p.micro_batch_size * p.dp;
+  // The final (or only) global batch size: ConstantNumMicroBatchesCalculator's rule, which a
+  // ramp-up run meets once it reaches the final size.
+  if (batch_ok && spec.rampup && p.global_batch_size % md != 0) {
+    c.add("parallel.global_batch_size", "global batch size (", p.global_batch_size,
+          ") is not divisible by micro batch size (", p.micro_batch_size,
+          ") times data parallel size (", p.dp, ")");
+    batch_ok = false;
+  }
+  std::optional<MicrobatchCalculator> calc;
+  if (batch_ok && spec.rampup) {
+    calc.emplace(spec);
+    // Megatron checks every iteration's batch during the ramp (update_num_microbatches with
+    // consistency_check=True).
+    if (auto bad = calc->first_inconsistent_step()) {
+      c.add("training.rampup_batch_size", "current global batch size (", bad->global_batch_size,
+            ") is not divisible by micro-batch-size (", p.micro_batch_size,
+            ") times data parallel size (", p.dp, "), reached at ", bad->consumed_samples,
+            " consumed samples of the ramp-up");
+      batch_ok = false;
+    }
+  }
+
+  // Schedule: Megatron runs the interleaved schedule exactly when vpp > 1.
+  if (p.vpp > 1 && p.schedule != ScheduleKind::kInterleaved)
+    c.add("parallel.schedule", "vpp (", p.vpp,
+          ") > 1 runs Megatron's interleaved schedule; "
+          "schedule is \"",
+          to_string(p.schedule), "\"");
+  if (p.schedule == ScheduleKind::kInterleaved && p.vpp == 1)
+    c.add("parallel.schedule",
+          "the interleaved schedule needs vpp > 1 (virtual pipeline "
+          "stages per pipeline rank), got vpp 1");
+  if (p.schedule == ScheduleKind::kInterleaved && p.vpp > 1 && p.pp > 1 && batch_ok) {
+    if (!calc) {
+      check_interleaved(p, p.global_batch_size / md, c);
+    } else {
+      for (const RampStep& step : calc->ramp_steps()) {
+        size_t before = c.out.size();
+        check_interleaved(p, step.state.num_microbatches, c);
+        if (c.out.size() != before) {
+          c.out.back().message +=
+              cat(" (ramp-up step at ", step.state.consumed_samples, " consumed samples)");
+          break;
+        }
+      }
+    }
+  }
+}
+
+void check_training(const Plan& plan, Collector& c) {
+  const TrainingConfig& t = plan.training;
+  // Flash attention kernels (flash-attn, cuDNN through Transformer Engine) take fp16/bf16 only.
+  if (t.attention_backend == AttentionBackend::kFlash && t.precision == Precision::kFp32)
+    c.add("training.attention_backend",
+          "flash attention runs in fp16 or bf16 only; precision "
+          "is fp32 (use attention_backend \"unfused\")");
+}
+
 }  // namespace
 
 std::vector<Violation> validate(const Plan& plan) {
-  Collector c;
-  check_model_vs_parallel(plan, c);
+  std::vector<Violation> out;
+  Collector c{out};
+  check_model(plan, c);
   check_cluster(plan, c);
-  check_batch(plan, c);
-  return c.out;
+  check_parallel(plan, c);
+  check_batch_and_schedule(plan, c);
+  check_training(plan, c);
+
+  // ---- Checks owned by other modules: one line each, appended below, in this order. ----------
+  // Each is `void append_<module>_violations(const Plan&, std::vector<Violation>& out)`, declared
+  // in that module's header, adding nothing on the valid path.
+  //   rank grid (src/parallel): order string, expert grid vs. order, ...
+  //   schedule  (src/schedule): schedule-specific constraints
+  check_rank_grid(plan, out);
+  // ---- end of other modules' checks ----------------------------------------------------------
+  return out;
 }
 
 }  // namespace mplan

@@ -88,27 +88,6 @@ TEST(CpuBackendMemory, CountsCurrentAndPeakByTag) {
   EXPECT_EQ(be.memory_stats().current_bytes, 0);
 }
 
-TEST(CpuBackendMemory, TensorViewsAndSlices) {
-  CpuBackend be;
-  Tensor t = be.alloc(DType::kF32, {4, 3, 2}, "t");
-  EXPECT_EQ(t.numel(), 24);
-  EXPECT_EQ(t.rows(), 12);
-  EXPECT_EQ(t.cols(), 2);
-  Tensor r = t.rows_slice(6, 6);  // rows 6..11 = leading index 2..3
-  EXPECT_EQ(r.ndim, 3);
-  EXPECT_EQ(r.dim(0), 2);
-  EXPECT_EQ(static_cast<float*>(r.data) - static_cast<float*>(t.data), 12);
-  Tensor odd = t.rows_slice(1, 2);
-  EXPECT_EQ(odd.ndim, 2);
-  EXPECT_EQ(odd.numel(), 4);
-  Tensor f = t.flat_slice(5, 7);
-  EXPECT_EQ(f.ndim, 1);
-  EXPECT_EQ(static_cast<float*>(f.data) - static_cast<float*>(t.data), 5);
-  EXPECT_EQ(t.view({6, 4}).dim(1), 4);
-  EXPECT_THROW(t.view({5, 5}), InternalError);
-  be.release(t);
-}
-
 TEST(CpuBackendMemory, FillCastCopy) {
   CpuBackend be;
   Tensor f = make(be, DType::kF32, {3}, {1.0f, 1.00390625f, -3.3f});

@@ -1,0 +1,98 @@
+// `mplan export --megatron PLAN.json`: the Megatron-LM job of a plan, as a ready torchrun script
+// (default), a plain argument list for pretrain_gpt.py, or JSON. What Megatron-LM cannot express
+// exactly is listed on stderr (and as comments in the script); the plan itself must be valid.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/command_registry.hpp"
+#include "cli/output.hpp"
+#include "src/common/error.hpp"
+#include "src/plan/megatron_args.hpp"
+#include "src/plan/plan.hpp"
+
+namespace mplan::cli {
+namespace {
+
+struct ExportOptions {
+  std::string plan_path;
+  std::string format = "torchrun";
+  std::string out;
+  bool legacy_rampup = false;
+};
+
+void run_export(const ExportOptions& o) {
+  Plan plan = load_plan(o.plan_path);
+  MegatronExportOptions eo;
+  eo.legacy_rampup = o.legacy_rampup;
+  MegatronLaunch launch;
+  try {
+    launch = megatron_launch_from_plan(plan, eo);
+  } catch (const Error& e) {
+    throw Error(cat(o.plan_path, ": ", e.what()));
+  }
+  const ParallelConfig& p = plan.parallel;
+  std::string name = o.plan_path == "-" ? "standard input"
+                                        : std::filesystem::path(o.plan_path).filename().string();
+  std::string title = cat(plan.model.name, " on ", plan.world_size(), " GPUs of ",
+                          plan.cluster.name, ": tp ", p.tp, " cp ", p.cp, " pp ", p.pp, " vpp ",
+                          p.vpp, " dp ", p.dp, " ep ", p.ep, " etp ", p.etp, " (from ", name, ")");
+  std::string text;
+  if (o.format == "torchrun") {
+    text = render_megatron_torchrun(launch, title);
+  } else if (o.format == "args") {
+    text = render_megatron_args(launch);
+  } else {
+    text = megatron_launch_to_json(launch).dump(2) + "\n";
+  }
+  for (const auto& n : launch.notes) std::cerr << "mplan: note: " << n << "\n";
+  if (o.out.empty() || o.out == "-") {
+    std::cout << text;
+    return;
+  }
+  write_text_file(o.out, text, "--out");
+  if (o.format == "torchrun") {
+    std::error_code ec;  // executable like Megatron-LM's example scripts; best effort
+    std::filesystem::permissions(o.out,
+                                 std::filesystem::perms::owner_exec |
+                                     std::filesystem::perms::group_exec |
+                                     std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add, ec);
+  }
+  std::cout << "wrote " << o.out << ": Megatron-LM " << o.format << " for " << title << "\n";
+}
+
+void add_export(CLI::App& app) {
+  auto opts = std::make_shared<ExportOptions>();
+  auto* cmd = app.add_subcommand(
+      "export",
+      "Write a plan as a Megatron-LM launch (torchrun ... pretrain_gpt.py with its arguments)");
+  cmd->add_option("--megatron", opts->plan_path,
+                  "Plan JSON file to export for Megatron-LM ('-' reads standard input)")
+      ->required();
+  cmd->add_option("--format", opts->format,
+                  "torchrun: a ready bash launch script (default); args: pretrain_gpt.py's "
+                  "arguments, one per line; json: launcher, groups and argv as JSON")
+      ->check(CLI::IsMember({"torchrun", "args", "json"}));
+  cmd->add_option("--out", opts->out, "Write to this file instead of standard output");
+  cmd->add_flag("--legacy-rampup", opts->legacy_rampup,
+                "Write a batch ramp-up as --rampup-batch-size (Megatron-LM before "
+                "--step-batch-size-schedule) instead of the equivalent step schedule");
+  cmd->footer(
+      "The plan must be valid (mplan validate). Fields Megatron-LM cannot express exactly (a\n"
+      "zb-h1 or gpipe schedule, sequence parallelism with tp 1, ...) are listed on stderr and as\n"
+      "comments in the script. The script trains on synthetic data (--mock-data with a\n"
+      "NullTokenizer of the model's vocabulary); replace DATA_ARGS for real data.\n"
+      "Examples:\n"
+      "  mplan export --megatron best.json > train.sh       torchrun script, 'bash train.sh' on "
+      "each node\n"
+      "  mplan export --megatron best.json --out train.sh   the same, written to train.sh\n"
+      "  mplan export --megatron best.json --format args    pretrain_gpt.py's arguments only\n"
+      "  mplan export --megatron best.json --format json    for tools\n"
+      "  mplan import --megatron train.sh --out again.json  the way back (identical plan)");
+  cmd->callback([opts] { run_export(*opts); });
+}
+
+MPLAN_REGISTER_COMMAND(80, add_export);
+
+}  // namespace
+}  // namespace mplan::cli

@@ -1,0 +1,224 @@
+// `mplan import --megatron` and `mplan export --megatron`, run as the built binary: exit codes,
+// what goes to stdout and stderr, the plan file written, and the file round trip
+// plan -> Megatron-LM script -> plan.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ImportExport : public ::testing::Test {
+ protected:
+  fs::path dir_;
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           (std::string("mplan_ie_") + info->name() + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path file(const std::string& name) const { return dir_ / name; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(file(name), std::ios::binary) << text;
+  }
+  // Runs `mplan ARGS` (ARGS is shell text) in the temp dir.
+  Result run(const std::string& args, const std::string& stdin_file = "") const {
+    std::string cmd =
+        "cd '" + dir_.string() + "' && '" + MPLAN_BIN + "' " + args + " >out.txt 2>err.txt";
+    if (!stdin_file.empty()) cmd += " <'" + stdin_file + "'";
+    Result r;
+    int status = std::system(cmd.c_str());
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(file("out.txt"));
+    r.err = slurp(file("err.txt"));
+    return r;
+  }
+  static std::string fixture() {
+    return std::string(MPLAN_SOURCE_DIR) + "/tests/cli/fixtures/gpt3_175b_rampup.sh";
+  }
+};
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+TEST_F(ImportExport, ImportsTheGpt3LaunchScript) {
+  Result r = run("import --megatron '" + fixture() + "' --out plan.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tp 8, cp 1, pp 16, vpp 1, dp 1"));
+  EXPECT_THAT(r.out, HasSubstr("128 = 16 nodes of dgx-a100-80g (the default cluster"));
+  EXPECT_THAT(r.out, HasSubstr("the script launches 8"));
+  EXPECT_THAT(r.out, HasSubstr("global 1536"));
+  EXPECT_THAT(r.out, HasSubstr("ramp-up from 16 by 16 over 5859375 samples"));
+  EXPECT_THAT(r.out, HasSubstr("gpt3-175b (matches the preset)"));
+  EXPECT_THAT(r.err, HasSubstr("warning: the script launches 8 processes"));
+  EXPECT_THAT(r.err, HasSubstr("$1 (no value here): --save, --load"));
+  EXPECT_THAT(r.err, HasSubstr("ignored (no effect on a training step)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("warning")));
+
+  auto plan = nlohmann::json::parse(slurp(file("plan.json")));
+  EXPECT_EQ(plan["parallel"]["tp"], 8);
+  EXPECT_EQ(plan["parallel"]["pp"], 16);
+  EXPECT_EQ(plan["parallel"]["dp"], 1);
+  EXPECT_EQ(plan["parallel"]["global_batch_size"], 1536);
+  EXPECT_EQ(plan["model"]["num_layers"], 96);
+  EXPECT_EQ(plan["model"]["hidden_size"], 12288);
+  EXPECT_EQ(plan["training"]["rampup_batch_size"], nlohmann::json::parse("[16, 16, 5859375]"));
+  EXPECT_EQ(plan["cluster"]["name"], "dgx-a100-80g");
+
+  Result v = run("validate plan.json");
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+}
+
+TEST_F(ImportExport, JsonReport) {
+  Result r = run("import --megatron '" + fixture() + "' --out plan.json --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["world_size"], 128);
+  EXPECT_EQ(j["script_world_size"], 8);
+  EXPECT_EQ(j["matched_preset"], "gpt3-175b");
+  EXPECT_EQ(j["parallel"]["dp"], 1);
+  EXPECT_TRUE(j["not_modelled"].empty());
+  EXPECT_EQ(j["undefined"].size(), 5u);
+}
+
+TEST_F(ImportExport, VariablesSizeTheJob) {
+  Result r = run("import --megatron '" + fixture() +
+                 "' --var NUM_NODES=128 --var 1=/ckpt --json --out p.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["world_size"], 1024);
+  EXPECT_EQ(j["parallel"]["dp"], 8);
+  EXPECT_EQ(j["undefined"].size(), 4u);  // $1 now has a value
+}
+
+TEST_F(ImportExport, RoundTripThroughTheTorchrunScript) {
+  ASSERT_EQ(run("import --megatron '" + fixture() + "' --out plan.json").code, 0);
+  Result e = run("export --megatron plan.json --out train.sh");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.out, HasSubstr("wrote train.sh"));
+  std::string script = slurp(file("train.sh"));
+  EXPECT_THAT(script, HasSubstr("torchrun \"${DISTRIBUTED_ARGS[@]}\" pretrain_gpt.py \\\n"));
+  EXPECT_THAT(script, HasSubstr("    --tensor-model-parallel-size 8\n"));
+  EXPECT_THAT(script, HasSubstr("NUM_NODES=16\n"));
+  ASSERT_EQ(run("import --megatron train.sh --out again.json").code, 0);
+  EXPECT_EQ(slurp(file("again.json")), slurp(file("plan.json")));
+
+  // Through a pipe as well: export to stdout, import from stdin.
+  Result piped = run("export --megatron plan.json | '" + std::string(MPLAN_BIN) +
+                     "' import --megatron - --out piped.json");
+  ASSERT_EQ(piped.code, 0) << piped.err;
+  EXPECT_EQ(slurp(file("piped.json")), slurp(file("plan.json")));
+}
+
+TEST_F(ImportExport, RoundTripOfThePresetPlan) {
+  std::string preset = std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
+  ASSERT_EQ(run("export --megatron '" + preset + "' --out t.sh").code, 0);
+  ASSERT_EQ(run("import --megatron t.sh --cluster h200x4 --out p.json").code, 0);
+  ASSERT_EQ(run("validate p.json --json").code, 0);
+  // The same plan as the preset file, spelled out.
+  Result a = run("export --megatron p.json --format args");
+  Result b = run("export --megatron '" + preset + "' --format args");
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(ImportExport, ExportFormats) {
+  std::string preset = std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
+  Result args = run("export --megatron '" + preset + "' --format args");
+  ASSERT_EQ(args.code, 0) << args.err;
+  std::istringstream in(args.out);
+  for (std::string line; std::getline(in, line);) EXPECT_EQ(line.rfind("--", 0), 0u) << line;
+  EXPECT_THAT(args.out, HasSubstr("--micro-batch-size 4\n--global-batch-size 64\n"));
+  // The preset plan sets no train_iters: a note on stderr, not in the output.
+  EXPECT_THAT(args.err, HasSubstr("note: the plan sets no training.train_iters"));
+
+  Result json = run("export --megatron '" + preset + "' --format json");
+  ASSERT_EQ(json.code, 0);
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["launcher"]["nproc_per_node"], 4);
+  EXPECT_EQ(j["launcher"]["nnodes"], 1);
+  EXPECT_EQ(j["groups"]["MODEL_PARALLEL_ARGS"][0], "--tensor-model-parallel-size");
+  EXPECT_EQ(j["script"], "pretrain_gpt.py");
+
+  // An argument list imports with --gpus.
+  write("args.txt", args.out);
+  Result back = run("import --megatron args.txt --gpus 4 --cluster h200x4 --json --out q.json");
+  ASSERT_EQ(back.code, 0) << back.err;
+  EXPECT_EQ(nlohmann::json::parse(back.out)["parallel"]["dp"], 4);
+}
+
+TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
+  write("broken.sh", "A=(\n  --num-layers 2\n\ntorchrun pretrain_gpt.py ${A[@]}\n");
+  write("positional.sh",
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $1 --hidden-size 64 "
+        "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --micro-batch-size "
+        "1\n");
+  write("order.json", R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
+      "parallel": {"dp": 4, "micro_batch_size": 4, "global_batch_size": 64, "order": "tp-dp-cp-ep-pp"}})");
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"import --megatron broken.sh", "broken.sh: line 1: unterminated array A=( ... )"},
+      {"import --megatron positional.sh",
+       "--num-layers: its value ($1) depends on $1, which has no value here; give it with --var "
+       "1=VALUE"},
+      {"import --megatron missing.sh", "--megatron: cannot read file 'missing.sh'"},
+      {"import --megatron positional.sh --var 'x y=1'", "--var: expected NAME=VALUE"},
+      {"import --megatron positional.sh --cluster nowhere",
+       "--cluster: unknown cluster preset 'nowhere'"},
+      {"export --megatron order.json", "parallel.order: Megatron-LM places ranks only"},
+      {"export --megatron missing.json", "plan: cannot read file 'missing.json'"},
+      {"export --megatron order.json --format yaml", "--format"},
+  };
+  for (const auto& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
+    EXPECT_EQ(lines(r.err), 1u) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+}
+
+TEST_F(ImportExport, HelpListsEveryOption) {
+  Result i = run("import --help");
+  ASSERT_EQ(i.code, 0);
+  for (const char* opt : {"--megatron", "--cluster", "--out", "--var", "--gpus", "--vocab-size",
+                          "--name", "--json", "dgx-a100-80g", "Examples:"})
+    EXPECT_THAT(i.out, HasSubstr(opt)) << opt;
+  Result e = run("export --help");
+  ASSERT_EQ(e.code, 0);
+  for (const char* opt : {"--megatron", "--format", "--out", "--legacy-rampup", "Examples:"})
+    EXPECT_THAT(e.out, HasSubstr(opt)) << opt;
+}
+
+}  // namespace

@@ -1,0 +1,159 @@
+// Tests of `mplan validate` run as a program: exit 0 with "valid" and the derived sizes, exit 2
+// listing every broken rule with its field, exit 2 naming the field for a malformed file, and
+// the JSON shape.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::ordered_json;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "mplan_validate_" + std::to_string(::getpid()) + "_" + name;
+}
+
+Result run(const std::string& args) {
+  std::string base = temp_path("run");
+  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+const std::string kShippedPlan =
+    std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
+
+// Writes `plan` to a temporary file and returns its path.
+std::string write_plan(const std::string& name, const Json& plan) {
+  std::string path = temp_path(name);
+  std::ofstream(path) << plan.dump(2);
+  return path;
+}
+
+Json llama_plan() {
+  return Json::parse(R"({"schema_version": 1, "model": "llama3-8b", "cluster": "dgx-h200",
+    "parallel": {"tp": 2, "pp": 2, "dp": 4, "micro_batch_size": 1, "global_batch_size": 32}})");
+}
+
+TEST(ValidateCli, ShippedPlanIsValid) {
+  Result r = run("validate " + kShippedPlan);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("valid: gpt3-1.3b on 4 GPUs (1 node of h200x4)"));
+  EXPECT_THAT(r.out, HasSubstr("4 micro-batches of 4 per step"));
+}
+
+TEST(ValidateCli, ValidJsonShape) {
+  Result r = run("validate " + kShippedPlan + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["valid"], true);
+  EXPECT_EQ(j["violations"], Json::array());
+  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_EQ(j["num_nodes"], 1);
+  EXPECT_EQ(j["num_microbatches"], 4);
+}
+
+TEST(ValidateCli, BrokenRulesAreListedAndExitTwo) {
+  Json p = llama_plan();
+  p["parallel"]["tp"] = 16;  // 8 query groups
+  p["parallel"]["pp"] = 1;
+  p["parallel"]["dp"] = 1;
+  p["parallel"]["global_batch_size"] = 30;
+  p["parallel"]["micro_batch_size"] = 4;
+  std::string path = write_plan("bad.json", p);
+  Result r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.out, HasSubstr("2 broken rules:"));
+  EXPECT_THAT(r.out, HasSubstr("parallel.tp: num_query_groups (8) must be a multiple of "
+                               "tensor_model_parallel_size (16)"));
+  EXPECT_THAT(r.out, HasSubstr("parallel.global_batch_size: global batch size (30) is not "
+                               "divisible by micro batch size (4) times data parallel size (1)"));
+  Result j = run("validate " + path + " --json");
+  EXPECT_EQ(j.code, 2);
+  Json v = Json::parse(j.out);
+  EXPECT_EQ(v["valid"], false);
+  ASSERT_EQ(v["violations"].size(), 2u);
+  EXPECT_EQ(v["violations"][0]["field"], "parallel.tp");
+  EXPECT_TRUE(v["violations"][0]["rule"].is_string());
+  EXPECT_EQ(v["violations"][1]["field"], "parallel.global_batch_size");
+  EXPECT_FALSE(v.contains("num_microbatches"));
+  std::remove(path.c_str());
+}
+
+TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
+  Json p = llama_plan();
+  p["parallel"]["tp"] = "2";
+  std::string path = write_plan("type.json", p);
+  Result r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr(path + ": parallel.tp: must be an integer, got \"2\""));
+  std::remove(path.c_str());
+
+  Json q = llama_plan();
+  q["parallel"]["pipeline_parallel"] = 2;
+  path = write_plan("unknown.json", q);
+  r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("parallel.pipeline_parallel: unknown key"));
+  std::remove(path.c_str());
+
+  Json m = llama_plan();
+  m["parallel"].erase("dp");
+  path = write_plan("missing.json", m);
+  r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("parallel.dp: missing (required)"));
+  std::remove(path.c_str());
+
+  Json u = llama_plan();
+  u["model"] = "llama9";
+  path = write_plan("preset.json", u);
+  r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("model: unknown model preset 'llama9'"));
+  std::remove(path.c_str());
+}
+
+TEST(ValidateCli, MissingFileAndStdin) {
+  Result r = run("validate " + temp_path("no-such-plan.json"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot read file"));
+  Result s = run("validate - < " + kShippedPlan);
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_THAT(s.out, HasSubstr("valid:"));
+}
+
+TEST(ValidateCli, HelpListsEveryOption) {
+  Result r = run("validate --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--json"));
+  EXPECT_THAT(r.out, HasSubstr("Examples:"));
+}
+
+}  // namespace

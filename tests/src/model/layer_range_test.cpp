@@ -1,0 +1,124 @@
+// Tests of Megatron's layer placement: the examples in Megatron's own comments, an uneven split
+// with virtual stages worked out by hand, and the partition property over many shapes.
+#include "src/model/layer_range.hpp"
+
+#include <gtest/gtest.h>
+
+#include "src/common/error.hpp"
+
+namespace mplan {
+namespace {
+
+ParallelConfig pipeline(int64_t pp, int64_t vpp) {
+  ParallelConfig p;
+  p.pp = pp;
+  p.vpp = vpp;
+  return p;
+}
+
+TEST(LayerRange, MegatronsInterleavedExamples) {
+  // megatron/core/transformer/transformer_block.py: 8 layers, 2 stages, 4 model chunks:
+  // stage 0: [0] [2] [4] [6], stage 1: [1] [3] [5] [7].
+  ParallelConfig p = pipeline(2, 4);
+  for (int64_t v = 0; v < 4; ++v) {
+    EXPECT_EQ(chunk_layers(8, p, 0, v), (LayerRange{2 * v, 1}));
+    EXPECT_EQ(chunk_layers(8, p, 1, v), (LayerRange{2 * v + 1, 1}));
+  }
+  // 2 model chunks: stage 0: [0, 1] [4, 5], stage 1: [2, 3] [6, 7].
+  ParallelConfig q = pipeline(2, 2);
+  EXPECT_EQ(stage_chunks(8, q, 0), (std::vector<LayerRange>{{0, 2}, {4, 2}}));
+  EXPECT_EQ(stage_chunks(8, q, 1), (std::vector<LayerRange>{{2, 2}, {6, 2}}));
+}
+
+TEST(LayerRange, EvenSplitWithoutVirtualStages) {
+  ParallelConfig p = pipeline(4, 1);
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(layers_on_stage(24, p, r), 6);
+    EXPECT_EQ(chunk_layers(24, p, r, 0), (LayerRange{6 * r, 6}));
+  }
+}
+
+TEST(LayerRange, UnevenFirstAndLast) {
+  // 30 layers, pp 4, first 6, last 6: the middle two stages take 9 each.
+  ParallelConfig p = pipeline(4, 1);
+  p.decoder_first_pipeline_num_layers = 6;
+  p.decoder_last_pipeline_num_layers = 6;
+  EXPECT_EQ(chunk_layers(30, p, 0, 0), (LayerRange{0, 6}));
+  EXPECT_EQ(chunk_layers(30, p, 1, 0), (LayerRange{6, 9}));
+  EXPECT_EQ(chunk_layers(30, p, 2, 0), (LayerRange{15, 9}));
+  EXPECT_EQ(chunk_layers(30, p, 3, 0), (LayerRange{24, 6}));
+}
+
+TEST(LayerRange, UnevenLastOnly) {
+  // 25 layers, pp 4, last 1: 8 on each of the first three stages.
+  ParallelConfig p = pipeline(4, 1);
+  p.decoder_last_pipeline_num_layers = 1;
+  EXPECT_EQ(chunk_layers(25, p, 0, 0), (LayerRange{0, 8}));
+  EXPECT_EQ(chunk_layers(25, p, 2, 0), (LayerRange{16, 8}));
+  EXPECT_EQ(chunk_layers(25, p, 3, 0), (LayerRange{24, 1}));
+}
+
+TEST(LayerRange, UnevenWithVirtualStages) {
+  // 24 layers, pp 4, vpp 2, first 4, last 4: middle stages 8 each. Model chunk index 0 covers
+  // layers 0..11 as 2 (stage 0), 4 (stage 1), 4 (stage 2), 2 (stage 3); chunk 1 covers 12..23.
+  ParallelConfig p = pipeline(4, 2);
+  p.decoder_first_pipeline_num_layers = 4;
+  p.decoder_last_pipeline_num_layers = 4;
+  EXPECT_EQ(stage_chunks(24, p, 0), (std::vector<LayerRange>{{0, 2}, {12, 2}}));
+  EXPECT_EQ(stage_chunks(24, p, 1), (std::vector<LayerRange>{{2, 4}, {14, 4}}));
+  EXPECT_EQ(stage_chunks(24, p, 2), (std::vector<LayerRange>{{6, 4}, {18, 4}}));
+  EXPECT_EQ(stage_chunks(24, p, 3), (std::vector<LayerRange>{{10, 2}, {22, 2}}));
+}
+
+TEST(LayerRange, EveryValidSplitPartitionsTheLayers) {
+  int checked = 0;
+  for (int64_t layers = 1; layers <= 40; ++layers)
+    for (int64_t pp = 1; pp <= 6; ++pp)
+      for (int64_t vpp = 1; vpp <= 3; ++vpp)
+        for (int64_t first = 0; first <= 8; ++first)
+          for (int64_t last = 0; last <= 8; ++last) {
+            if (vpp > 1 && pp == 1) continue;
+            ParallelConfig p = pipeline(pp, vpp);
+            if (first > 0) p.decoder_first_pipeline_num_layers = first;
+            if (last > 0) p.decoder_last_pipeline_num_layers = last;
+            // Megatron's rules (validate() states them): keep the splits it accepts.
+            int64_t middle = pp - (first > 0) - (last > 0);
+            int64_t rest = layers - first - last;
+            bool ok;
+            if (first == 0 && last == 0) {
+              ok = layers % (pp * vpp) == 0;
+            } else {
+              ok = middle >= 0 && rest >= 0 && (rest == 0) == (middle == 0) && first % vpp == 0 &&
+                   last % vpp == 0 &&
+                   (middle == 0 || (rest % middle == 0 && (rest / middle) % vpp == 0));
+            }
+            if (!ok) continue;
+            std::vector<int> owner(static_cast<size_t>(layers), 0);
+            for (int64_t r = 0; r < pp; ++r) {
+              int64_t on_stage = 0;
+              for (const LayerRange& c : stage_chunks(layers, p, r)) {
+                on_stage += c.count;
+                for (int64_t i = c.first; i < c.first + c.count; ++i) {
+                  ASSERT_GE(i, 0);
+                  ASSERT_LT(i, layers);
+                  ++owner[static_cast<size_t>(i)];
+                }
+              }
+              EXPECT_EQ(on_stage, layers_on_stage(layers, p, r));
+            }
+            for (int64_t i = 0; i < layers; ++i)
+              ASSERT_EQ(owner[static_cast<size_t>(i)], 1)
+                  << "layer " << i << " of " << layers << ", pp " << pp << ", vpp " << vpp
+                  << ", first " << first << ", last " << last;
+            ++checked;
+          }
+  EXPECT_GT(checked, 500);
+}
+
+TEST(LayerRange, InvalidSplitIsABrokenInvariant) {
+  EXPECT_THROW(layers_on_stage(10, pipeline(4, 1), 0), InternalError);
+  EXPECT_THROW(chunk_layers(8, pipeline(2, 2), 2, 0), InternalError);
+}
+
+}  // namespace
+}  // namespace mplan

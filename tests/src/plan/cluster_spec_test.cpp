@@ -1,0 +1,111 @@
+// Tests of ClusterSpec: every cluster preset loads with the numbers its sources cite, curves
+// interpolate in log2(x) and clamp, and malformed clusters are errors naming the field.
+#include "src/plan/cluster_spec.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/common/embedded_configs.hpp"
+#include "src/common/error.hpp"
+#include "src/common/units.hpp"
+
+namespace mplan {
+namespace {
+
+using ::testing::StartsWith;
+
+TEST(ClusterSpec, PresetsCarryTheirCitedNumbers) {
+  // DGX A100 80GB (Selene): 8 GPUs and 8 HDR NICs per node; A100 datasheet: 312 TFLOPS dense
+  // BF16, 2039 GB/s, 80 GiB.
+  ClusterSpec a = load_cluster("dgx-a100-80g");
+  EXPECT_EQ(a.gpus_per_node, 8);
+  EXPECT_EQ(a.nics(), 8);
+  EXPECT_EQ(a.gpu.peak_bf16_tflops, 312);
+  EXPECT_EQ(a.gpu.hbm_bandwidth_gbps, 2039);
+  EXPECT_EQ(a.gpu.memory_gib, 80);
+  EXPECT_TRUE(a.has_inter_node());
+  // DGX H100: H100 SXM5 989 TFLOPS dense BF16, 3.35 TB/s, 81559 MiB = 79.6 GiB.
+  ClusterSpec h = load_cluster("dgx-h100");
+  EXPECT_EQ(h.gpus_per_node, 8);
+  EXPECT_EQ(h.gpu.peak_bf16_tflops, 989);
+  EXPECT_EQ(h.gpu.hbm_bandwidth_gbps, 3350);
+  EXPECT_NEAR(h.gpu.memory_gib, 81559.0 / 1024, 0.05);
+  // DGX H200: 989 TFLOPS, 4.8 TB/s, 143771 MiB = 140.4 GiB.
+  ClusterSpec g = load_cluster("dgx-h200");
+  EXPECT_EQ(g.gpus_per_node, 8);
+  EXPECT_EQ(g.gpu.hbm_bandwidth_gbps, 4800);
+  EXPECT_NEAR(g.gpu.memory_gib, 143771.0 / 1024, 0.05);
+  // The measured 4 x H200 machine: one node of 4, no network; NCCL all-reduce busbw 87, 267,
+  // 340, 357 GB/s at 1 MiB, 16 MiB, 256 MiB, 1 GiB; send/recv 359 GB/s at 256 MiB.
+  ClusterSpec x = load_cluster("h200x4");
+  EXPECT_EQ(x.num_nodes, 1);
+  EXPECT_EQ(x.gpus_per_node, 4);
+  EXPECT_FALSE(x.has_inter_node());
+  EXPECT_EQ(
+      x.intra_node.allreduce_busbw_gbps,
+      (Curve{{double(kMiB), 87}, {16.0 * kMiB, 267}, {256.0 * kMiB, 340}, {double(kGiB), 357}}));
+  EXPECT_EQ(curve_at(x.intra_node.p2p_gbps, 256.0 * kMiB, 0), 359);
+  EXPECT_EQ(x.gpu.memory_bytes(), static_cast<int64_t>(std::llround(140.4 * kGiB)));
+  EXPECT_EQ(preset_names("clusters").size(), 4u);
+}
+
+TEST(ClusterSpec, CurveInterpolatesInLog2AndClamps) {
+  Curve c{{1, 10}, {4, 30}, {16, 50}};
+  EXPECT_EQ(curve_at(c, 2, 0), 20);  // halfway in log2 between 1 and 4
+  EXPECT_EQ(curve_at(c, 8, 0), 40);  // halfway between 4 and 16
+  EXPECT_EQ(curve_at(c, 0.5, 0), 10);
+  EXPECT_EQ(curve_at(c, 64, 0), 50);
+  EXPECT_EQ(curve_at(c, 4, 0), 30);
+  EXPECT_EQ(curve_at(Curve{}, 3, 7.5), 7.5);
+}
+
+Json cluster_json() { return cluster_to_json(load_cluster("dgx-h200")); }
+
+std::string error_of(const Json& j) {
+  try {
+    cluster_from_json(j, "cluster");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ClusterSpec, MalformedClustersNameTheField) {
+  Json a = cluster_json();
+  a["intra_node"]["allreduce_busbw_gbps"] = parse_json("[[2, 1], [1, 2]]", "t");
+  EXPECT_EQ(error_of(a),
+            "cluster.intra_node.allreduce_busbw_gbps[1]: x values must increase, got 1 after 2");
+  Json b = cluster_json();
+  b["intra_node"]["p2p_gbps"] = parse_json("[[1, 0]]", "t");
+  EXPECT_THAT(error_of(b), StartsWith("cluster.intra_node.p2p_gbps[0]: both values must be > 0"));
+  Json c = cluster_json();
+  c["intra_node"]["p2p_gbps"] = parse_json("[[1, 2, 3]]", "t");
+  EXPECT_THAT(error_of(c), StartsWith("cluster.intra_node.p2p_gbps[0]: must be a pair"));
+  Json d = cluster_json();
+  d["intra_node"].erase("allreduce_busbw_gbps");
+  EXPECT_EQ(error_of(d), "cluster.intra_node.allreduce_busbw_gbps: missing (required)");
+  Json e = cluster_json();
+  e.erase("inter_node");  // a multi-node cluster needs its network
+  EXPECT_EQ(error_of(e), "cluster.inter_node: missing (required)");
+  e["num_nodes"] = 1;  // a single node does not
+  EXPECT_EQ(error_of(e), "");
+  Json f = cluster_json();
+  f["gpu"]["memory_bound_efficiency"] = 1.5;
+  EXPECT_EQ(error_of(f), "cluster.gpu.memory_bound_efficiency: must be <= 1, got 1.5");
+  Json g = cluster_json();
+  g["gpus_per_node"] = 0;
+  EXPECT_EQ(error_of(g), "cluster.gpus_per_node: must be >= 1, got 0");
+  Json h = cluster_json();
+  h["gpu"].erase("peak_bf16_tflops");
+  EXPECT_EQ(error_of(h), "cluster.gpu.peak_bf16_tflops: missing (required)");
+}
+
+TEST(ClusterSpec, JsonRoundTrip) {
+  for (const auto& name : preset_names("clusters")) {
+    ClusterSpec c = load_cluster(name);
+    EXPECT_EQ(cluster_from_json(cluster_to_json(c), "cluster"), c) << name;
+  }
+}
+
+}  // namespace
+}  // namespace mplan

@@ -1,0 +1,510 @@
+// Tests of validate(): a valid plan has no violation, and every rule fires on a plan that breaks
+// only it, naming the field and stating the rule with the values (Megatron's words where it has
+// them).
+#include "src/plan/validate.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/common/embedded_configs.hpp"
+#include "src/common/error.hpp"
+
+namespace mplan {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Llama-3-8B on DGX H200 nodes: tp 2, pp 2, dp 4 (16 GPUs, 2 nodes), micro 1, global 32.
+Plan base() {
+  Plan p;
+  p.model = load_model("llama3-8b");
+  p.cluster = load_cluster("dgx-h200");
+  p.parallel.tp = 2;
+  p.parallel.etp = 2;
+  p.parallel.pp = 2;
+  p.parallel.dp = 4;
+  p.parallel.micro_batch_size = 1;
+  p.parallel.global_batch_size = 32;
+  return p;
+}
+
+// A tiny GPT for sequence-length rules: 4 layers, hidden 64, 2 heads, seq `seq`.
+ModelSpec tiny(int64_t seq) {
+  ModelSpec m = load_model("gpt3-1.3b");
+  m.num_layers = 4;
+  m.hidden_size = 64;
+  m.num_attention_heads = 2;
+  m.num_query_groups = 2;
+  m.kv_channels = 32;
+  m.ffn_hidden_size = 256;
+  m.seq_length = seq;
+  m.max_position_embeddings = seq;
+  return m;
+}
+
+std::string all(const std::vector<Violation>& v) {
+  std::string s;
+  for (const auto& x : v) s += to_string(x) + "\n";
+  return s;
+}
+
+// The plan breaks exactly one rule: on `field`, with a message containing `text`.
+void expect_only(const Plan& plan, const std::string& field, const std::string& text) {
+  std::vector<Violation> v = validate(plan);
+  ASSERT_EQ(v.size(), 1u) << all(v);
+  EXPECT_EQ(v[0].field, field) << all(v);
+  EXPECT_THAT(v[0].message, HasSubstr(text));
+}
+
+// The plan breaks (at least) a rule on `field` containing `text`.
+void expect_has(const Plan& plan, const std::string& field, const std::string& text) {
+  std::vector<Violation> v = validate(plan);
+  for (const auto& x : v)
+    if (x.field == field && x.message.find(text) != std::string::npos) return;
+  ADD_FAILURE() << "no violation on " << field << " with '" << text << "'; got:\n" << all(v);
+}
+
+TEST(Validate, ValidPlansHaveNoViolation) {
+  EXPECT_EQ(all(validate(base())), "");
+  // The shipped plan preset (the reference workload, DP 4 on the 4 x H200 machine).
+  Plan ref = plan_from_json(parse_json(load_config_text("plans", "gpt3-1.3b-dp4", "plan"), "plan"));
+  EXPECT_EQ(all(validate(ref)), "");
+  // Mixtral with experts over 8 ranks, interleaved pipeline and sequence parallel.
+  Plan m = base();
+  m.model = load_model("mixtral-8x7b");
+  m.parallel.tp = 2;
+  m.parallel.etp = 1;
+  m.parallel.ep = 8;
+  m.parallel.pp = 4;
+  m.parallel.vpp = 2;
+  m.parallel.dp = 8;
+  m.parallel.schedule = ScheduleKind::kInterleaved;
+  m.parallel.sequence_parallel = true;
+  m.parallel.global_batch_size = 64;
+  m.parallel.distributed_optimizer = true;
+  EXPECT_EQ(all(validate(m)), "");
+  // A plan smaller than a node uses part of it.
+  Plan s = base();
+  s.parallel.dp = 1;
+  s.parallel.global_batch_size = 8;
+  EXPECT_EQ(all(validate(s)), "");
+}
+
+TEST(Validate, RequireValidThrowsTheFirstViolation) {
+  Plan p = base();
+  p.parallel.tp = 3;
+  p.parallel.etp = 3;
+  try {
+    require_valid(p);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "parallel.tp: num_attention_heads (32) must be a multiple of "
+                 "tensor_model_parallel_size (3).");
+  }
+  EXPECT_NO_THROW(require_valid(base()));
+}
+
+// ---- model ----------------------------------------------------------------------------------
+
+TEST(Validate, MaxPositionEmbeddingsCoverTheSequence) {
+  Plan p = base();
+  p.model.max_position_embeddings = 4096;  // rope: parsing accepts it, Megatron asserts
+  expect_only(p, "model.max_position_embeddings",
+              "max_position_embeddings (4096) must be greater than or equal to seq_length (8192).");
+}
+
+// ---- cluster --------------------------------------------------------------------------------
+
+TEST(Validate, GpuCountIsWholeNodes) {
+  Plan p = base();
+  p.parallel.dp = 3;  // 12 GPUs on 8-GPU nodes
+  p.parallel.global_batch_size = 24;
+  expect_only(p, "parallel", "GPU count tp x cp x pp x dp = 12 is not a whole number of nodes");
+}
+
+TEST(Validate, ClusterSizeAndNetwork) {
+  Plan p = base();
+  p.cluster = load_cluster("h200x4");  // one node of 4, no network
+  std::vector<Violation> v = validate(p);
+  ASSERT_EQ(v.size(), 2u) << all(v);
+  EXPECT_EQ(v[0].field, "parallel");
+  EXPECT_THAT(v[0].message, HasSubstr("needs 4 nodes; cluster 'h200x4' has 1"));
+  EXPECT_EQ(v[1].field, "cluster.inter_node");
+}
+
+// ---- tensor, context and sequence parallel --------------------------------------------------
+
+TEST(Validate, HeadsDivisibleByTp) {
+  Plan p = base();
+  p.model = tiny(64);
+  p.model.num_attention_heads = 6;
+  p.model.num_query_groups = 2;  // groups 2 stay divisible by tp 2
+  p.model.hidden_size = 192;
+  p.parallel.tp = 4;
+  p.parallel.etp = 4;
+  p.parallel.dp = 2;
+  p.parallel.global_batch_size = 8;
+  expect_has(p, "parallel.tp",
+             "num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4).");
+}
+
+TEST(Validate, QueryGroupsDivisibleByTp) {
+  Plan p = base();
+  p.parallel.tp = 16;  // Llama-3-8B: 32 heads, 8 query groups
+  p.parallel.etp = 16;
+  p.parallel.pp = 1;
+  p.parallel.dp = 1;
+  p.parallel.global_batch_size = 8;
+  expect_only(p, "parallel.tp",
+              "num_query_groups (8) must be a multiple of tensor_model_parallel_size (16)");
+}
+
+TEST(Validate, FfnDivisibleByTp) {
+  Plan p = base();
+  p.model.ffn_hidden_size = 14338;
+  p.parallel.tp = 4;
+  p.parallel.etp = 4;
+  p.parallel.dp = 2;
+  p.parallel.global_batch_size = 8;
+  expect_only(p, "parallel.tp",
+              "ffn_hidden_size (14338) is not divisible by tensor_model_parallel_size (4)");
+}
+
+TEST(Validate, ContextParallelNeedsTwoChunksPerRank) {
+  Plan p = base();
+  p.parallel.cp = 3;  // 8192 % 6 != 0
+  p.parallel.dp = 4;  // 2 x 3 x 2 x 4 = 48 GPUs, 6 nodes
+  expect_only(p, "parallel.cp",
+              "seq-length should be a multiple of 2 * context-parallel-size if "
+              "context-parallel-size > 1 (seq_length 8192, 2 x cp = 6)");
+}
+
+TEST(Validate, SequenceParallelSplitsTheSequenceOverTp) {
+  Plan p = base();
+  p.model = tiny(66);  // 66 % 4 != 0
+  p.model.num_attention_heads = 4;
+  p.model.num_query_groups = 4;
+  p.model.kv_channels = 16;
+  p.parallel.sequence_parallel = true;
+  p.parallel.tp = 4;
+  p.parallel.etp = 4;
+  p.parallel.pp = 1;
+  p.parallel.dp = 2;
+  p.parallel.global_batch_size = 8;
+  expect_only(p, "parallel.sequence_parallel",
+              "seq_length (66) must be divisible by context_parallel_size x "
+              "tensor_model_parallel_size (4)");
+  // Megatron turns sequence parallel off at tp 1: no rule.
+  p.parallel.tp = 1;
+  p.parallel.etp = 1;
+  p.parallel.dp = 8;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
+TEST(Validate, SequenceParallelWithContextParallelNeedsOnlyCpTimesTp) {
+  // seq 12, cp 2, tp 2: 2 x cp = 4 divides 12 and each tp rank holds 12 / 4 = 3 tokens; the
+  // stricter 2 x cp x tp = 8 is not Megatron's rule.
+  Plan p = base();
+  p.model = tiny(12);
+  p.parallel.cp = 2;
+  p.parallel.tp = 2;
+  p.parallel.etp = 2;
+  p.parallel.sequence_parallel = true;
+  p.parallel.pp = 1;
+  p.parallel.dp = 2;
+  p.parallel.global_batch_size = 8;
+  EXPECT_EQ(all(validate(p)), "");
+  p.model = tiny(20);  // 10 tokens per cp rank, 5 per tp rank
+  EXPECT_EQ(all(validate(p)), "");
+  p.model = tiny(18);  // 18 % (2 x cp) != 0 and 18 % (cp x tp) != 0
+  std::vector<Violation> v = validate(p);
+  ASSERT_EQ(v.size(), 2u) << all(v);
+  EXPECT_EQ(v[0].field, "parallel.cp");
+  EXPECT_EQ(v[1].field, "parallel.sequence_parallel");
+}
+
+// ---- pipeline -------------------------------------------------------------------------------
+
+TEST(Validate, VirtualStagesNeedPipelineParallel) {
+  Plan p = base();
+  p.parallel.pp = 1;
+  p.parallel.vpp = 2;
+  p.parallel.dp = 8;
+  p.parallel.schedule = ScheduleKind::kInterleaved;
+  expect_only(p, "parallel.vpp",
+              "pipeline-model-parallel size should be greater than 1 with interleaved schedule");
+}
+
+TEST(Validate, LayersDivisibleByPp) {
+  Plan p = base();
+  p.parallel.pp = 5;  // 32 layers
+  p.parallel.dp = 4;  // 40 GPUs, 5 nodes
+  expect_only(p, "parallel.pp",
+              "Number of layers should be divisible by the pipeline-model-parallel size "
+              "(num_layers 32, pp 5)");
+}
+
+TEST(Validate, LayersPerStageDivisibleByVpp) {
+  Plan p = base();
+  p.parallel.pp = 4;  // 8 layers per stage
+  p.parallel.vpp = 3;
+  p.parallel.dp = 2;
+  p.parallel.schedule = ScheduleKind::kInterleaved;
+  expect_only(p, "parallel.vpp", "num_layers_per_pipeline_rank 8 should be divisible by vp_size 3");
+}
+
+Plan uneven(int64_t pp, int64_t vpp, std::optional<int64_t> first, std::optional<int64_t> last) {
+  Plan p = base();  // 32 layers
+  p.parallel.tp = 1;
+  p.parallel.etp = 1;
+  p.parallel.pp = pp;
+  p.parallel.vpp = vpp;
+  p.parallel.dp = 8 / pp;
+  p.parallel.global_batch_size = 8 * p.parallel.dp;
+  if (vpp > 1) p.parallel.schedule = ScheduleKind::kInterleaved;
+  p.parallel.decoder_first_pipeline_num_layers = first;
+  p.parallel.decoder_last_pipeline_num_layers = last;
+  return p;
+}
+
+TEST(Validate, UnevenSplitsMegatronAccepts) {
+  EXPECT_EQ(all(validate(uneven(4, 1, 5, 9))), "");             // middle: 18 over 2 stages
+  EXPECT_EQ(all(validate(uneven(4, 1, std::nullopt, 2))), "");  // 30 over 3 stages
+  EXPECT_EQ(all(validate(uneven(2, 1, 14, 18))), "");           // no middle stage
+  EXPECT_EQ(all(validate(uneven(4, 2, 4, 4))), "");             // middle ranks 12 each, 6 per chunk
+  EXPECT_EQ(all(validate(uneven(1, 1, 32, std::nullopt))), "");  // Megatron accepts the degenerate
+}
+
+TEST(Validate, UnevenSplitRules) {
+  expect_only(uneven(4, 1, 6, std::nullopt), "parallel.decoder_first_pipeline_num_layers",
+              "number of layers at middle stage: 26 must be divisible by the middle pipeline "
+              "model parallel size 3");
+  expect_only(uneven(2, 1, 10, 10), "parallel.decoder_first_pipeline_num_layers",
+              "Mismatch: 12 middle layers remaining but 0 middle PP stages available.");
+  expect_only(uneven(4, 1, 20, 20), "parallel.decoder_first_pipeline_num_layers",
+              "the first and last stage layers (40) exceed num_layers (32)");
+  expect_only(uneven(1, 1, 10, std::nullopt), "parallel.decoder_first_pipeline_num_layers",
+              "Mismatch: 22 middle layers remaining but 0 middle PP stages available.");
+  expect_only(uneven(1, 1, 16, 16), "parallel.decoder_first_pipeline_num_layers", "need pp >= 2");
+  expect_only(uneven(4, 2, 4, 2), "parallel.decoder_first_pipeline_num_layers",
+              "number of layers on each middle pipeline rank: 13 must be divisible by virtual "
+              "pipeline parallel degree 2");
+  expect_has(uneven(4, 2, 3, 5), "parallel.decoder_first_pipeline_num_layers",
+             "number of layers at first stage: 3 must be divisible by virtual pipeline parallel "
+             "degree 2");
+  expect_has(uneven(4, 2, 3, 5), "parallel.decoder_last_pipeline_num_layers",
+             "number of layers at last stage: 5 must be divisible by virtual pipeline parallel "
+             "degree 2");
+  expect_only(uneven(4, 1, std::nullopt, 4), "parallel.decoder_last_pipeline_num_layers",
+              "number of layers at middle stage: 28 must be divisible by the middle pipeline "
+              "model parallel size 3");
+}
+
+// ---- experts --------------------------------------------------------------------------------
+
+Plan mixtral() {
+  Plan p = base();
+  p.model = load_model("mixtral-8x7b");
+  p.parallel.tp = 1;
+  p.parallel.etp = 1;
+  p.parallel.pp = 1;
+  p.parallel.dp = 8;
+  p.parallel.ep = 8;
+  return p;
+}
+
+TEST(Validate, ExpertParallelNeedsAnMoeModel) {
+  Plan p = base();
+  p.parallel.ep = 2;
+  expect_only(p, "parallel.ep", "num_experts must be non None to use expert model parallelism");
+}
+
+TEST(Validate, ExpertsDivisibleByEp) {
+  Plan p = mixtral();
+  p.parallel.ep = 3;
+  p.parallel.dp = 24;
+  p.parallel.global_batch_size = 48;
+  expect_only(p, "parallel.ep",
+              "Number of experts should be a multiple of expert model parallel_size "
+              "(num_experts 8, ep 3)");
+}
+
+TEST(Validate, ExpertGridDividesTheWorld) {
+  Plan p = mixtral();
+  p.parallel.dp = 4;  // world 4, etp x ep x pp = 8
+  expect_only(p, "parallel.ep",
+              "world_size (4) is not divisible by expert_tensor_model_pipeline_parallel size "
+              "(etp x ep x pp = 8)");
+  p.parallel.ep = 1;
+  p.parallel.etp = 8;
+  expect_only(p, "parallel.etp", "world_size (4) is not divisible by");
+}
+
+TEST(Validate, ExpertFfnDivisibleByEtp) {
+  Plan p = mixtral();
+  p.model.moe->moe_ffn_hidden_size = 1000;
+  p.parallel.ep = 1;
+  p.parallel.etp = 16;
+  p.parallel.dp = 16;
+  p.parallel.global_batch_size = 16;
+  expect_only(p, "parallel.etp",
+              "moe_ffn_hidden_size (1000) is not divisible by expert_tensor_parallel_size (16)");
+}
+
+TEST(Validate, SharedExpertFfnDivisibleByTp) {
+  Plan p = mixtral();
+  p.model.moe->shared_expert_ffn_hidden_size = 100;
+  p.parallel.tp = 8;
+  p.parallel.dp = 1;
+  p.parallel.global_batch_size = 8;
+  expect_only(p, "parallel.tp",
+              "shared_expert_ffn_hidden_size (100) is not divisible by "
+              "tensor_model_parallel_size (8)");
+}
+
+// ---- recompute and optimizer ----------------------------------------------------------------
+
+TEST(Validate, FullRecomputeLayersWithinAStage) {
+  Plan p = base();  // 16 layers per stage
+  p.parallel.recompute = Recompute::kFull;
+  p.parallel.recompute_num_layers = 16;
+  EXPECT_EQ(all(validate(p)), "");
+  p.parallel.recompute_num_layers = 17;
+  expect_only(p, "parallel.recompute_num_layers",
+              "recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: 16 "
+              "(got 17)");
+}
+
+TEST(Validate, ParamGatherOverlapNeedsGradReduceOverlap) {
+  Plan p = base();
+  p.parallel.distributed_optimizer = true;
+  p.parallel.overlap_grad_reduce = false;
+  expect_only(p, "parallel.overlap_param_gather",
+              "Must use --overlap-param-gather with --overlap-grad-reduce");
+  p.parallel.overlap_param_gather = false;
+  EXPECT_EQ(all(validate(p)), "");
+  // Without the distributed optimizer there is no parameter all-gather to overlap.
+  p.parallel.distributed_optimizer = false;
+  p.parallel.overlap_param_gather = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
+// ---- batch ----------------------------------------------------------------------------------
+
+TEST(Validate, GlobalBatchDivisibleByMicroTimesDp) {
+  Plan p = base();
+  p.parallel.global_batch_size = 30;
+  expect_only(p, "parallel.global_batch_size",
+              "global batch size (30) is not divisible by micro batch size (1) times data "
+              "parallel size (4)");
+}
+
+TEST(Validate, RampupRules) {
+  Plan p = base();  // micro 1 x dp 4, global 32
+  p.training.rampup_batch_size = RampupBatchSize{8, 8, 1000};
+  EXPECT_EQ(all(validate(p)), "");
+  p.training.rampup_batch_size = RampupBatchSize{48, 8, 1000};
+  expect_only(p, "training.rampup_batch_size",
+              "expected global batch size to be greater than or equal to start batch size, got "
+              "32 and 48");
+  p.training.rampup_batch_size = RampupBatchSize{8, 5, 1000};
+  expect_only(p, "training.rampup_batch_size",
+              "expected global batch size interval (24) to be divisible by global batch size "
+              "increment (5)");
+  p.training.rampup_batch_size = RampupBatchSize{8, 8, 0};
+  expect_only(p, "training.rampup_batch_size", "ramp-up samples must be > 0");
+  p.training.rampup_batch_size = RampupBatchSize{8, 2, 1200};
+  // 12 increments of 100 samples: 8 for 13 iterations (104 samples), then 10: not a multiple
+  // of micro 1 x dp 4.
+  expect_only(p, "training.rampup_batch_size",
+              "current global batch size (10) is not divisible by micro-batch-size (1) times "
+              "data parallel size (4), reached at 104 consumed samples of the ramp-up");
+  p.training.rampup_batch_size = RampupBatchSize{8, 8, 1000};
+  // Megatron-LM's launch examples pair the ramp-up with --train-iters; mplan accepts that.
+  p.training.train_iters = 100;
+  EXPECT_TRUE(validate(p).empty()) << all(validate(p));
+  p.training.train_iters = 0;
+  p.parallel.global_batch_size = 30;  // the final size itself
+  p.training.rampup_batch_size = RampupBatchSize{6, 8, 1000};
+  expect_only(p, "parallel.global_batch_size",
+              "global batch size (30) is not divisible by micro batch size (1) times data "
+              "parallel size (4)");
+}
+
+// ---- schedule -------------------------------------------------------------------------------
+
+TEST(Validate, ScheduleMatchesVirtualStages) {
+  Plan p = base();
+  p.parallel.vpp = 2;
+  p.parallel.schedule = ScheduleKind::k1F1B;
+  expect_only(p, "parallel.schedule", "vpp (2) > 1 runs Megatron's interleaved schedule");
+  p.parallel.vpp = 1;
+  p.parallel.schedule = ScheduleKind::kInterleaved;
+  expect_only(p, "parallel.schedule", "the interleaved schedule needs vpp > 1");
+}
+
+Plan interleaved(int64_t global, int64_t group) {
+  Plan p = base();
+  p.parallel.pp = 4;  // 8 layers per stage
+  p.parallel.vpp = 2;
+  p.parallel.dp = 2;
+  p.parallel.tp = 1;
+  p.parallel.etp = 1;
+  p.parallel.schedule = ScheduleKind::kInterleaved;
+  p.parallel.global_batch_size = global;  // micro 1 x dp 2: M = global / 2
+  p.parallel.microbatch_group_size_per_vp_stage = group;
+  return p;
+}
+
+TEST(Validate, InterleavedMicrobatchGroups) {
+  EXPECT_EQ(all(validate(interleaved(16, 0))), "");  // M 8, groups of pp 4
+  EXPECT_EQ(all(validate(interleaved(28, 5))), "");  // M 14 = 5 + 5 + 4: last group >= pp
+}
+
+TEST(Validate, InterleavedRules) {
+  expect_only(interleaved(4, 0), "parallel.global_batch_size",
+              "The number of contiguous micro-batches in a virtual pipeline stage should range "
+              "in [PP=4, M=2] (got 4)");
+  expect_only(interleaved(12, 0), "parallel.global_batch_size",
+              "The remainder of M (the total micro-batches, 6) divided by N (number of "
+              "contiguous micro-batches in a virtual pipeline stage, 4) should be 0, or larger "
+              "than or equal to the pipeline-parallel size (4), but it is 2.");
+  expect_only(interleaved(16, 3), "parallel.microbatch_group_size_per_vp_stage",
+              "should range in [PP=4, M=8] (got 3)");
+  expect_only(interleaved(24, 5), "parallel.microbatch_group_size_per_vp_stage",
+              "but it is 2.");  // M 12 = 5 + 5 + 2
+}
+
+TEST(Validate, InterleavedRulesAlongARampup) {
+  Plan p = interleaved(16, 0);                                 // final M 8
+  p.training.rampup_batch_size = RampupBatchSize{4, 4, 1000};  // starts at M 2 < pp 4
+  expect_only(p, "parallel.global_batch_size",
+              "should range in [PP=4, M=2] (got 4) (ramp-up step at 0 consumed samples)");
+}
+
+// ---- training -------------------------------------------------------------------------------
+
+TEST(Validate, FlashAttentionNeedsHalfPrecision) {
+  Plan p = base();
+  p.training.precision = Precision::kFp32;
+  expect_only(p, "training.attention_backend", "flash attention runs in fp16 or bf16 only");
+  p.training.attention_backend = AttentionBackend::kUnfused;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
+TEST(Validate, ViolationsComeInAStableOrder) {
+  Plan p = base();
+  p.training.precision = Precision::kFp32;
+  p.parallel.global_batch_size = 30;
+  p.parallel.tp = 3;
+  p.parallel.etp = 3;
+  p.model.max_position_embeddings = 4096;
+  std::vector<Violation> v = validate(p);
+  ASSERT_GE(v.size(), 4u) << all(v);
+  EXPECT_EQ(v.front().field, "model.max_position_embeddings");
+  EXPECT_EQ(v.back().field, "training.attention_backend");
+}
+
+}  // namespace
+}  // namespace mplan
