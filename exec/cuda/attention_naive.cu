@@ -128,17 +128,21 @@ __global__ void naive_dkdv_kernel(const T* __restrict__ qkv, const T* __restrict
   store_row(dqkv + dm.qkv(j, bi, 2, hh), dm.d, dv, 1.0f);
 }
 
-// grid (s, b·heads): dsum(bh, i) = dot(dout row, out row).
+// dsum(bh, i) = dot(dout row, out row): one warp per (bh, i), 8 warps per block.
+constexpr int kDsumWarps = 8;
 template <class T>
-__global__ void dsum_kernel(const T* __restrict__ out, const T* __restrict__ dout,
-                            float* __restrict__ dsum, NaiveDims dm) {
-  const int64_t i = blockIdx.x, bh = blockIdx.y;
+__global__ void __launch_bounds__(kDsumWarps * 32)
+    dsum_kernel(const T* __restrict__ out, const T* __restrict__ dout, float* __restrict__ dsum,
+                NaiveDims dm) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kDsumWarps + (threadIdx.x >> 5);
+  if (r >= dm.b * dm.heads * dm.s) return;
+  const int64_t bh = r / dm.s, i = r % dm.s;
   const int64_t bi = bh / dm.heads, hh = bh % dm.heads;
   float o[kMaxPerLane], g[kMaxPerLane];
   load_row(out + dm.out(i, bi, hh), dm.d, o);
   load_row(dout + dm.out(i, bi, hh), dm.d, g);
-  const float r = dot_row(o, g);
-  if ((threadIdx.x & 31) == 0) dsum[bh * dm.s + i] = r;
+  const float v = dot_row(o, g);
+  if ((threadIdx.x & 31) == 0) dsum[r] = v;
 }
 
 NaiveDims naive_dims(const AttentionShape& sh) {
@@ -189,8 +193,8 @@ void launch_attention_dsum(const AttentionShape& sh, const void* out, const void
   const NaiveDims dm = naive_dims(sh);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    dsum_kernel<T><<<row_grid(sh), 32, 0, stream>>>(static_cast<const T*>(out),
-                                                    static_cast<const T*>(dout), dsum, dm);
+    dsum_kernel<T><<<blocks_for(sh.b * sh.heads * sh.s, kDsumWarps), kDsumWarps * 32, 0, stream>>>(
+        static_cast<const T*>(out), static_cast<const T*>(dout), dsum, dm);
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }

@@ -29,25 +29,25 @@ __global__ void embedding_forward_kernel(const int32_t* __restrict__ tokens, int
 
 __global__ void embedding_keys_kernel(const int32_t* __restrict__ tokens, int64_t num_tokens,
                                       int64_t vocab_local, int64_t vocab_start,
-                                      int32_t* __restrict__ keys, int32_t* __restrict__ vals) {
+                                      uint32_t* __restrict__ keys, int32_t* __restrict__ vals) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= num_tokens) return;
   const int64_t id = static_cast<int64_t>(tokens[t]) - vocab_start;
-  keys[t] = (id >= 0 && id < vocab_local) ? static_cast<int32_t>(id)
-                                          : static_cast<int32_t>(vocab_local);  // sentinel last
+  keys[t] = (id >= 0 && id < vocab_local) ? static_cast<uint32_t>(id)
+                                          : static_cast<uint32_t>(vocab_local);  // sentinel last
   vals[t] = static_cast<int32_t>(t);
 }
 
 // Block (p, col block): when sorted position p starts a run of one local id, adds the run's
 // dout rows (in token order) into dwte(id). Threads own 8 columns each.
 template <class T>
-__global__ void embedding_accumulate_kernel(const int32_t* __restrict__ keys,
+__global__ void embedding_accumulate_kernel(const uint32_t* __restrict__ keys,
                                             const int32_t* __restrict__ vals, int64_t num_tokens,
                                             const T* __restrict__ dout, int64_t vocab_local,
                                             int64_t h, bool vec, float* __restrict__ dwte) {
   const int64_t p = blockIdx.x;
-  const int32_t key = keys[p];
-  if (key >= vocab_local) return;
+  const uint32_t key = keys[p];
+  if (key >= static_cast<uint64_t>(vocab_local)) return;
   if (p > 0 && keys[p - 1] == key) return;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 8;
   if (c0 >= h) return;
@@ -108,7 +108,7 @@ int radix_end_bit(int64_t vocab_local) {
 size_t cub_sort_bytes(int64_t num_tokens, int64_t vocab_local) {
   size_t bytes = 0;
   MPLAN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      nullptr, bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
       static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
       static_cast<int>(num_tokens), 0, radix_end_bit(vocab_local)));
   return bytes;
@@ -148,9 +148,9 @@ void launch_embedding_backward(const int32_t* tokens, int64_t num_tokens, const 
               "embedding_backward: scratch too small");
   const size_t ints = round_up(static_cast<size_t>(num_tokens) * sizeof(int32_t));
   char* base = static_cast<char*>(scratch);
-  int32_t* keys_in = reinterpret_cast<int32_t*>(base);
+  uint32_t* keys_in = reinterpret_cast<uint32_t*>(base);
   int32_t* vals_in = reinterpret_cast<int32_t*>(base + ints);
-  int32_t* keys_out = reinterpret_cast<int32_t*>(base + 2 * ints);
+  uint32_t* keys_out = reinterpret_cast<uint32_t*>(base + 2 * ints);
   int32_t* vals_out = reinterpret_cast<int32_t*>(base + 3 * ints);
   void* temp = base + 4 * ints;
   size_t temp_bytes = scratch_bytes - 4 * ints;

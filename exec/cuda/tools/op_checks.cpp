@@ -17,9 +17,11 @@
 namespace mplan::exec::cuda {
 namespace {
 
-// Attention: the GPU rounds P (and dS) to bf16 before the second GEMM of each pair. Inputs are
-// O(1); the floor covers gradients that are exactly zero but for rounding noise (s = 1).
-constexpr Tolerance kAttnTol{2.5e-2, 2e-2, 1.5e-2, 1e-3};
+// Attention: the GPU rounds P and dS to bf16 (2^-9 relative) before the second GEMM of each
+// pair, as FlashAttention does; dK and dQ sum up to s such terms with cancellation, so single
+// elements near zero stray by a few percent of the rms while the relative L2 error stays ~3e-3.
+// Inputs are O(1); the floor covers gradients that are zero but for rounding noise (s = 1).
+constexpr Tolerance kAttnTol{2.5e-2, 5e-2, 1.5e-2, 1e-3};
 // Small-magnitude f32 results (loss sums, gradient norms) from long sums: f32 partials vs f64.
 constexpr Tolerance kSumTol{1e-5, 1e-6, 1e-5};
 // f32 outputs of GEMMs and of reductions over bf16 inputs.
