@@ -2,13 +2,14 @@
 # One GPU session's checks: mplan_gpu_bench (every CUDA op against the CPU backend, then kernel
 # timings at the reference workload's shapes), the gpu-label tests, and the NCCL world test under
 # mpirun on the visible GPUs. Uses prebuilt binaries from BIN_DIR when they start on this machine,
-# else builds (Release, sm_90) into build-gpu/. Full logs go to $OUT (or gpu-check-logs/); the
+# else builds (Release, sm_90) into build-gpu/. Full logs go to $OUT (or build-gpu/logs/); the
 # bench table is printed last. Exit status: 0 when every check and test passed.
 # Usage: exec/cuda/tools/run_gpu_checks.sh [BIN_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-log=${OUT:-gpu-check-logs}
+export MPLAN_EXEC_GOLDEN="$PWD/tests/exec/oracle/golden.json"  # for binaries built elsewhere
+log=${OUT:-build-gpu/logs}
 mkdir -p "$log"
 bin=${1:-}
 if [ -n "$bin" ] && ! "$bin/mplan_gpu_bench" --help >"$log/prebuilt.log" 2>&1; then
@@ -36,12 +37,14 @@ if [ -z "$bin" ]; then
   echo "built in $(( $(date +%s) - start )) s"
 fi
 
-nvidia-smi -L | tee "$log/gpus.txt"
-ngpu=$(nvidia-smi -L | grep -c '^GPU')
+nvidia-smi -L 2>&1 | tee "$log/gpus.txt"
+ngpu=$(grep -c '^GPU' "$log/gpus.txt")
 status=0
 
 timeout 600 "$bin/mplan_gpu_tests" >"$log/gpu_tests.log" 2>&1 || status=1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log/gpu_tests.log" | sort | uniq -c | head -40
+echo "gpu tests: $(grep -E '^\[  PASSED  \]' "$log/gpu_tests.log" | tail -1)" \
+  "$(grep -cE '^\[  SKIPPED \] .*\(' "$log/gpu_tests.log") skipped"
+grep -E '^\[  FAILED  \] .*\(' "$log/gpu_tests.log" | head -40
 grep -E '^  (FAIL|fast vs)' "$log/gpu_tests.log" | head -40
 
 np=$(( ngpu >= 4 ? 4 : (ngpu >= 2 ? 2 : 0) ))
