@@ -37,7 +37,22 @@ void upload(CudaBackend& be, Tensor t, const std::vector<float>& v) {
   }
 }
 
-// The collectives one rank runs and checks; n ranks run it at once.
+// Expects got[i] == want(i) for every i; reports the count and the first mismatch. (EXPECT, not
+// ASSERT: a rank that returned early would leave its peers waiting in the next collective.)
+template <class F>
+void expect_values(const std::vector<float>& got, F want, const std::string& what) {
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want(static_cast<int64_t>(i))) {
+      if (bad++ == 0) first = static_cast<int64_t>(i);
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": first mismatch at " << first << ": got "
+                    << (first >= 0 ? got[static_cast<size_t>(first)] : 0.0f) << ", expected "
+                    << (first >= 0 ? want(first) : 0.0f);
+}
+
+// The collectives one rank runs and checks; n ranks run it at once, in the same order.
 void rank_main(int rank, int n, ncclUniqueId id) {
   CudaBackend be(rank);
   ncclComm_t raw = nullptr;
@@ -58,22 +73,20 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       upload(be, t, v);
       comm.all_reduce(t, ReduceOp::kSum, st);
       be.synchronize();
-      std::vector<float> got = download(be, t);
       const int tri = n * (n + 1) / 2;
-      for (int64_t i = 0; i < len; ++i)
-        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(tri * (i % 7)))
-            << what << " sum at " << i;
+      expect_values(
+          download(be, t), [&](int64_t i) { return static_cast<float>(tri * (i % 7)); },
+          what + " all_reduce sum");
       // all-reduce max: rank r holds r - (i % 5).
       for (int64_t i = 0; i < len; ++i)
         v[static_cast<size_t>(i)] = static_cast<float>(rank - i % 5);
       upload(be, t, v);
       comm.all_reduce(t, ReduceOp::kMax, st);
       be.synchronize();
-      got = download(be, t);
-      for (int64_t i = 0; i < len; ++i)
-        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(n - 1 - i % 5))
-            << what << " max at " << i;
-      // all-gather: rank r sends r·100 + i (i < 10) -> recv block r.
+      expect_values(
+          download(be, t), [&](int64_t i) { return static_cast<float>(n - 1 - i % 5); },
+          what + " all_reduce max");
+      // all-gather: rank r sends r·16 + i (i < 10) -> recv block r.
       Tensor send = be.alloc(dt, {10}, "test");
       Tensor recv = be.alloc(dt, {10 * n}, "test");
       std::vector<float> sv(10);
@@ -81,34 +94,31 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       upload(be, send, sv);
       comm.all_gather(send, recv, st);
       be.synchronize();
-      got = download(be, recv);
-      for (int r = 0; r < n; ++r)
-        for (int i = 0; i < 10; ++i)
-          ASSERT_EQ(got[static_cast<size_t>(r * 10 + i)], static_cast<float>(r * 16 + i))
-              << what << " gather";
-      // reduce-scatter: every rank sends j + rank over n blocks of 10 -> block r summed.
+      expect_values(
+          download(be, recv), [](int64_t j) { return static_cast<float>(j / 10 * 16 + j % 10); },
+          what + " all_gather");
+      // reduce-scatter: every rank sends (j % 20) + rank for j < 10·n -> block `rank` summed.
       std::vector<float> rv(static_cast<size_t>(10 * n));
       for (int j = 0; j < 10 * n; ++j)
         rv[static_cast<size_t>(j)] = static_cast<float>(j % 20 + rank);
       upload(be, recv, rv);
       comm.reduce_scatter(recv, send, st);
       be.synchronize();
-      got = download(be, send);
-      for (int i = 0; i < 10; ++i) {
-        const int j = rank * 10 + i;
-        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(n * (j % 20) + n * (n - 1) / 2))
-            << what << " reduce_scatter";
-      }
+      expect_values(
+          download(be, send),
+          [&](int64_t i) {
+            return static_cast<float>(n * ((rank * 10 + i) % 20) + n * (n - 1) / 2);
+          },
+          what + " reduce_scatter");
       // broadcast from the last rank.
       for (int64_t i = 0; i < len; ++i)
         v[static_cast<size_t>(i)] = static_cast<float>(rank * 3 + i % 11);
       upload(be, t, v);
       comm.broadcast(t, n - 1, st);
       be.synchronize();
-      got = download(be, t);
-      for (int64_t i = 0; i < len; ++i)
-        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>((n - 1) * 3 + i % 11))
-            << what << " broadcast";
+      expect_values(
+          download(be, t), [&](int64_t i) { return static_cast<float>((n - 1) * 3 + i % 11); },
+          what + " broadcast");
       // A ring: send to rank + 1, receive from rank - 1, grouped.
       for (int i = 0; i < 10; ++i) sv[static_cast<size_t>(i)] = static_cast<float>(rank * 10 + i);
       upload(be, send, sv);
@@ -118,11 +128,10 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       comm.recv(in, (rank + n - 1) % n, st);
       comm.group_end();
       be.synchronize();
-      got = download(be, in);
       const int from = (rank + n - 1) % n;
-      for (int i = 0; i < 10; ++i)
-        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(from * 10 + i))
-            << what << " ring";
+      expect_values(
+          download(be, in), [&](int64_t i) { return static_cast<float>(from * 10 + i); },
+          what + " send/recv ring");
       for (Tensor* x : {&t, &send, &recv, &in}) be.release(*x);
     }
   }
