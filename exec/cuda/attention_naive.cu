@@ -1,0 +1,202 @@
+// Reference attention kernels: one warp per query row (forward, dQ) or key row (dK, dV), f32
+// math throughout, no tensor cores and no tiling; any d <= 128, bf16 or f32. Slow but simple
+// enough to trust: selected with MPLAN_NAIVE_ATTENTION=1, and used for shapes or dtypes the
+// tensor-core kernels do not take. Also the per-row dsum = dot(dO, O) shared by both paths.
+// Deterministic: every sum runs in a fixed order (lane-strided partials, then a warp tree).
+#include <cmath>
+
+#include "exec/cuda/device_utils.cuh"
+#include "exec/cuda/kernels.hpp"
+
+namespace mplan::exec::cuda {
+namespace {
+
+constexpr int kMaxPerLane = 4;  // d <= 128
+
+struct NaiveDims {
+  int64_t s, b, heads, d;
+  // Element offset of (row, bi, slot, hh, 0) in qkv (s, b, 3, heads, d).
+  __device__ int64_t qkv(int64_t row, int64_t bi, int slot, int64_t hh) const {
+    return ((row * b + bi) * 3 + slot) * heads * d + hh * d;
+  }
+  // Element offset of (row, bi, hh, 0) in out (s, b, heads, d).
+  __device__ int64_t out(int64_t row, int64_t bi, int64_t hh) const {
+    return ((row * b + bi) * heads + hh) * d;
+  }
+};
+
+template <class T>
+__device__ __forceinline__ void load_row(const T* p, int64_t d, float (&v)[kMaxPerLane]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    v[i] = c < d ? to_f32(p[c]) : 0.0f;
+  }
+}
+template <class T>
+__device__ __forceinline__ void store_row(T* p, int64_t d, const float (&v)[kMaxPerLane],
+                                          float mul) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < d) p[c] = from_f32<T>(v[i] * mul);
+  }
+}
+__device__ __forceinline__ float dot_row(const float (&a)[kMaxPerLane],
+                                         const float (&b)[kMaxPerLane]) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) s += a[i] * b[i];
+  return warp_sum(s);
+}
+
+// grid (s, b·heads), one warp: query row blockIdx.x.
+template <class T>
+__global__ void naive_fwd_kernel(const T* __restrict__ qkv, T* __restrict__ out,
+                                 float* __restrict__ lse, NaiveDims dm, float scale) {
+  const int64_t i = blockIdx.x, bh = blockIdx.y;
+  const int64_t bi = bh / dm.heads, hh = bh % dm.heads;
+  float q[kMaxPerLane], acc[kMaxPerLane] = {0, 0, 0, 0};
+  load_row(qkv + dm.qkv(i, bi, 0, hh), dm.d, q);
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j = 0; j <= i; ++j) {
+    float k[kMaxPerLane], v[kMaxPerLane];
+    load_row(qkv + dm.qkv(j, bi, 1, hh), dm.d, k);
+    load_row(qkv + dm.qkv(j, bi, 2, hh), dm.d, v);
+    const float sc = dot_row(q, k) * scale;
+    const float m_new = fmaxf(m, sc);
+    const float corr = expf(m - m_new);
+    const float p = expf(sc - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) acc[e] = acc[e] * corr + p * v[e];
+    m = m_new;
+  }
+  store_row(out + dm.out(i, bi, hh), dm.d, acc, 1.0f / l);
+  if ((threadIdx.x & 31) == 0) lse[bh * dm.s + i] = m + logf(l);
+}
+
+// grid (s, b·heads): dQ of query row blockIdx.x.
+template <class T>
+__global__ void naive_dq_kernel(const T* __restrict__ qkv, const T* __restrict__ dout,
+                                const float* __restrict__ lse, const float* __restrict__ dsum,
+                                T* __restrict__ dqkv, NaiveDims dm, float scale) {
+  const int64_t i = blockIdx.x, bh = blockIdx.y;
+  const int64_t bi = bh / dm.heads, hh = bh % dm.heads;
+  float q[kMaxPerLane], g[kMaxPerLane], acc[kMaxPerLane] = {0, 0, 0, 0};
+  load_row(qkv + dm.qkv(i, bi, 0, hh), dm.d, q);
+  load_row(dout + dm.out(i, bi, hh), dm.d, g);
+  const float li = lse[bh * dm.s + i], di = dsum[bh * dm.s + i];
+  for (int64_t j = 0; j <= i; ++j) {
+    float k[kMaxPerLane], v[kMaxPerLane];
+    load_row(qkv + dm.qkv(j, bi, 1, hh), dm.d, k);
+    load_row(qkv + dm.qkv(j, bi, 2, hh), dm.d, v);
+    const float p = expf(dot_row(q, k) * scale - li);
+    const float ds = p * (dot_row(g, v) - di);
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) acc[e] += ds * k[e];
+  }
+  store_row(dqkv + dm.qkv(i, bi, 0, hh), dm.d, acc, scale);
+}
+
+// grid (s, b·heads): dK and dV of key row blockIdx.x.
+template <class T>
+__global__ void naive_dkdv_kernel(const T* __restrict__ qkv, const T* __restrict__ dout,
+                                  const float* __restrict__ lse, const float* __restrict__ dsum,
+                                  T* __restrict__ dqkv, NaiveDims dm, float scale) {
+  const int64_t j = blockIdx.x, bh = blockIdx.y;
+  const int64_t bi = bh / dm.heads, hh = bh % dm.heads;
+  float k[kMaxPerLane], v[kMaxPerLane];
+  float dk[kMaxPerLane] = {0, 0, 0, 0}, dv[kMaxPerLane] = {0, 0, 0, 0};
+  load_row(qkv + dm.qkv(j, bi, 1, hh), dm.d, k);
+  load_row(qkv + dm.qkv(j, bi, 2, hh), dm.d, v);
+  for (int64_t i = j; i < dm.s; ++i) {
+    float q[kMaxPerLane], g[kMaxPerLane];
+    load_row(qkv + dm.qkv(i, bi, 0, hh), dm.d, q);
+    load_row(dout + dm.out(i, bi, hh), dm.d, g);
+    const float p = expf(dot_row(q, k) * scale - lse[bh * dm.s + i]);
+    const float ds = p * (dot_row(g, v) - dsum[bh * dm.s + i]);
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) {
+      dv[e] += p * g[e];
+      dk[e] += ds * q[e];
+    }
+  }
+  store_row(dqkv + dm.qkv(j, bi, 1, hh), dm.d, dk, scale);
+  store_row(dqkv + dm.qkv(j, bi, 2, hh), dm.d, dv, 1.0f);
+}
+
+// dsum(bh, i) = dot(dout row, out row): one warp per (bh, i), 8 warps per block.
+constexpr int kDsumWarps = 8;
+template <class T>
+__global__ void __launch_bounds__(kDsumWarps * 32)
+    dsum_kernel(const T* __restrict__ out, const T* __restrict__ dout, float* __restrict__ dsum,
+                NaiveDims dm) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kDsumWarps + (threadIdx.x >> 5);
+  if (r >= dm.b * dm.heads * dm.s) return;
+  const int64_t bh = r / dm.s, i = r % dm.s;
+  const int64_t bi = bh / dm.heads, hh = bh % dm.heads;
+  float o[kMaxPerLane], g[kMaxPerLane];
+  load_row(out + dm.out(i, bi, hh), dm.d, o);
+  load_row(dout + dm.out(i, bi, hh), dm.d, g);
+  const float v = dot_row(o, g);
+  if ((threadIdx.x & 31) == 0) dsum[r] = v;
+}
+
+NaiveDims naive_dims(const AttentionShape& sh) {
+  MPLAN_CHECK(sh.d >= 1 && sh.d <= 32 * kMaxPerLane, "attention: head dim ", sh.d,
+              " not in [1, 128]");
+  MPLAN_CHECK(sh.s < 0x7fffffff && sh.b * sh.heads <= 65535,
+              "attention (reference kernels): grid too large: s=", sh.s,
+              " b*heads=", sh.b * sh.heads);
+  return {sh.s, sh.b, sh.heads, sh.d};
+}
+
+dim3 row_grid(const AttentionShape& sh) {
+  return dim3(static_cast<unsigned>(sh.s), static_cast<unsigned>(sh.b * sh.heads));
+}
+
+}  // namespace
+
+void launch_attention_forward_naive(const AttentionShape& sh, const void* qkv, void* out,
+                                    float* lse, float scale, DType t, cudaStream_t stream) {
+  const NaiveDims dm = naive_dims(sh);
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    naive_fwd_kernel<T><<<row_grid(sh), 32, 0, stream>>>(static_cast<const T*>(qkv),
+                                                         static_cast<T*>(out), lse, dm, scale);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void launch_attention_backward_naive(const AttentionShape& sh, const void* qkv, const void* dout,
+                                     const float* lse, const float* dsum, float scale, void* dqkv,
+                                     DType t, cudaStream_t stream) {
+  const NaiveDims dm = naive_dims(sh);
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    naive_dq_kernel<T><<<row_grid(sh), 32, 0, stream>>>(static_cast<const T*>(qkv),
+                                                        static_cast<const T*>(dout), lse, dsum,
+                                                        static_cast<T*>(dqkv), dm, scale);
+    MPLAN_CUDA_LAUNCH_CHECK();
+    naive_dkdv_kernel<T><<<row_grid(sh), 32, 0, stream>>>(static_cast<const T*>(qkv),
+                                                          static_cast<const T*>(dout), lse, dsum,
+                                                          static_cast<T*>(dqkv), dm, scale);
+    MPLAN_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void launch_attention_dsum(const AttentionShape& sh, const void* out, const void* dout, float* dsum,
+                           DType t, cudaStream_t stream) {
+  const NaiveDims dm = naive_dims(sh);
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    dsum_kernel<T><<<blocks_for(sh.b * sh.heads * sh.s, kDsumWarps), kDsumWarps * 32, 0, stream>>>(
+        static_cast<const T*>(out), static_cast<const T*>(dout), dsum, dm);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace mplan::exec::cuda

@@ -1,0 +1,479 @@
+// CudaBackend: argument checks, memory accounting, streams and events, and dispatch to cuBLASLt
+// (gemm_lt.cpp) and the kernel launchers (kernels.hpp). Shapes are checked with MPLAN_CHECK (a
+// mismatch is a bug in the caller); CUDA failures abort the job through MPLAN_CUDA_CHECK.
+#include "exec/cuda/cuda_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "exec/cuda/gemm_lt.hpp"
+#include "exec/cuda/kernels.hpp"
+#include "exec/mpi/fatal.hpp"
+
+namespace mplan::exec::cuda {
+namespace {
+
+constexpr size_t kEventPool = 4096;
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt workspace (Hopper: 32 MiB)
+constexpr size_t kScratchGranule = size_t{1} << 20;
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && v[0] != '0';
+}
+
+bool is_act(DType t) { return t == DType::kF32 || t == DType::kBF16; }
+
+std::string shape_str(const Tensor& t) {
+  std::string s = "(";
+  for (int i = 0; i < t.ndim; ++i) s += (i ? ", " : "") + std::to_string(t.dim(i));
+  return s + ") " + to_string(t.dtype);
+}
+
+// (s, b, heads, d) of an attention call, from out (s, b, heads, d) or else lse (b, heads, s).
+AttentionShape attention_shape(const Tensor& qkv, const Tensor& out, const Tensor& lse) {
+  AttentionShape sh{};
+  if (out.ndim == 4) {
+    sh = {out.dim(0), out.dim(1), out.dim(2), out.dim(3)};
+  } else {
+    MPLAN_CHECK(lse.ndim == 3, "attention: out must be (s, b, heads, d) or lse (b, heads, s); got ",
+                shape_str(out), " and ", shape_str(lse));
+    sh.b = lse.dim(0);
+    sh.heads = lse.dim(1);
+    sh.s = lse.dim(2);
+    MPLAN_CHECK(sh.s * sh.b * sh.heads > 0, "attention: empty lse ", shape_str(lse));
+    sh.d = out.numel() / (sh.s * sh.b * sh.heads);
+  }
+  MPLAN_CHECK(out.numel() == sh.s * sh.b * sh.heads * sh.d, "attention: out ", shape_str(out));
+  MPLAN_CHECK(qkv.numel() == 3 * out.numel(), "attention: qkv ", shape_str(qkv), " vs out ",
+              shape_str(out));
+  MPLAN_CHECK(lse.numel() == sh.b * sh.heads * sh.s && lse.dtype == DType::kF32, "attention: lse ",
+              shape_str(lse));
+  MPLAN_CHECK(qkv.dtype == out.dtype && is_act(qkv.dtype), "attention: dtypes");
+  return sh;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  MPLAN_CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  MPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  device_name_ = prop.name;
+  int least = 0, greatest = 0;
+  MPLAN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  MPLAN_CUDA_CHECK(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
+  // Gradient reductions run beside backward compute; a higher priority lets their kernels start
+  // as soon as a bucket is ready.
+  MPLAN_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, greatest));
+  events_.assign(kEventPool, nullptr);
+  workspace_bytes_ = kWorkspaceBytes;
+  workspace_ = device_alloc(workspace_bytes_, "cublas-workspace");
+  gemm_ = std::make_unique<LtGemm>(workspace_, workspace_bytes_);
+  naive_attention_ = env_on("MPLAN_NAIVE_ATTENTION");
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(compute_);
+  cudaStreamSynchronize(comm_);
+  gemm_.reset();
+  for (auto& [p, a] : allocations_) cudaFree(p);
+  allocations_.clear();
+  for (cudaEvent_t e : events_)
+    if (e) cudaEventDestroy(e);
+  if (comm_) cudaStreamDestroy(comm_);
+  if (compute_) cudaStreamDestroy(compute_);
+}
+
+std::string CudaBackend::name() const {
+  return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")";
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+void* CudaBackend::device_alloc(size_t bytes, const std::string& tag) {
+  void* p = nullptr;
+  MPLAN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+  allocations_[p] = {bytes, tag};
+  TagMemory& tm = by_tag_[tag];
+  tm.current_bytes += static_cast<int64_t>(bytes);
+  tm.peak_bytes = std::max(tm.peak_bytes, tm.current_bytes);
+  current_bytes_ += static_cast<int64_t>(bytes);
+  peak_bytes_ = std::max(peak_bytes_, current_bytes_);
+  sample_device_memory();
+  return p;
+}
+
+void CudaBackend::device_free(void* p) {
+  auto it = allocations_.find(p);
+  MPLAN_CHECK(it != allocations_.end(), "release of memory this backend did not allocate");
+  MPLAN_CUDA_CHECK(cudaFree(p));
+  by_tag_[it->second.tag].current_bytes -= static_cast<int64_t>(it->second.bytes);
+  current_bytes_ -= static_cast<int64_t>(it->second.bytes);
+  allocations_.erase(it);
+}
+
+Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape, const char* tag) {
+  MPLAN_CHECK(shape.size() >= 1 && shape.size() <= 4, "alloc: 1 to 4 dims, got ", shape.size());
+  Tensor t;
+  t.dtype = dtype;
+  t.ndim = static_cast<int>(shape.size());
+  int64_t n = 1;
+  int i = 0;
+  for (int64_t d : shape) {
+    MPLAN_CHECK(d >= 0, "alloc: negative dim ", d);
+    t.shape[static_cast<size_t>(i++)] = d;
+    n *= d;
+  }
+  t.data = device_alloc(static_cast<size_t>(n) * dtype_size(dtype), tag ? tag : "untagged");
+  return t;
+}
+
+void CudaBackend::release(Tensor& t) {
+  if (t.data == nullptr) return;
+  device_free(t.data);
+  t.data = nullptr;
+}
+
+void CudaBackend::sample_device_memory() const {
+  size_t free_b = 0, total_b = 0;
+  MPLAN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  device_used_peak_bytes_ =
+      std::max(device_used_peak_bytes_, static_cast<int64_t>(total_b - free_b));
+}
+
+MemoryStats CudaBackend::memory_stats() const {
+  sample_device_memory();
+  MemoryStats m;
+  m.current_bytes = current_bytes_;
+  m.peak_bytes = peak_bytes_;
+  m.device_peak_bytes = device_used_peak_bytes_;
+  return m;
+}
+
+void CudaBackend::reset_peak_memory() {
+  peak_bytes_ = current_bytes_;
+  for (auto& [tag, tm] : by_tag_) tm.peak_bytes = tm.current_bytes;
+  device_used_peak_bytes_ = 0;
+  sample_device_memory();
+}
+
+std::map<std::string, CudaBackend::TagMemory> CudaBackend::memory_by_tag() const { return by_tag_; }
+
+CudaBackend::DeviceMemory CudaBackend::device_memory() const {
+  size_t free_b = 0, total_b = 0;
+  MPLAN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  sample_device_memory();
+  return {static_cast<int64_t>(total_b), static_cast<int64_t>(total_b - free_b),
+          device_used_peak_bytes_};
+}
+
+void CudaBackend::reserve_scratch(size_t bytes) { scratch(bytes); }
+
+void* CudaBackend::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_ && scratch_ != nullptr) return scratch_;
+  const size_t grown =
+      (std::max(bytes, scratch_bytes_) + kScratchGranule - 1) / kScratchGranule * kScratchGranule;
+  if (scratch_ != nullptr) {
+    MPLAN_CUDA_CHECK(cudaDeviceSynchronize());  // earlier ops may still use the old arena
+    device_free(scratch_);
+  }
+  scratch_ = device_alloc(grown, "scratch");
+  scratch_bytes_ = grown;
+  return scratch_;
+}
+
+void CudaBackend::set_fuse_gemm_epilogues(bool on) { gemm_->set_fuse_epilogues(on); }
+
+void CudaBackend::upload(Tensor dst, const void* host) {
+  if (dst.bytes() == 0) return;
+  MPLAN_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, compute_));
+  MPLAN_CUDA_CHECK(cudaStreamSynchronize(compute_));  // `host` may go away after we return
+}
+
+void CudaBackend::download(void* host, Tensor src) {
+  if (src.bytes() == 0) return;
+  MPLAN_CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, compute_));
+  MPLAN_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+void CudaBackend::copy(Tensor dst, Tensor src) {
+  MPLAN_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy: ", shape_str(dst),
+              " <- ", shape_str(src));
+  if (dst.bytes() == 0 || dst.data == src.data) return;
+  MPLAN_CUDA_CHECK(
+      cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, compute_));
+}
+
+void CudaBackend::fill(Tensor t, float value) {
+  launch_fill(t.data, t.dtype, t.numel(), value, compute_);
+}
+
+void CudaBackend::cast(Tensor dst, Tensor src) {
+  MPLAN_CHECK(dst.numel() == src.numel() && is_act(dst.dtype) && is_act(src.dtype),
+              "cast: ", shape_str(dst), " <- ", shape_str(src));
+  launch_cast(dst.data, dst.dtype, src.data, src.dtype, dst.numel(), compute_);
+}
+
+// ---- streams -----------------------------------------------------------------------------------
+
+Event CudaBackend::record(Stream s) {
+  const size_t id = next_event_++ % kEventPool;
+  if (events_[id] == nullptr)
+    MPLAN_CUDA_CHECK(cudaEventCreateWithFlags(&events_[id], cudaEventDisableTiming));
+  MPLAN_CUDA_CHECK(cudaEventRecord(events_[id], stream(s)));
+  return Event{static_cast<int>(id)};
+}
+
+void CudaBackend::wait(Stream s, Event e) {
+  MPLAN_CHECK(e.id >= 0 && static_cast<size_t>(e.id) < kEventPool && events_[e.id] != nullptr,
+              "wait on an event that was never recorded: ", e.id);
+  MPLAN_CUDA_CHECK(cudaStreamWaitEvent(stream(s), events_[static_cast<size_t>(e.id)], 0));
+}
+
+void CudaBackend::synchronize() {
+  MPLAN_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  MPLAN_CUDA_CHECK(cudaStreamSynchronize(comm_));
+}
+
+// ---- dense math ---------------------------------------------------------------------------------
+
+void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias, Tensor aux) {
+  MPLAN_CHECK(a.numel() == g.m * g.k && b.numel() == g.k * g.n && c.numel() == g.m * g.n,
+              "gemm m=", g.m, " n=", g.n, " k=", g.k, ": a ", shape_str(a), " b ", shape_str(b),
+              " c ", shape_str(c));
+  MPLAN_CHECK(
+      a.dtype == b.dtype && is_act(a.dtype) && (c.dtype == a.dtype || c.dtype == DType::kF32),
+      "gemm dtypes: a ", to_string(a.dtype), " b ", to_string(b.dtype), " c ", to_string(c.dtype));
+  if (g.epilogue != Epilogue::kNone) {
+    MPLAN_CHECK(g.beta == 0.0f && g.alpha == 1.0f, "gemm epilogue needs alpha 1 and beta 0");
+    MPLAN_CHECK(bias.numel() == g.n && is_act(bias.dtype), "gemm bias ", shape_str(bias));
+  }
+  if (g.epilogue == Epilogue::kBiasGelu)
+    MPLAN_CHECK(aux.numel() == c.numel() && aux.dtype == c.dtype, "gemm aux ", shape_str(aux));
+  gemm_->run(g, a, b, c, bias, aux, compute_);
+}
+
+void CudaBackend::bias_grad_accumulate(Tensor dy, Tensor db) {
+  const int64_t n = db.numel();
+  MPLAN_CHECK(db.dtype == DType::kF32 && n > 0 && dy.numel() % n == 0 && is_act(dy.dtype),
+              "bias_grad: dy ", shape_str(dy), " db ", shape_str(db));
+  const int64_t rows = dy.numel() / n;
+  void* s = scratch(column_sum_scratch_bytes(rows, n));
+  launch_column_sum_accumulate(dy.data, dy.dtype, rows, n, db.as<float>(), s, compute_);
+}
+
+void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
+  MPLAN_CHECK(out.numel() == a.numel() && a.numel() == b.numel() && out.dtype == a.dtype &&
+                  a.dtype == b.dtype,
+              "add: ", shape_str(out), " = ", shape_str(a), " + ", shape_str(b));
+  launch_add(out.data, a.data, b.data, out.dtype, out.numel(), compute_);
+}
+
+void CudaBackend::scale(Tensor t, float factor) {
+  launch_scale(t.data, t.dtype, t.numel(), factor, compute_);
+}
+
+void CudaBackend::gelu_forward(Tensor x, Tensor y) {
+  MPLAN_CHECK(x.numel() == y.numel() && x.dtype == y.dtype, "gelu: ", shape_str(x), " -> ",
+              shape_str(y));
+  launch_gelu_forward(x.data, y.data, x.dtype, x.numel(), compute_);
+}
+
+void CudaBackend::gelu_backward(Tensor dy, Tensor x, Tensor dx) {
+  MPLAN_CHECK(dy.numel() == x.numel() && dx.numel() == x.numel() && dy.dtype == x.dtype &&
+                  dx.dtype == x.dtype,
+              "gelu_backward: ", shape_str(dy), " ", shape_str(x), " ", shape_str(dx));
+  launch_gelu_backward(dy.data, x.data, dx.data, x.dtype, x.numel(), compute_);
+}
+
+// ---- normalization ------------------------------------------------------------------------------
+
+void CudaBackend::layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y,
+                                    Tensor mean, Tensor rstd) {
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_forward: x ", shape_str(x), " h ", h);
+  const int64_t rows = x.numel() / h;
+  MPLAN_CHECK(gamma.numel() == h && beta.numel() == h && y.numel() == x.numel() &&
+                  mean.numel() == rows && rstd.numel() == rows && gamma.dtype == x.dtype &&
+                  beta.dtype == x.dtype && y.dtype == x.dtype && mean.dtype == DType::kF32 &&
+                  rstd.dtype == DType::kF32,
+              "layernorm_forward: x ", shape_str(x), " gamma ", shape_str(gamma), " y ",
+              shape_str(y), " mean ", shape_str(mean));
+  launch_layernorm_forward(x.data, gamma.data, beta.data, x.dtype, rows, h, eps, y.data,
+                           mean.as<float>(), rstd.as<float>(), compute_);
+}
+
+void CudaBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
+                                     Tensor dx, Tensor dgamma, Tensor dbeta) {
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_backward: x ", shape_str(x), " h ", h);
+  const int64_t rows = x.numel() / h;
+  MPLAN_CHECK(
+      dy.numel() == x.numel() && dx.numel() == x.numel() && gamma.numel() == h &&
+          mean.numel() == rows && rstd.numel() == rows && dgamma.numel() == h &&
+          dbeta.numel() == h && dy.dtype == x.dtype && dx.dtype == x.dtype &&
+          gamma.dtype == x.dtype && dgamma.dtype == DType::kF32 && dbeta.dtype == DType::kF32,
+      "layernorm_backward: x ", shape_str(x), " dy ", shape_str(dy), " dgamma ", shape_str(dgamma));
+  void* s = scratch(layernorm_backward_scratch_bytes(rows, h));
+  launch_layernorm_backward(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
+                            rstd.as<float>(), rows, h, dx.data, dgamma.as<float>(),
+                            dbeta.as<float>(), s, compute_);
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+void CudaBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) {
+  const AttentionShape sh = attention_shape(qkv, out, lse);
+  launch_attention_forward(sh, qkv.data, out.data, lse.as<float>(), scale, qkv.dtype,
+                           naive_attention_, compute_);
+}
+
+void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
+                                     Tensor dqkv) {
+  const AttentionShape sh = attention_shape(qkv, out, lse);
+  MPLAN_CHECK(dout.numel() == out.numel() && dout.dtype == out.dtype &&
+                  dqkv.numel() == qkv.numel() && dqkv.dtype == qkv.dtype,
+              "attention_backward: dout ", shape_str(dout), " dqkv ", shape_str(dqkv));
+  void* s = scratch(attention_backward_scratch_bytes(sh));
+  launch_attention_backward(sh, qkv.data, out.data, dout.data, lse.as<float>(), scale, dqkv.data,
+                            qkv.dtype, naive_attention_, s, compute_);
+}
+
+// ---- embeddings ---------------------------------------------------------------------------------
+
+void CudaBackend::embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) {
+  const int64_t n_tok = tokens.numel(), h = wte.cols();
+  MPLAN_CHECK(tokens.dtype == DType::kI32 && out.numel() == n_tok * h && out.dtype == wte.dtype &&
+                  is_act(wte.dtype),
+              "embedding_forward: tokens ", shape_str(tokens), " wte ", shape_str(wte), " out ",
+              shape_str(out));
+  launch_embedding_forward(tokens.as<int32_t>(), n_tok, wte.data, wte.dtype, wte.rows(), h,
+                           vocab_start, out.data, compute_);
+}
+
+void CudaBackend::embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start, Tensor dwte) {
+  const int64_t n_tok = tokens.numel(), h = dwte.cols(), vocab_local = dwte.rows();
+  MPLAN_CHECK(tokens.dtype == DType::kI32 && dout.numel() == n_tok * h &&
+                  dwte.dtype == DType::kF32 && is_act(dout.dtype),
+              "embedding_backward: tokens ", shape_str(tokens), " dout ", shape_str(dout), " dwte ",
+              shape_str(dwte));
+  const size_t bytes = embedding_backward_scratch_bytes(n_tok, vocab_local);
+  void* s = scratch(bytes);
+  launch_embedding_backward(tokens.as<int32_t>(), n_tok, dout.data, dout.dtype, vocab_local, h,
+                            vocab_start, dwte.as<float>(), s, scratch_bytes_, compute_);
+}
+
+void CudaBackend::add_position_embedding(Tensor x, Tensor wpe, int64_t s_offset) {
+  MPLAN_CHECK(x.ndim == 3 && wpe.cols() == x.dim(2) && wpe.dtype == x.dtype && s_offset >= 0 &&
+                  s_offset + x.dim(0) <= wpe.rows(),
+              "add_position_embedding: x ", shape_str(x), " wpe ", shape_str(wpe), " s_offset ",
+              s_offset);
+  launch_add_position_embedding(x.data, x.dtype, x.dim(0), x.dim(1), x.dim(2), wpe.data, s_offset,
+                                compute_);
+}
+
+void CudaBackend::position_embedding_backward(Tensor dx, Tensor dwpe, int64_t s_offset) {
+  MPLAN_CHECK(dx.ndim == 3 && dwpe.cols() == dx.dim(2) && dwpe.dtype == DType::kF32 &&
+                  s_offset >= 0 && s_offset + dx.dim(0) <= dwpe.rows(),
+              "position_embedding_backward: dx ", shape_str(dx), " dwpe ", shape_str(dwpe),
+              " s_offset ", s_offset);
+  launch_position_embedding_backward(dx.data, dx.dtype, dx.dim(0), dx.dim(1), dx.dim(2),
+                                     dwpe.as<float>(), s_offset, compute_);
+}
+
+// ---- cross-entropy ------------------------------------------------------------------------------
+
+void CudaBackend::xent_local_max(Tensor logits, Tensor row_max) {
+  const int64_t rows = row_max.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && row_max.dtype == DType::kF32 &&
+                  is_act(logits.dtype),
+              "xent_local_max: logits ", shape_str(logits), " row_max ", shape_str(row_max));
+  launch_xent_local_max(logits.data, logits.dtype, rows, logits.numel() / rows, row_max.as<float>(),
+                        compute_);
+}
+
+void CudaBackend::xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start,
+                                   Tensor row_max, Tensor stats) {
+  const int64_t rows = targets.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && targets.dtype == DType::kI32 &&
+                  row_max.numel() == rows && stats.numel() == 2 * rows &&
+                  stats.dtype == DType::kF32 && is_act(logits.dtype),
+              "xent_local_stats: logits ", shape_str(logits), " stats ", shape_str(stats));
+  launch_xent_local_stats(logits.data, logits.dtype, rows, logits.numel() / rows,
+                          targets.as<int32_t>(), vocab_start, row_max.as<float>(),
+                          stats.as<float>(), compute_);
+}
+
+void CudaBackend::xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
+                                     Tensor row_max, Tensor stats, float grad_scale, Tensor loss) {
+  const int64_t rows = targets.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && targets.dtype == DType::kI32 &&
+                  row_max.numel() == rows && stats.numel() == 2 * rows && loss.numel() == rows &&
+                  loss.dtype == DType::kF32 && is_act(logits.dtype),
+              "xent_loss_and_grad: logits ", shape_str(logits), " loss ", shape_str(loss));
+  launch_xent_loss_and_grad(logits.data, logits.dtype, rows, logits.numel() / rows,
+                            targets.as<int32_t>(), vocab_start, row_max.as<float>(),
+                            stats.as<float>(), grad_scale, loss.as<float>(), compute_);
+}
+
+void CudaBackend::sum(Tensor x, Tensor out, bool accumulate) {
+  MPLAN_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kF32 && out.numel() == 1, "sum: x ",
+              shape_str(x), " out ", shape_str(out));
+  void* s = scratch(vector_sum_scratch_bytes(x.numel()));
+  launch_vector_sum(x.as<float>(), x.numel(), out.as<float>(), accumulate, false, s, compute_);
+}
+
+// ---- optimizer ----------------------------------------------------------------------------------
+
+void CudaBackend::sum_squares_accumulate(Tensor x, Tensor out) {
+  MPLAN_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kF32 && out.numel() == 1,
+              "sum_squares: x ", shape_str(x), " out ", shape_str(out));
+  void* s = scratch(vector_sum_scratch_bytes(x.numel()));
+  launch_vector_sum(x.as<float>(), x.numel(), out.as<float>(), true, true, s, compute_);
+}
+
+void CudaBackend::adamw(const AdamW& hp, Tensor param, Tensor grad, Tensor m, Tensor v,
+                        Tensor param_act) {
+  const int64_t n = param.numel();
+  MPLAN_CHECK(param.dtype == DType::kF32 && grad.dtype == DType::kF32 && m.dtype == DType::kF32 &&
+                  v.dtype == DType::kF32 && grad.numel() == n && m.numel() == n && v.numel() == n,
+              "adamw: param ", shape_str(param), " grad ", shape_str(grad));
+  MPLAN_CHECK(hp.step >= 1, "adamw: step ", hp.step);
+  if (param_act.data != nullptr)
+    MPLAN_CHECK(param_act.numel() == n && is_act(param_act.dtype), "adamw: param_act ",
+                shape_str(param_act));
+  const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
+  AdamWArgs a{};
+  a.beta1 = hp.beta1;
+  a.beta2 = hp.beta2;
+  a.eps = hp.eps;
+  a.grad_scale = hp.grad_scale;
+  a.decay = hp.weight_decay > 0 ? 1.0f - hp.lr * hp.weight_decay : 1.0f;
+  a.step_size = static_cast<float>(static_cast<double>(hp.lr) / bc1);
+  a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  launch_adamw(a, param.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), param_act.data,
+               param_act.data ? param_act.dtype : DType::kBF16, n, compute_);
+}
+
+}  // namespace mplan::exec::cuda
+
+namespace mplan::exec {
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<cuda::CudaBackend>(device);
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace mplan::exec

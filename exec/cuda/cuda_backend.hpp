@@ -1,0 +1,143 @@
+// CudaBackend: the Backend (exec/backend.hpp) on one CUDA device: cuBLASLt GEMMs, the kernels of
+// exec/cuda/*.cu, a compute and a comm stream, events from a pool, and counted device memory.
+// Invariants: every op is enqueued on the compute stream (comm ops go through NcclComm on the
+// stream they name); memory comes from cudaMalloc only in alloc() and in the scratch arena, which
+// grows on first use and is then reused, so a training step after the first allocates nothing;
+// reserve_scratch() sizes it ahead. Activations bf16 or f32; master weights, grads, optimizer f32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/backend.hpp"
+
+namespace mplan::exec::cuda {
+
+class LtGemm;
+
+class CudaBackend final : public Backend {
+ public:
+  // Makes `device` current for the calling thread and sets up streams, cuBLASLt and workspace.
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+
+  Tensor alloc(DType dtype, std::initializer_list<int64_t> shape, const char* tag) override;
+  void release(Tensor& t) override;
+  MemoryStats memory_stats() const override;
+  void reset_peak_memory() override;
+  void upload(Tensor dst, const void* host) override;
+  void download(void* host, Tensor src) override;
+  void copy(Tensor dst, Tensor src) override;
+  void fill(Tensor t, float value) override;
+  void cast(Tensor dst, Tensor src) override;
+
+  Event record(Stream s) override;
+  void wait(Stream s, Event e) override;
+  void synchronize() override;
+
+  void gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias = {},
+            Tensor aux = {}) override;
+  void bias_grad_accumulate(Tensor dy, Tensor db) override;
+  void add(Tensor out, Tensor a, Tensor b) override;
+  void scale(Tensor t, float factor) override;
+  void gelu_forward(Tensor x, Tensor y) override;
+  void gelu_backward(Tensor dy, Tensor x, Tensor dx) override;
+
+  void layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y, Tensor mean,
+                         Tensor rstd) override;
+  void layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd, Tensor dx,
+                          Tensor dgamma, Tensor dbeta) override;
+
+  void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
+  void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
+                          Tensor dqkv) override;
+
+  void embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) override;
+  void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start, Tensor dwte) override;
+  void add_position_embedding(Tensor x, Tensor wpe, int64_t s_offset) override;
+  void position_embedding_backward(Tensor dx, Tensor dwpe, int64_t s_offset) override;
+
+  void xent_local_max(Tensor logits, Tensor row_max) override;
+  void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
+                        Tensor stats) override;
+  void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
+                          Tensor stats, float grad_scale, Tensor loss) override;
+  void sum(Tensor x, Tensor out, bool accumulate) override;
+
+  void sum_squares_accumulate(Tensor x, Tensor out) override;
+  void adamw(const AdamW& hp, Tensor param, Tensor grad, Tensor m, Tensor v,
+             Tensor param_act) override;
+
+  // ---- CUDA specifics ----------------------------------------------------------------------
+  int device() const { return device_; }
+  cudaStream_t stream(Stream s) const { return s == Stream::kCompute ? compute_ : comm_; }
+  // Current and peak bytes of each alloc() tag ("scratch" and "cublas-workspace" included).
+  struct TagMemory {
+    int64_t current_bytes = 0;
+    int64_t peak_bytes = 0;
+  };
+  std::map<std::string, TagMemory> memory_by_tag() const;
+  // What the device reports now (cudaMemGetInfo), for every process and library on it.
+  struct DeviceMemory {
+    int64_t total_bytes = 0;
+    int64_t used_bytes = 0;
+    int64_t used_peak_bytes = 0;  // highest used_bytes seen at an alloc() or a stats call
+  };
+  DeviceMemory device_memory() const;
+  // Grows the scratch arena to at least `bytes` now (ops grow it on first use otherwise).
+  void reserve_scratch(size_t bytes);
+  // Reference attention kernels instead of the tensor-core ones (MPLAN_NAIVE_ATTENTION=1).
+  bool naive_attention() const { return naive_attention_; }
+  void set_naive_attention(bool on) { naive_attention_ = on; }
+  // cuBLASLt epilogues fused (default) or run as separate kernels (MPLAN_NO_GEMM_EPILOGUE=1).
+  void set_fuse_gemm_epilogues(bool on);
+
+ private:
+  void* device_alloc(size_t bytes, const std::string& tag);
+  void device_free(void* p);
+  void* scratch(size_t bytes);  // the arena, at least `bytes` large
+  void sample_device_memory() const;
+
+  int device_ = 0;
+  std::string device_name_;
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t comm_ = nullptr;
+  std::vector<cudaEvent_t> events_;  // a ring; slots are created on first use
+  size_t next_event_ = 0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::unique_ptr<LtGemm> gemm_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  bool naive_attention_ = false;
+
+  struct Allocation {
+    size_t bytes;
+    std::string tag;
+  };
+  std::map<void*, Allocation> allocations_;
+  std::map<std::string, TagMemory> by_tag_;
+  int64_t current_bytes_ = 0;
+  int64_t peak_bytes_ = 0;
+  mutable int64_t device_used_peak_bytes_ = 0;
+};
+
+}  // namespace mplan::exec::cuda
+
+namespace mplan::exec {
+
+// The CUDA backend on `device` (a cuda::CudaBackend).
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+// Number of visible CUDA devices; 0 when there is no driver or no device (never aborts).
+int cuda_device_count();
+
+}  // namespace mplan::exec

@@ -1,0 +1,55 @@
+// LtGemm: row-major GEMMs C(m, n) = alpha·op(A)·op(B) + beta·C through cuBLASLt, with the bias
+// and bias+GeLU epilogues fused when cuBLASLt has an algorithm for them. Row-major C is the
+// column-major C^T = op(B)^T·op(A)^T, so A and B swap places in every cuBLASLt call.
+// Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
+// once: descriptors, layouts and the heuristic's algorithm are cached and reused, so a call after
+// the first costs no heuristic query and no allocation; the same algorithm gives the same bits.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "exec/backend.hpp"
+
+namespace mplan::exec::cuda {
+
+class LtGemm {
+ public:
+  // workspace: device memory owned by the caller, used by every GEMM issued on one stream.
+  LtGemm(void* workspace, size_t workspace_bytes);
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // Backend::gemm semantics. When an epilogue has no fused algorithm (or fuse_epilogues is
+  // false) it runs as a plain GEMM followed by the bias / GeLU kernels.
+  void run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias,
+           const Tensor& aux, cudaStream_t stream);
+
+  void set_fuse_epilogues(bool on) { fuse_epilogues_ = on; }
+  size_t cached_plans() const { return plans_.size(); }
+
+ private:
+  struct Plan;
+  // trans_a, trans_b, m, n, k, ab dtype, c dtype, epilogue, beta != 0, alignments of a, b, c,
+  // bias, aux (bytes, capped at 256).
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int,
+                         int, int>;
+  // The cached plan for a call, or nullptr when cuBLASLt has no algorithm for it.
+  Plan* plan_for(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c, Epilogue epi,
+                 const void* bias, DType bias_t, const void* aux);
+  void matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
+              float beta, const void* bias, const void* aux, cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_;
+  size_t workspace_bytes_;
+  bool fuse_epilogues_ = true;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace mplan::exec::cuda

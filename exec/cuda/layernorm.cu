@@ -1,0 +1,283 @@
+// LayerNorm over the last dim h of a (rows, h) tensor. Forward and the input gradient run one
+// warp per row; rows with h % 8 == 0 and h <= 2048 keep the row in registers (16-byte loads,
+// two-pass mean/variance from registers), others take a plain three-pass loop. The weight
+// gradients (dgamma = sum dy·xhat, dbeta = sum dy) are column sums: per-block partials over a
+// row partition fixed by the shape, then an ordered pass adding into the f32 outputs.
+#include <algorithm>
+
+#include "exec/cuda/device_utils.cuh"
+#include "exec/cuda/kernels.hpp"
+
+namespace mplan::exec::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // rows per block in the warp-per-row kernels
+
+// kVpl vectors of 8 per lane held in registers (h <= kVpl·256); kVpl == 0: generic loops.
+template <class T, int kVpl>
+__global__ void __launch_bounds__(kWarps * 32)
+    ln_forward_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                      const T* __restrict__ beta, float eps, T* __restrict__ y,
+                      float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
+                      int h) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const T* xr = x + row * h;
+  T* yr = y + row * h;
+  const float inv_h = 1.0f / static_cast<float>(h);
+  float mean = 0.0f, var = 0.0f;
+  if constexpr (kVpl > 0) {
+    float v[kVpl][8];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        load8(xr + c, v[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s += v[i][j];
+    }
+    mean = warp_sum(s) * inv_h;
+    float q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      if ((lane + 32 * i) * 8 < h) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q += (v[i][j] - mean) * (v[i][j] - mean);
+      }
+    }
+    var = warp_sum(q) * inv_h;
+    const float rstd = rsqrtf(var + eps);
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        float g[8], b[8], o[8];
+        load8(gamma + c, g);
+        load8(beta + c, b);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o[j] = (v[i][j] - mean) * rstd * g[j] + b[j];
+        store8(yr + c, o);
+      }
+    }
+    if (lane == 0) {
+      mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  } else {
+    float s = 0.0f;
+    for (int c = lane; c < h; c += 32) s += to_f32(xr[c]);
+    mean = warp_sum(s) * inv_h;
+    float q = 0.0f;
+    for (int c = lane; c < h; c += 32) {
+      const float d = to_f32(xr[c]) - mean;
+      q += d * d;
+    }
+    var = warp_sum(q) * inv_h;
+    const float rstd = rsqrtf(var + eps);
+    for (int c = lane; c < h; c += 32)
+      yr[c] = from_f32<T>((to_f32(xr[c]) - mean) * rstd * to_f32(gamma[c]) + to_f32(beta[c]));
+    if (lane == 0) {
+      mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  }
+}
+
+// dx = rstd · (g - mean(g) - xhat · mean(g · xhat)), g = dy · gamma, xhat = (x - mean) · rstd.
+template <class T, int kVpl>
+__global__ void __launch_bounds__(kWarps * 32)
+    ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                          const T* __restrict__ gamma, const float* __restrict__ mean_in,
+                          const float* __restrict__ rstd_in, T* __restrict__ dx, int64_t rows,
+                          int h) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const T* xr = x + row * h;
+  const T* dyr = dy + row * h;
+  T* dxr = dx + row * h;
+  const float mean = mean_in[row], rstd = rstd_in[row];
+  const float inv_h = 1.0f / static_cast<float>(h);
+  if constexpr (kVpl > 0) {
+    Raw8<T> xraw[kVpl], graw[kVpl];
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        xraw[i] = ld_raw8(xr + c);
+        graw[i] = ld_raw8(dyr + c);
+        float xv[8], dv[8], gv[8];
+        unpack8(xraw[i], xv);
+        unpack8(graw[i], dv);
+        load8(gamma + c, gv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float g = dv[j] * gv[j];
+          s1 += g;
+          s2 += g * (xv[j] - mean) * rstd;
+        }
+      }
+    }
+    const float c1 = warp_sum(s1) * inv_h;
+    const float c2 = warp_sum(s2) * inv_h;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        float xv[8], dv[8], gv[8], o[8];
+        unpack8(xraw[i], xv);
+        unpack8(graw[i], dv);
+        load8(gamma + c, gv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xhat = (xv[j] - mean) * rstd;
+          o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
+        }
+        store8(dxr + c, o);
+      }
+    }
+  } else {
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int c = lane; c < h; c += 32) {
+      const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
+      s1 += g;
+      s2 += g * (to_f32(xr[c]) - mean) * rstd;
+    }
+    const float c1 = warp_sum(s1) * inv_h;
+    const float c2 = warp_sum(s2) * inv_h;
+    for (int c = lane; c < h; c += 32) {
+      const float xhat = (to_f32(xr[c]) - mean) * rstd;
+      dxr[c] = from_f32<T>(rstd * (to_f32(dyr[c]) * to_f32(gamma[c]) - c1 - xhat * c2));
+    }
+  }
+}
+
+// Partials of dgamma and dbeta: block (32 column groups of 8, 8 row lanes) over one row part.
+constexpr int kColGroups = 32;
+constexpr int kRowLanes = 8;
+constexpr int kTileCols = kColGroups * 8;
+
+template <class T>
+__global__ void __launch_bounds__(kColGroups* kRowLanes)
+    ln_weight_partials_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                              const float* __restrict__ mean_in, const float* __restrict__ rstd_in,
+                              int64_t rows, int64_t h, int64_t rows_per_part, bool vec,
+                              float* __restrict__ pg, float* __restrict__ pb) {
+  __shared__ float tile_g[kRowLanes][kTileCols];
+  __shared__ float tile_b[kRowLanes][kTileCols];
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kColGroups + threadIdx.x) * 8;
+  const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_part;
+  const int64_t r_end = min(rows, r_begin + rows_per_part);
+  float ag[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ab[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (c0 < h) {
+    for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kRowLanes) {
+      const float mean = mean_in[r], rstd = rstd_in[r];
+      float dv[8], xv[8];
+      load8_guarded(dy + r * h, c0, h, vec, dv);
+      load8_guarded(x + r * h, c0, h, vec, xv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        ag[j] += dv[j] * ((xv[j] - mean) * rstd);
+        ab[j] += dv[j];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    tile_g[threadIdx.y][threadIdx.x * 8 + j] = ag[j];
+    tile_b[threadIdx.y][threadIdx.x * 8 + j] = ab[j];
+  }
+  __syncthreads();
+  const int t = threadIdx.y * kColGroups + threadIdx.x;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileCols + t;
+  if (c < h) {
+    float sg = tile_g[0][t], sb = tile_b[0][t];
+#pragma unroll
+    for (int y = 1; y < kRowLanes; ++y) {
+      sg += tile_g[y][t];
+      sb += tile_b[y][t];
+    }
+    pg[static_cast<int64_t>(blockIdx.y) * h + c] = sg;
+    pb[static_cast<int64_t>(blockIdx.y) * h + c] = sb;
+  }
+}
+
+// Calls f(integral_constant<kVpl>) with the register-cached variant that fits h, or 0.
+template <class T, class F>
+void dispatch_vpl(int64_t h, bool vec_ok, F&& f) {
+  const int64_t need = (h + 255) / 256;
+  if (!vec_ok || h % 8 != 0 || need > 8) {
+    f(std::integral_constant<int, 0>{});
+  } else if (need <= 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (need <= 2) {
+    f(std::integral_constant<int, 2>{});
+  } else if (need <= 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
+  }
+}
+
+}  // namespace
+
+void launch_layernorm_forward(const void* x, const void* gamma, const void* beta, DType t,
+                              int64_t rows, int64_t h, float eps, void* y, float* mean, float* rstd,
+                              cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(h > 0 && h < (1 << 30), "layernorm: h=", h);
+  const bool vec = aligned16(x) && aligned16(gamma) && aligned16(beta) && aligned16(y);
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_vpl<T>(h, vec, [&](auto vpl) {
+      ln_forward_kernel<T, decltype(vpl)::value>
+          <<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
+              static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+              eps, static_cast<T*>(y), mean, rstd, rows, static_cast<int>(h));
+    });
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+size_t layernorm_backward_scratch_bytes(int64_t rows, int64_t h) {
+  return 2 * static_cast<size_t>(column_parts(rows) * h) * sizeof(float);
+}
+
+void launch_layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
+                               const float* mean, const float* rstd, int64_t rows, int64_t h,
+                               void* dx, float* dgamma, float* dbeta, void* scratch,
+                               cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(h > 0 && h < (1 << 30), "layernorm: h=", h);
+  const bool vec = aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx);
+  const int64_t parts = column_parts(rows);
+  const int64_t rows_per_part = (rows + parts - 1) / parts;
+  float* pg = static_cast<float*>(scratch);
+  float* pb = pg + parts * h;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_vpl<T>(h, vec, [&](auto vpl) {
+      ln_backward_dx_kernel<T, decltype(vpl)::value>
+          <<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
+              static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
+              mean, rstd, static_cast<T*>(dx), rows, static_cast<int>(h));
+    });
+    MPLAN_CUDA_LAUNCH_CHECK();
+    dim3 grid(blocks_for(h, kTileCols), static_cast<unsigned>(parts));
+    ln_weight_partials_kernel<T><<<grid, dim3(kColGroups, kRowLanes), 0, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, rows, h, rows_per_part,
+        vec && h % 8 == 0, pg, pb);
+    MPLAN_CUDA_LAUNCH_CHECK();
+  });
+  launch_column_partials_finalize(pg, parts, h, dgamma, stream);
+  launch_column_partials_finalize(pb, parts, h, dbeta, stream);
+}
+
+}  // namespace mplan::exec::cuda

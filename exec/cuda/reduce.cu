@@ -1,0 +1,151 @@
+// Deterministic reductions: column sums of a matrix (bias gradients; the second pass of the
+// layernorm weight gradients) and the sum / sum of squares of a vector (loss, gradient norm).
+// Invariant: two passes with a partition fixed by the shape alone (never by timing or by
+// atomics): per-block partials in f32, then one ordered pass that adds them into the output.
+#include <algorithm>
+
+#include "exec/cuda/device_utils.cuh"
+#include "exec/cuda/kernels.hpp"
+
+namespace mplan::exec::cuda {
+namespace {
+
+// Column-sum tile: 32 column groups of 8 (256 columns) × 8 row lanes.
+constexpr int kColGroups = 32;
+constexpr int kRowLanes = 8;
+constexpr int kTileCols = kColGroups * 8;
+
+template <class T>
+__global__ void __launch_bounds__(kColGroups* kRowLanes)
+    column_partials_kernel(const T* x, int64_t rows, int64_t cols, int64_t rows_per_part, bool vec,
+                           float* partials) {
+  __shared__ float tile[kRowLanes][kTileCols];
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kColGroups + threadIdx.x) * 8;
+  const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_part;
+  const int64_t r_end = min(rows, r_begin + rows_per_part);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (c0 < cols) {
+    for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kRowLanes) {
+      float v[8];
+      load8_guarded(x + r * cols, c0, cols, vec, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += v[j];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) tile[threadIdx.y][threadIdx.x * 8 + j] = acc[j];
+  __syncthreads();
+  const int t = threadIdx.y * kColGroups + threadIdx.x;  // 0..255: one column of the tile each
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileCols + t;
+  if (c < cols) {
+    float s = tile[0][t];
+#pragma unroll
+    for (int y = 1; y < kRowLanes; ++y) s += tile[y][t];
+    partials[static_cast<int64_t>(blockIdx.y) * cols + c] = s;
+  }
+}
+
+__global__ void column_finalize_kernel(const float* partials, int64_t parts, int64_t cols,
+                                       float* out) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int64_t p = 0; p < parts; ++p) s += partials[p * cols + c];
+  out[c] += s;
+}
+
+constexpr int kSumThreads = 256;
+constexpr int64_t kSumMaxBlocks = 1024;
+
+int64_t vector_sum_blocks(int64_t n) {
+  const int64_t per_block = kSumThreads * 16;  // at least 16 elements per thread
+  return std::max<int64_t>(1, std::min<int64_t>(kSumMaxBlocks, (n + per_block - 1) / per_block));
+}
+
+template <bool kSquares>
+__global__ void __launch_bounds__(kSumThreads)
+    vector_partials_kernel(const float* x, int64_t n, bool vec, float* partials) {
+  __shared__ float scratch[32];
+  float acc = 0.0f;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    const int64_t nv = n / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    for (int64_t i = tid; i < nv; i += stride) {
+      const float4 v = x4[i];
+      acc += kSquares ? v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w : v.x + v.y + v.z + v.w;
+    }
+    for (int64_t i = nv * 4 + tid; i < n; i += stride) acc += kSquares ? x[i] * x[i] : x[i];
+  } else {
+    for (int64_t i = tid; i < n; i += stride) acc += kSquares ? x[i] * x[i] : x[i];
+  }
+  const float total = block_sum(acc, scratch);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void __launch_bounds__(1024)
+    vector_finalize_kernel(const float* partials, int64_t parts, float* out, bool accumulate) {
+  __shared__ float scratch[32];
+  float acc = 0.0f;
+  for (int64_t p = threadIdx.x; p < parts; p += blockDim.x) acc += partials[p];
+  const float total = block_sum(acc, scratch);
+  if (threadIdx.x == 0) out[0] = (accumulate ? out[0] : 0.0f) + total;
+}
+
+}  // namespace
+
+int64_t column_parts(int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(128, (rows + 63) / 64));
+}
+
+size_t column_sum_scratch_bytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(column_parts(rows) * cols) * sizeof(float);
+}
+
+void launch_column_partials_finalize(const float* partials, int64_t parts, int64_t cols, float* out,
+                                     cudaStream_t stream) {
+  column_finalize_kernel<<<blocks_for(cols, 256), 256, 0, stream>>>(partials, parts, cols, out);
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void launch_column_sum_accumulate(const void* x, DType t, int64_t rows, int64_t cols, float* out,
+                                  void* scratch, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const int64_t parts = column_parts(rows);
+  const int64_t rows_per_part = (rows + parts - 1) / parts;
+  float* partials = static_cast<float*>(scratch);
+  const bool vec = aligned16(x) && cols % 8 == 0;
+  dim3 grid(blocks_for(cols, kTileCols), static_cast<unsigned>(parts));
+  dim3 block(kColGroups, kRowLanes);
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    column_partials_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(x), rows, cols,
+                                                          rows_per_part, vec, partials);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+  launch_column_partials_finalize(partials, parts, cols, out, stream);
+}
+
+size_t vector_sum_scratch_bytes(int64_t n) {
+  return static_cast<size_t>(vector_sum_blocks(n)) * sizeof(float);
+}
+
+void launch_vector_sum(const float* x, int64_t n, float* out, bool accumulate, bool squares,
+                       void* scratch, cudaStream_t stream) {
+  const int64_t blocks = vector_sum_blocks(n);
+  float* partials = static_cast<float*>(scratch);
+  const bool vec = aligned16(x);
+  if (n > 0) {
+    if (squares) {
+      vector_partials_kernel<true><<<blocks, kSumThreads, 0, stream>>>(x, n, vec, partials);
+    } else {
+      vector_partials_kernel<false><<<blocks, kSumThreads, 0, stream>>>(x, n, vec, partials);
+    }
+    MPLAN_CUDA_LAUNCH_CHECK();
+  }
+  vector_finalize_kernel<<<1, 1024, 0, stream>>>(partials, n > 0 ? blocks : 0, out, accumulate);
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace mplan::exec::cuda

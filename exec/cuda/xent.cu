@@ -1,0 +1,126 @@
+// Vocab-parallel softmax cross-entropy in Megatron's three steps (the caller all-reduces between
+// them): local row max; local sum of exp(logit - max) and the target's logit when this shard
+// holds it; then the loss and, in place of the logits, (softmax - onehot) · grad_scale.
+// One block per row, 16-byte loads; block reductions in a fixed order.
+#include "exec/cuda/device_utils.cuh"
+#include "exec/cuda/kernels.hpp"
+
+namespace mplan::exec::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    xent_max_kernel(const T* __restrict__ logits, int64_t cols, bool vec,
+                    float* __restrict__ row_max) {
+  __shared__ float scratch[32];
+  const T* row = logits + static_cast<int64_t>(blockIdx.x) * cols;
+  float m = -INFINITY;
+  for (int64_t c0 = static_cast<int64_t>(threadIdx.x) * 8; c0 < cols; c0 += kThreads * 8) {
+    float v[8];
+    load8_guarded(row, c0, cols, vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (c0 + j < cols) m = fmaxf(m, v[j]);
+  }
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    xent_stats_kernel(const T* __restrict__ logits, int64_t rows, int64_t cols,
+                      const int32_t* __restrict__ targets, int64_t vocab_start,
+                      const float* __restrict__ row_max, bool vec, float* __restrict__ stats) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const T* row = logits + r * cols;
+  const float m = row_max[r];
+  float s = 0.0f;
+  for (int64_t c0 = static_cast<int64_t>(threadIdx.x) * 8; c0 < cols; c0 += kThreads * 8) {
+    float v[8];
+    load8_guarded(row, c0, cols, vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (c0 + j < cols) s += expf(v[j] - m);
+  }
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) {
+    const int64_t tl = static_cast<int64_t>(targets[r]) - vocab_start;
+    stats[r] = s;
+    stats[rows + r] = (tl >= 0 && tl < cols) ? to_f32(row[tl]) : 0.0f;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    xent_grad_kernel(T* __restrict__ logits, int64_t rows, int64_t cols,
+                     const int32_t* __restrict__ targets, int64_t vocab_start,
+                     const float* __restrict__ row_max, const float* __restrict__ stats,
+                     float grad_scale, bool vec, float* __restrict__ loss) {
+  const int64_t r = blockIdx.x;
+  T* row = logits + r * cols;
+  const float m = row_max[r];
+  const float sumexp = stats[r];
+  const float inv = 1.0f / sumexp;
+  const int64_t tl = static_cast<int64_t>(targets[r]) - vocab_start;
+  if (threadIdx.x == 0) loss[r] = logf(sumexp) + m - stats[rows + r];
+  for (int64_t c0 = static_cast<int64_t>(threadIdx.x) * 8; c0 < cols; c0 += kThreads * 8) {
+    float v[8];
+    load8_guarded(row, c0, cols, vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float p = expf(v[j] - m) * inv;
+      v[j] = (p - (c0 + j == tl ? 1.0f : 0.0f)) * grad_scale;
+    }
+    store8_guarded(row, c0, cols, vec, v);
+  }
+}
+
+}  // namespace
+
+void launch_xent_local_max(const void* logits, DType t, int64_t rows, int64_t cols, float* row_max,
+                           cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
+  const bool vec = aligned16(logits) && cols % 8 == 0;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    xent_max_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), cols, vec, row_max);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void launch_xent_local_stats(const void* logits, DType t, int64_t rows, int64_t cols,
+                             const int32_t* targets, int64_t vocab_start, const float* row_max,
+                             float* stats, cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
+  const bool vec = aligned16(logits) && cols % 8 == 0;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    xent_stats_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), rows, cols, targets, vocab_start, row_max, vec, stats);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols,
+                               const int32_t* targets, int64_t vocab_start, const float* row_max,
+                               const float* stats, float grad_scale, float* loss,
+                               cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
+  const bool vec = aligned16(logits) && cols % 8 == 0;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    xent_grad_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        static_cast<T*>(logits), rows, cols, targets, vocab_start, row_max, stats, grad_scale, vec,
+        loss);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace mplan::exec::cuda
