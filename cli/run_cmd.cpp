@@ -12,6 +12,7 @@
 
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
+#include "sim/plan_sim/simulate.hpp"
 #include "src/common/error.hpp"
 #include "src/model/model_stats.hpp"
 #include "src/plan/plan.hpp"
@@ -120,7 +121,7 @@ double median(std::vector<double> v) {
 
 Json to_json(const RunOptions& o, const Setup& s, const std::vector<IterationRecord>& iters,
              const std::vector<RankMemory>& mem, const std::vector<std::string>& hosts,
-             double flops, double median_s) {
+             double flops, double median_s, const Json& prediction) {
   const Plan& p = s.plan;
   Json j;
   j["schema_version"] = kRunSchemaVersion;
@@ -154,6 +155,7 @@ Json to_json(const RunOptions& o, const Setup& s, const std::vector<IterationRec
   j["iterations"] = list;
   double tokens = static_cast<double>(p.parallel.global_batch_size * p.model.seq_length);
   double world = static_cast<double>(p.world_size());
+  j["prediction"] = prediction;
   j["summary"] = {{"median_ms", median_s * 1e3},
                   {"tokens_per_s", tokens / median_s},
                   {"tokens_per_s_per_gpu", tokens / median_s / world},
@@ -179,6 +181,39 @@ std::vector<std::string> gather_hostnames(const std::string& mine, int size) {
   std::vector<std::string> out;
   for (int r = 0; r < size; ++r) out.emplace_back(all.data() + r * sizeof buf);
   return out;
+}
+
+// The simulator's prediction for the same plan (no dropout: the executor has none), printed
+// beside the measurement with the error in percent; returned for the JSON report.
+Json predict(const Plan& plan, double measured_s, const std::vector<RankMemory>& mem) {
+  sim::SimOptions so;
+  so.dropout = false;
+  sim::SimulationResult r;
+  try {
+    r = sim::simulate(plan, so);
+  } catch (const Error& e) {
+    std::cout << "prediction: not available for this plan (" << e.what() << ")\n";
+    return {{"error", e.what()}};
+  }
+  int64_t measured_bytes = 0;  // the device's peak where known, else the executor's
+  for (const RankMemory& m : mem)
+    measured_bytes = std::max(
+        measured_bytes, m.device_peak_bytes >= 0 ? m.device_peak_bytes : m.executor_peak_bytes);
+  double time_err = (r.iteration_time_s - measured_s) / measured_s;
+  double mem_err = measured_bytes > 0 ? static_cast<double>(r.peak_bytes - measured_bytes) /
+                                            static_cast<double>(measured_bytes)
+                                      : 0.0;
+  std::cout << "prediction (mplan simulate, same plan, no dropout): iteration "
+            << format_ms(r.iteration_time_s, 1) << " vs measured " << format_ms(measured_s, 1)
+            << " (error " << (time_err >= 0 ? "+" : "") << format_percent(time_err, 1)
+            << "); peak memory " << format_gib(r.peak_bytes, 2) << " vs measured "
+            << format_gib(measured_bytes, 2) << " (error " << (mem_err >= 0 ? "+" : "")
+            << format_percent(mem_err, 1) << ")\n";
+  return {{"iteration_time_s", r.iteration_time_s},
+          {"peak_bytes", r.peak_bytes},
+          {"measured_peak_bytes", measured_bytes},
+          {"time_error", time_err},
+          {"memory_error", mem_err}};
 }
 
 void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
@@ -276,11 +311,10 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
                m.device_peak_bytes < 0 ? "n/a" : format_gib(m.device_peak_bytes, 3)});
   }
   std::cout << "peak memory per rank:\n" << t.render("  ");
-  // Prediction hook: when sim/ offers an API that simulates a plan, print its predicted
-  // iteration time and peak memory here beside the measurement (with the error in percent) and
-  // add them to the JSON below.
+  Json prediction = predict(plan, med, mem);
   if (!o.json_path.empty())
-    write_text_file(o.json_path, to_json(o, s, records, mem, hosts, flops, med).dump(2) + "\n",
+    write_text_file(o.json_path,
+                    to_json(o, s, records, mem, hosts, flops, med, prediction).dump(2) + "\n",
                     "--json");
 }
 
