@@ -18,17 +18,27 @@ std::vector<int64_t> divisors(int64_t n) {
   return low;
 }
 
-UnevenSplit uneven_split(int64_t num_layers, int64_t pp) {
-  if (pp <= 1 || num_layers % pp == 0) return {0, 0, pp >= 1 ? num_layers / pp : 0};
-  const int64_t m = (num_layers + pp - 1) / pp;
-  const int64_t deficit = pp * m - num_layers;  // 0 < deficit < pp
-  const int64_t first = m - (deficit + 1) / 2;
-  const int64_t last = m - deficit / 2;
-  if (first < 1 || last < 1) return {0, 0, m};
+UnevenSplit uneven_split(int64_t num_layers, int64_t pp, int64_t vpp) {
+  if (pp <= 1 || vpp < 1) return {0, 0, num_layers};
+  if (num_layers % pp == 0) return {0, 0, num_layers / pp};
+  // Middle stages: ceil(L / pp) rounded up to whole chunks of vpp.
+  const int64_t m = ((num_layers + pp - 1) / pp + vpp - 1) / vpp * vpp;
+  const int64_t deficit = pp * m - num_layers;  // > 0
+  if (deficit % vpp != 0) return {0, 0, m};
+  const int64_t chunks = deficit / vpp;  // whole chunks to take off the first and last stage
+  const int64_t first = m - vpp * ((chunks + 1) / 2);
+  const int64_t last = m - vpp * (chunks / 2);
+  if (first < vpp || last < vpp) return {0, 0, m};
   return {first, last, m};
 }
 
 namespace {
+
+// Whether pp stages of num_layers layers split into whole chunks of vpp layers.
+bool has_split(int64_t num_layers, int64_t pp, int64_t vpp) {
+  if (num_layers % pp == 0) return (num_layers / pp) % vpp == 0;
+  return uneven_split(num_layers, pp, vpp).first > 0;
+}
 
 // `values` unless the axis is fixed, then the fixed value alone.
 std::vector<int64_t> axis_values(const std::optional<int64_t>& fixed, std::vector<int64_t> values) {
@@ -63,7 +73,7 @@ std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
         if ((n / (tp * cp)) % pp != 0) continue;
         const int64_t dp = n / (tp * cp * pp);
         if (!allowed(f.dp, dp)) continue;
-        const UnevenSplit split = uneven_split(layers, pp);
+        const UnevenSplit split = uneven_split(layers, pp, 1);
 
         std::vector<int64_t> ep_values{1};
         if (m.moe) {
@@ -74,6 +84,10 @@ std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
         std::vector<int64_t> etp_values{tp};
         if (m.moe && tp != 1) etp_values = {1, tp};
 
+        // vpp >= 2 with a split into whole chunks (even, or uneven per uneven_split).
+        std::vector<int64_t> vpps;
+        for (int64_t v = 2; v <= split.middle; ++v)
+          if (has_split(layers, pp, v)) vpps.push_back(v);
         // (vpp, schedule) pairs.
         std::vector<std::pair<int64_t, ScheduleKind>> scheds;
         if (f.vpp && f.schedule) {
@@ -83,8 +97,7 @@ std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
           if (*f.vpp == 1 && pp > 1) scheds.push_back({1, ScheduleKind::kZbH1});
         } else if (f.schedule) {
           if (*f.schedule == ScheduleKind::kInterleaved) {
-            for (int64_t v : divisors(split.middle))
-              if (v >= 2) scheds.push_back({v, ScheduleKind::kInterleaved});
+            for (int64_t v : vpps) scheds.push_back({v, ScheduleKind::kInterleaved});
           } else {
             scheds.push_back({1, *f.schedule});
           }
@@ -92,8 +105,7 @@ std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
           scheds.push_back({1, ScheduleKind::k1F1B});
           if (pp > 1) {
             scheds.push_back({1, ScheduleKind::kZbH1});
-            for (int64_t v : divisors(split.middle))
-              if (v >= 2) scheds.push_back({v, ScheduleKind::kInterleaved});
+            for (int64_t v : vpps) scheds.push_back({v, ScheduleKind::kInterleaved});
           }
         }
 
@@ -126,8 +138,9 @@ std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
                       c.vpp = static_cast<int32_t>(vpp);
                       c.dp = static_cast<int32_t>(dp);
                       c.micro_batch_size = static_cast<int32_t>(mbs);
-                      c.first_stage_layers = static_cast<int32_t>(split.first);
-                      c.last_stage_layers = static_cast<int32_t>(split.last);
+                      const UnevenSplit sv = vpp > 1 ? uneven_split(layers, pp, vpp) : split;
+                      c.first_stage_layers = static_cast<int32_t>(sv.first);
+                      c.last_stage_layers = static_cast<int32_t>(sv.last);
                       c.schedule = sched;
                       c.recompute = rc;
                       c.sequence_parallel = sp;

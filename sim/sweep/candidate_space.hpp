@@ -29,11 +29,13 @@ struct SpaceInputs {
 //  tp    divisors of N up to gpus_per_node (tensor parallelism stays inside a node)
 //  cp    divisors of N / tp
 //  pp    divisors of N / (tp·cp); when pp does not divide num_layers, the first and last stage
-//        take fewer layers (uneven_split) so the middle stages get ceil(layers / pp) each
+//        take fewer layers (uneven_split) so the middle stages get ceil(layers / pp) each (pp
+//        larger than that split allows stays, and validate() rejects it)
 //  ep    dense: 1; MoE: divisors of N / pp up to num_experts
 //  etp   dense: tp (the plan default); MoE: 1 and tp
 //  vpp, schedule   pp 1: 1f1b; pp > 1: 1f1b and zb-h1 at vpp 1, interleaved at every
-//        vpp >= 2 that divides the layers of a middle stage
+//        vpp >= 2 for which the layers split into whole chunks (vpp divides L / pp, or an
+//        uneven_split for that vpp exists)
 //  mbs   kMicroBatchSizes up to global_batch / dp
 //  sp    off; on when tp > 1 (Megatron turns it off at tp 1)
 //  recompute  none, selective, full
@@ -42,17 +44,18 @@ struct SpaceInputs {
 // subject to the product rule; a fixed schedule or vpp alone picks the matching pairs.
 std::vector<Candidate> enumerate_candidates(const SpaceInputs& in);
 
-// The uneven split enumerate_candidates uses for `pp` stages of `num_layers` layers: {first, last}
-// layers, or {0, 0} when pp divides num_layers (even) or no such split exists. Middle stages take
-// m = ceil(L / pp); the deficit d = pp·m - L is taken off the first (ceil(d/2)) and last
-// (floor(d/2)) stages, which also hold the embedding and the output layer (as Llama 3 405B's
-// 126 layers on 16 stages: 7 + 14 x 8 + 7).
+// The uneven split enumerate_candidates uses for `pp` stages of `num_layers` layers in chunks of
+// `vpp`: {first, last} layers, or {0, 0} when pp divides num_layers (even) or no such split
+// exists. Middle stages take m = ceil(L / pp) rounded up to a multiple of vpp; the deficit
+// d = pp·m - L, in whole chunks of vpp layers, is taken off the first (the larger half) and
+// last stage, which also hold the embedding and the output layer (as Llama 3 405B's 126 layers
+// on 16 stages: 7 + 14 x 8 + 7; with vpp 2: 6 + 14 x 8 + 8). Each of them keeps >= vpp layers.
 struct UnevenSplit {
   int64_t first = 0;
   int64_t last = 0;
   int64_t middle = 0;  // layers of each middle stage (num_layers / pp when even)
 };
-UnevenSplit uneven_split(int64_t num_layers, int64_t pp);
+UnevenSplit uneven_split(int64_t num_layers, int64_t pp, int64_t vpp = 1);
 
 // Divisors of n, ascending.
 std::vector<int64_t> divisors(int64_t n);

@@ -24,12 +24,12 @@ TEST(SweepJson, Shape) {
   EXPECT_EQ(j["objective"], "throughput");
   EXPECT_EQ(j["fixed"], "");
   const Json& c = j["counts"];
-  EXPECT_EQ(c["candidates"], 396);
-  EXPECT_EQ(c["invalid"], 54);
+  EXPECT_EQ(c["candidates"], 384);
+  EXPECT_EQ(c["invalid"], 42);
   EXPECT_EQ(c["simulated"].get<int64_t>() + c["invalid"].get<int64_t>() +
                 c["out_of_memory_pruned"].get<int64_t>(),
-            396);
-  ASSERT_EQ(j["invalid_by_rule"].size(), 3u);
+            384);
+  ASSERT_EQ(j["invalid_by_rule"].size(), 2u);
   EXPECT_EQ(j["invalid_by_rule"][0]["count"], 24);
   EXPECT_TRUE(j["invalid_by_rule"][0]["rule"].is_string());
   EXPECT_TRUE(j["invalid_by_rule"][0]["example"].is_string());
