@@ -1,5 +1,7 @@
 // The lower bound, from the same primitives the simulator's memory model uses: rank_params
-// (src/model/model_stats), model_state_bytes and layer_activation_bytes (sim/cost).
+// (src/model/model_stats), model_state_bytes and layer_activation_bytes (sim/cost), and the
+// schedule's warm-up count (src/schedule): a forward's activations are allocated when it starts
+// and freed when the matching backward ends.
 #include "sim/sweep/memory_bound.hpp"
 
 #include <algorithm>
@@ -7,9 +9,11 @@
 
 #include "sim/cost/activation_memory.hpp"
 #include "sim/cost/model_state_memory.hpp"
+#include "src/common/error.hpp"
 #include "src/common/units.hpp"
 #include "src/model/layer_range.hpp"
 #include "src/model/model_stats.hpp"
+#include "src/schedule/plan_rules.hpp"
 
 namespace mplan::sweep {
 
@@ -45,8 +49,13 @@ int64_t memory_lower_bound(const Plan& plan) {
   const int64_t overhead = static_cast<int64_t>(
       std::floor(plan.cluster.gpu.runtime_overhead_gib * static_cast<double>(kGiB)));
 
+  const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
+  MPLAN_CHECK(spec.has_value(), "memory_lower_bound needs a valid plan");
   int64_t bound = 0;
   for (int64_t r = 0; r < p.pp; ++r) {
+    // Chunk forwards started before the first backward starts: the warm-up, then one more (the
+    // first of the steady state), all of them when the warm-up covers every forward.
+    const int64_t alive = std::min(warmup_microbatches(*spec, r) + 1, p.vpp * spec->microbatches);
     const StageParams rank = rank_params(m, p, r);
     const int64_t state =
         cost::model_state_bytes(plan.training, p.distributed_optimizer, rank.non_expert, dp_shards,
@@ -60,7 +69,7 @@ int64_t memory_lower_bound(const Plan& plan) {
       least_chunk = std::min(least_chunk, bytes);
     }
     if (least_chunk == INT64_MAX) least_chunk = 0;
-    bound = std::max(bound, state + overhead + least_chunk);
+    bound = std::max(bound, state + overhead + alive * least_chunk);
   }
   return bound;
 }

@@ -13,9 +13,11 @@ namespace mplan::sweep {
 // Max over pipeline stages of: the stage's model state (weights, main grads and optimizer state;
 // with the distributed optimizer sharded over the largest group Megatron could shard it over,
 // dp·cp, and expert dp for experts) + the runtime overhead of the GPU profile + the activations
-// one micro-batch leaves on the stage's smallest model chunk before its backward (the least that
-// is alive when the first backward starts), counted with every saving the cost model knows
-// (flash attention, no dropout) so that it stays below any setting the simulator uses.
+// alive when the stage's first backward starts: its warm-up forwards + 1 (Megatron's
+// num_warmup_microbatches, capped at all vpp·M chunk forwards), each counted as the stage's
+// smallest model chunk, layers only, with every saving the cost model knows (flash attention, no
+// dropout, only checkpoints under full recompute) so that it stays below any setting the
+// simulator uses.
 int64_t memory_lower_bound(const Plan& plan);
 
 }  // namespace mplan::sweep

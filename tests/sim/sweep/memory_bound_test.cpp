@@ -54,11 +54,20 @@ TEST(MemoryBound, HeaviestPipelineStageAndSmallestChunk) {
   p.parallel.vpp = 3;
   p.parallel.schedule = ScheduleKind::kInterleaved;
   // Stage 0: 12 layers + word and position embeddings; stage 1: 12 layers + final norm + its
-  // copy of the tied output weight. Stage 0 is heavier. One chunk = 4 layers.
+  // copy of the tied output weight. Stage 0 is heavier. One chunk = 4 layers. M = 4 micro-batches;
+  // Megatron's interleaved warm-up on rank 0: min(2 (pp - 1) + (vpp - 1) pp, vpp M) = 6 chunk
+  // forwards, + 1 before the first backward = 7 chunks alive (rank 1: 4 + 1 = 5).
   const int64_t stage0 = 12 * kLayer + 65536000 + 4194304;
   const int64_t stage1 = 12 * kLayer + 4096 + 65536000;
   ASSERT_GT(stage0, stage1);
-  EXPECT_EQ(memory_lower_bound(p), 18 * stage0 + kOverhead + 4 * 32 * kSbh);
+  EXPECT_EQ(memory_lower_bound(p), 18 * stage0 + kOverhead + 7 * 4 * 32 * kSbh);
+  // 1F1B: rank 0 warms up pp - 1 = 1 forward, + 1: two micro-batches of its 12 layers.
+  p.parallel.vpp = 1;
+  p.parallel.schedule = ScheduleKind::k1F1B;
+  EXPECT_EQ(memory_lower_bound(p), 18 * stage0 + kOverhead + 2 * 12 * 32 * kSbh);
+  // Fewer micro-batches than the warm-up: all of them (M = 1).
+  p.parallel.global_batch_size = 1;
+  EXPECT_EQ(memory_lower_bound(p), 18 * stage0 + kOverhead + 1 * 12 * 32 * kSbh);
 }
 
 TEST(MemoryBound, TensorAndSequenceParallel) {
