@@ -1,0 +1,177 @@
+// Chunk costs: the chunk's units in backward order with the recomputation Megatron-LM's
+// TransformerBlock does (transformer_block.py _checkpointed_forward: "uniform" checkpoints the
+// input of every group of recompute_num_layers layers and recomputes the group before its
+// backward; "block" checkpoints the first recompute_num_layers layers of the chunk one by one;
+// selective recomputes the attention core of every layer), and the gradient buckets Megatron
+// builds (param_and_grad_buffer.py: parameters in reverse order, a bucket closes once it holds at
+// least bucket_size elements), here at layer granularity.
+#include "sim/plan_sim/chunk_costs.hpp"
+
+#include <algorithm>
+
+#include "src/common/error.hpp"
+#include "src/model/layer_range.hpp"
+
+namespace mplan::sim {
+
+int64_t grad_bucket_numel(const Plan& plan) {
+  return std::max<int64_t>(40000000, 1000000 * plan.parallel.dp * plan.parallel.cp);
+}
+
+namespace {
+
+const LayerCosts& layer_of(const PlanCosts& c, const ModelSpec& m, int64_t layer) {
+  return m.is_moe_layer(layer) ? c.moe : c.dense;
+}
+
+}  // namespace
+
+void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage,
+                         ChunkTable& table) {
+  const ModelSpec& m = plan.model;
+  const ParallelConfig& p = plan.parallel;
+  table.vpp = p.vpp;
+  const bool full = p.recompute == Recompute::kFull;
+  const bool selective = p.recompute == Recompute::kSelective;
+  const int64_t group = std::max<int64_t>(1, p.recompute_num_layers);
+  for (int64_t c = 0; c < p.vpp; ++c) {
+    const LayerRange range = chunk_layers(m.num_layers, p, stage, c);
+    ChunkCosts ch;
+    ch.stage = stage;
+    ch.chunk = c;
+    ch.first_layer = range.first;
+    ch.num_layers = range.count;
+    ch.has_embedding = stage == 0 && c == 0;
+    ch.has_output = stage == p.pp - 1 && c == p.vpp - 1;
+    ch.unit_begin = static_cast<int32_t>(table.units.size());
+
+    auto add_unit = [&](ChunkUnit u) {
+      ch.fwd += u.fwd;
+      ch.bwd += u.bwd;
+      ch.bwd_input += u.bwd_input;
+      ch.bwd_weight += u.bwd_weight;
+      ch.dense_params += u.dense_params;
+      ch.expert_params += u.expert_params;
+      table.units.push_back(u);
+    };
+    if (ch.has_output) {
+      const ExtraCosts& x = costs.output;
+      ChunkUnit u;
+      u.kind = ChunkUnit::kOutput;
+      u.fwd = x.fwd.cost;
+      u.bwd = x.bwd.cost;
+      u.bwd_input = x.bwd_input.cost;
+      u.bwd_weight = x.bwd_weight.cost;
+      // Final norm (+ bias with LayerNorm) and the output weight unless it is the tied embedding.
+      u.dense_params =
+          x.params + (m.normalization == Normalization::kLayerNorm ? 2 : 1) * m.hidden_size;
+      add_unit(u);
+      ch.act_bytes += x.act_bytes;
+      ch.weight_input_bytes += x.weight_input_bytes;
+      ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, x.ws_fwd_bytes);
+      ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, x.ws_bwd_bytes);
+    }
+    for (int64_t l = range.first + range.count - 1; l >= range.first; --l) {
+      const int64_t local = l - range.first;  // position in the chunk
+      const LayerCosts& lc = layer_of(costs, m, l);
+      ChunkUnit u;
+      u.kind = ChunkUnit::kLayer;
+      u.moe = m.is_moe_layer(l);
+      u.layer = static_cast<int32_t>(l);
+      u.fwd = lc.fwd.cost;
+      u.dense_params = lc.dense_params;
+      u.expert_params = lc.expert_params;
+      PassCost recompute;
+      bool recomputed_layer = false;  // this layer's activations are recomputed (full)
+      if (selective) {
+        u.recompute_attention = true;
+        recompute = lc.attn_fwd.cost;
+        ch.recompute_bytes = std::max(ch.recompute_bytes, lc.act_full_bytes - lc.act_bytes);
+      } else if (full && p.recompute_method == RecomputeMethod::kUniform) {
+        recomputed_layer = true;
+        // The group of `group` layers that starts at a multiple of `group` in the chunk is
+        // recomputed when the backward reaches its last layer.
+        const int64_t g_first = local / group * group;
+        const int64_t g_last = std::min(g_first + group, range.count) - 1;
+        if (local == g_last) {
+          u.recompute_first = static_cast<int32_t>(range.first + g_first);
+          u.recompute_count = static_cast<int32_t>(g_last - g_first + 1);
+          int64_t bytes = 0;
+          for (int64_t k = g_first; k <= g_last; ++k) {
+            const LayerCosts& rk = layer_of(costs, m, range.first + k);
+            recompute += rk.fwd.cost;
+            bytes += rk.act_full_bytes;
+            if (m.is_moe_layer(range.first + k)) ++u.recompute_moe;
+          }
+          ch.recompute_bytes = std::max(ch.recompute_bytes, bytes);
+        }
+        if (local == g_first) ch.act_bytes += lc.ckpt_bytes;  // the group's input
+      } else if (full) {  // block: the first `group` layers of the chunk, one by one
+        recomputed_layer = local < group;
+        if (recomputed_layer) {
+          u.recompute_first = static_cast<int32_t>(l);
+          u.recompute_count = 1;
+          u.recompute_moe = u.moe ? 1 : 0;
+          recompute = lc.fwd.cost;
+          ch.act_bytes += lc.ckpt_bytes;
+          ch.recompute_bytes = std::max(ch.recompute_bytes, lc.act_full_bytes);
+        }
+      }
+      if (!recomputed_layer) ch.act_bytes += full ? lc.act_full_bytes : lc.act_bytes;
+      u.bwd = recompute + lc.bwd.cost;
+      u.bwd_input = recompute + lc.bwd_input.cost;
+      u.bwd_weight = lc.bwd_weight.cost;
+      ch.weight_input_bytes += lc.weight_input_bytes;
+      ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, lc.ws_fwd_bytes);
+      ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, lc.ws_bwd_bytes);
+      add_unit(u);
+    }
+    if (ch.has_embedding) {
+      const ExtraCosts& x = costs.embedding;
+      ChunkUnit u;
+      u.kind = ChunkUnit::kEmbedding;
+      u.fwd = x.fwd.cost;
+      u.bwd = x.bwd.cost;
+      u.bwd_input = x.bwd_input.cost;
+      u.bwd_weight = x.bwd_weight.cost;
+      u.dense_params = x.params;
+      add_unit(u);
+      ch.act_bytes += x.act_bytes;
+      ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, x.ws_fwd_bytes);
+      ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, x.ws_bwd_bytes);
+    }
+    ch.unit_end = static_cast<int32_t>(table.units.size());
+    ch.weight_input_bytes = std::min(ch.weight_input_bytes, ch.act_bytes);
+
+    // Buckets, in the order their gradients complete.
+    ch.bucket_begin = static_cast<int32_t>(table.buckets.size());
+    const bool bucketing = p.overlap_grad_reduce && stage == 0 && c == 0;
+    const int64_t limit = bucketing ? grad_bucket_numel(plan) : INT64_MAX;
+    int64_t open_dense = 0, open_expert = 0;
+    for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
+      const ChunkUnit& cu = table.units[u];
+      open_dense += cu.dense_params;
+      open_expert += cu.expert_params;
+      const int32_t rel = u - ch.unit_begin;
+      if (open_dense >= limit) {
+        table.buckets.push_back({false, open_dense, rel});
+        open_dense = 0;
+      }
+      if (open_expert >= limit) {
+        table.buckets.push_back({true, open_expert, rel});
+        open_expert = 0;
+      }
+    }
+    const int32_t last = ch.unit_end - ch.unit_begin - 1;
+    if (open_dense > 0) table.buckets.push_back({false, open_dense, last});
+    if (open_expert > 0) table.buckets.push_back({true, open_expert, last});
+    ch.bucket_end = static_cast<int32_t>(table.buckets.size());
+    int32_t split_points = 0;
+    for (int32_t b = ch.bucket_begin; b < ch.bucket_end; ++b)
+      if (table.buckets[b].last_unit != last) ++split_points;
+    ch.bucketed = split_points > 0;
+    table.chunks.push_back(ch);
+  }
+}
+
+}  // namespace mplan::sim

@@ -1,0 +1,622 @@
+// Layer costs, kernel by kernel in the order Megatron-LM's TransformerLayer runs them (input norm,
+// QKV, attention core, projection, bias-dropout-add, pre-MLP norm, FC1, activation, FC2,
+// bias-dropout-add), with the tensor-parallel collectives of its ColumnParallelLinear /
+// RowParallelLinear (megatron/core/tensor_parallel/layers.py and mappings.py):
+// - forward: an all-reduce after each row-parallel GEMM; with sequence parallelism an all-gather
+//   before each column-parallel GEMM and a reduce-scatter after each row-parallel one;
+// - backward: the row-parallel layers' backward is the identity (all-gather of the output
+//   gradient with sequence parallelism); the column-parallel layers all-reduce (reduce-scatter)
+//   their input gradient asynchronously while the weight-gradient GEMM runs, and with sequence
+//   parallelism all-gather their saved input again while the input-gradient GEMM runs
+//   (LinearWithGradAccumulationAndAsyncCommunication.backward): those collectives cost only what
+//   the GEMM beside them does not hide.
+// Sources of the kernel byte counts are in layer_costs.hpp and docs/cost-model.md.
+#include "sim/plan_sim/layer_costs.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/cost/activation_memory.hpp"
+#include "sim/cost/attention_cost.hpp"
+#include "sim/cost/gemm_cost.hpp"
+#include "sim/cost/memory_bound_cost.hpp"
+#include "sim/cost/model_state_memory.hpp"
+#include "src/common/error.hpp"
+
+namespace mplan::sim {
+
+const char* to_string(Cat c) {
+  switch (c) {
+    case Cat::kCompute:
+      return "compute";
+    case Cat::kTp:
+      return "tp";
+    case Cat::kCp:
+      return "cp";
+    case Cat::kEp:
+      return "ep";
+    case Cat::kDp:
+      return "dp";
+    case Cat::kOptimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
+  const ModelSpec& m = plan.model;
+  const ParallelConfig& p = plan.parallel;
+  PlanDims d;
+  d.e = bytes_per_element(plan.training.precision);
+  d.s = m.seq_length;
+  d.cp = p.cp;
+  d.sl = m.seq_length / p.cp;
+  d.b = p.micro_batch_size;
+  d.h = m.hidden_size;
+  d.a = m.num_attention_heads;
+  d.g = m.num_query_groups;
+  d.d = m.kv_channels;
+  d.ffn = m.ffn_hidden_size;
+  d.vocab = m.padded_vocab_size(p.tp);
+  d.t = p.tp;
+  d.sp = p.sequence_parallel && p.tp > 1;
+  d.r = d.sp ? p.tp : 1;
+  d.tokens = d.sl * d.b;
+  d.q_w = d.a * d.d / d.t;
+  d.kv_w = d.g * d.d / d.t;
+  d.gate = m.activation == Activation::kSwiglu ? 2 : 1;
+  d.flash = plan.training.attention_backend == AttentionBackend::kFlash;
+  d.dropout = options.dropout;
+  d.fused = options.fused_kernels;
+  d.bias = m.add_bias_linear;
+  d.rope = m.position_embedding == PositionEmbedding::kRope;
+  if (m.moe) {
+    d.experts = m.moe->num_experts;
+    d.topk = m.moe->topk;
+    d.moe_ffn = m.moe->moe_ffn_hidden_size;
+    d.shared_ffn = m.moe->shared_expert_ffn_hidden_size;
+    d.ep = p.ep;
+    d.etp = p.etp;
+  }
+  return d;
+}
+
+double optimizer_bytes(const Plan& plan, int64_t owned_params, int64_t held_params) {
+  const bool fp32 = plan.training.precision == Precision::kFp32;
+  const double per_owned = fp32 ? kOptimizerBytesPerOwnedParam32 : kOptimizerBytesPerOwnedParam16;
+  const double grad_bytes = cost::bytes_per_parameter(plan.training).grads;
+  return per_owned * static_cast<double>(owned_params) +
+         grad_bytes * static_cast<double>(held_params);
+}
+
+namespace {
+
+using cost::CollectiveKind;
+
+struct Ctx {
+  const Plan& plan;
+  const ClusterSpec& cluster;
+  const GpuSpec& gpu;
+  const PlanDims& d;
+  const StageGroups& groups;
+
+  double dbl(int64_t v) const { return static_cast<double>(v); }
+  int64_t gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const {
+    return cost::gemm_time_ns(gpu, {m, n, k, batch, d.e});
+  }
+  int64_t mem(double bytes) const { return cost::memory_bound_time_ns(gpu, bytes); }
+  int64_t coll(CollectiveKind k, double bytes, const cost::GroupPlacement& g) const {
+    return cost::collective_time_ns(cluster, k, bytes, g);
+  }
+  // Activation tensor of the residual stream on this GPU: (s/cp / r, b, h), in bytes.
+  double x_bytes() const { return dbl(d.e) * dbl(d.tokens) * dbl(d.h) / dbl(d.r); }
+  // The same, gathered over tensor parallel: (s/cp, b, h).
+  double full_x_bytes() const { return dbl(d.e) * dbl(d.tokens) * dbl(d.h); }
+  double tokens_r() const { return dbl(d.tokens) / dbl(d.r); }
+};
+
+// ---- shared pieces --------------------------------------------------------------------------
+
+void norm_forward(const Ctx& c, Pass& p, const char* name) {
+  p.add(name, Cat::kCompute, c.mem(kNormForwardPasses * c.x_bytes()));
+}
+void norm_backward(const Ctx& c, Pass& p, const char* name) {
+  p.add(name, Cat::kCompute, c.mem(kNormBackwardPasses * c.x_bytes()));
+}
+
+// Bias + dropout + residual add after a row-parallel GEMM (Megatron's bias_dropout_add_fused_*):
+// reads the branch and the residual, writes the sum (+ a 1-byte mask with dropout); unfused:
+// bias add, dropout and add as separate kernels.
+void bias_dropout_add_forward(const Ctx& c, Pass& p) {
+  const double x = c.x_bytes(), mask = c.tokens_r() * c.dbl(c.d.h);
+  double bytes = 3 * x + (c.d.dropout ? mask : 0);
+  if (!c.d.fused) bytes += (c.d.bias ? 2 * x : 0) + (c.d.dropout ? 2 * x : 0);
+  p.add("bias_dropout_add", Cat::kCompute, c.mem(bytes));
+}
+void bias_dropout_add_backward(const Ctx& c, Pass& p) {
+  const double x = c.x_bytes(), mask = c.tokens_r() * c.dbl(c.d.h);
+  double bytes = 2 * x + (c.d.dropout ? mask : 0) + (c.d.bias ? x : 0);
+  if (!c.d.fused) bytes += 2 * x;
+  p.add("bias_dropout_add_bwd", Cat::kCompute, c.mem(bytes));
+}
+
+// Column-parallel linear (QKV, FC1): forward all-gather with sequence parallelism, then the GEMM
+// (m = tokens, n = out_width on this GPU, k = h).
+void column_forward(const Ctx& c, Pass& p, const char* ag_name, const char* name, int64_t tokens,
+                    int64_t out_width, const cost::GroupPlacement& tp) {
+  if (c.d.sp)
+    p.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
+  p.add(name, Cat::kCompute, c.gemm(tokens, out_width, c.d.h));
+}
+// Row-parallel linear (projection, FC2): the GEMM (k = in_width on this GPU, n = h), then the
+// all-reduce, or reduce-scatter with sequence parallelism.
+void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name, int64_t tokens,
+                 int64_t in_width, const cost::GroupPlacement& tp) {
+  p.add(name, Cat::kCompute, c.gemm(tokens, c.d.h, in_width));
+  const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+  p.add(comm_name, Cat::kTp, c.coll(kind, c.full_x_bytes(), tp), true);
+}
+
+// Backward of a row-parallel linear: all-gather of the output gradient with sequence
+// parallelism; input-gradient GEMM (tokens x in_width x h) into `b_pass`, weight-gradient GEMM
+// (in_width x h x tokens) into `w_pass`.
+void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
+                  const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
+                  const cost::GroupPlacement& tp) {
+  if (c.d.sp)
+    b_pass.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
+  b_pass.add(dgrad_name, Cat::kCompute, c.gemm(tokens, in_width, c.d.h));
+  w_pass.add(wgrad_name, Cat::kCompute, c.gemm(in_width, c.d.h, tokens));
+}
+
+// Backward of a column-parallel linear, in three forms: `fused` (Megatron: the saved input's
+// all-gather overlaps the input-gradient GEMM, the input gradient's all-reduce / reduce-scatter
+// overlaps the weight-gradient GEMM) and split into `b_pass` / `w_pass` (zero-bubble: the
+// input-gradient collective is exposed in B; the input all-gather belongs to W).
+void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
+                     const char* wgrad_name, const char* ag_name, const char* comm_name,
+                     int64_t tokens, int64_t out_width, const cost::GroupPlacement& tp) {
+  const int64_t dgrad = c.gemm(tokens, c.d.h, out_width);
+  const int64_t wgrad = c.gemm(out_width, c.d.h, tokens);
+  const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
+  const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+  const int64_t comm = c.coll(kind, c.full_x_bytes(), tp);
+  fused.add(dgrad_name, Cat::kCompute, dgrad);
+  fused.add(ag_name, Cat::kTp, std::max<int64_t>(0, ag - dgrad), true);
+  fused.add(wgrad_name, Cat::kCompute, wgrad);
+  fused.add(comm_name, Cat::kTp, std::max<int64_t>(0, comm - wgrad), true);
+  b_pass.add(dgrad_name, Cat::kCompute, dgrad);
+  b_pass.add(comm_name, Cat::kTp, comm, true);
+  w_pass.add(ag_name, Cat::kTp, ag, true);
+  w_pass.add(wgrad_name, Cat::kCompute, wgrad);
+}
+
+// Both backward forms get the same item when it belongs to the input-gradient pass.
+struct BackwardPasses {
+  Pass& fused;
+  Pass& b;
+  Pass& w;
+  void add_b(const char* name, Cat cat, int64_t ns, bool comm = false) {
+    fused.add(name, cat, ns, comm);
+    b.add(name, cat, ns, comm);
+  }
+  void add_w(const char* name, Cat cat, int64_t ns, bool comm = false) {
+    fused.add(name, cat, ns, comm);
+    w.add(name, cat, ns, comm);
+  }
+};
+
+// ---- attention core -------------------------------------------------------------------------
+
+struct AttentionTimes {
+  int64_t fwd = 0, bwd = 0;        // compute
+  int64_t cp_fwd = 0, cp_bwd = 0;  // exposed context-parallel exchange
+};
+
+AttentionTimes attention_times(const Ctx& c) {
+  const PlanDims& d = c.d;
+  AttentionTimes at;
+  const int64_t heads = d.a / d.t, kv_heads = std::max<int64_t>(1, d.g / d.t);
+  cost::MaterializedSoftmax sm;
+  if (!d.fused) {
+    // --no-masked-softmax-fusion: masked_fill (read + write) and softmax (read + write) in 16
+    // bits forward; softmax backward (read output and gradient, write) and the masked_fill
+    // backward (read + write).
+    sm.forward_bytes_per_score = 8;
+    sm.backward_bytes_per_score = 10;
+  }
+  if (d.dropout) {
+    // Dropout on the probabilities: read, write, 1-byte mask; backward the same.
+    sm.forward_bytes_per_score += 5;
+    sm.backward_bytes_per_score += 5;
+  }
+  if (d.cp == 1) {
+    cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, d.d, true, d.e};
+    if (d.flash) {
+      at.fwd = cost::flash_attention_forward_ns(c.gpu, s);
+      at.bwd = cost::flash_attention_backward_ns(c.gpu, s);
+    } else {
+      at.fwd = cost::materialized_attention_forward_ns(c.gpu, s, sm);
+      at.bwd = cost::materialized_attention_backward_ns(c.gpu, s, sm);
+    }
+    return at;
+  }
+  // Context parallelism (Transformer Engine's load-balanced ring, Megatron's default p2p
+  // exchange): cp steps, each over (s/cp) x (s/cp) positions of which half are computed under the
+  // causal mask; K and V travel to the next rank while a step computes (and dK, dV with them in
+  // the backward), so each of the cp - 1 transfers costs what its step does not hide.
+  cost::AttentionShape step{d.b, heads, kv_heads, d.sl, d.sl, d.d, true, d.e};
+  int64_t step_fwd = 0, step_bwd = 0;
+  if (d.flash) {
+    step_fwd = cost::flash_attention_forward_ns(c.gpu, step);
+    step_bwd = cost::flash_attention_backward_ns(c.gpu, step);
+  } else {
+    step.causal = false;  // a materialized block computes every score
+    step_fwd = cost::materialized_attention_forward_ns(c.gpu, step, sm) / 2;
+    step_bwd = cost::materialized_attention_backward_ns(c.gpu, step, sm) / 2;
+  }
+  at.fwd = d.cp * step_fwd;
+  at.bwd = d.cp * step_bwd;
+  const double kv_bytes = c.dbl(d.e) * c.dbl(d.tokens) * 2.0 * c.dbl(d.kv_w);  // K and V
+  const int64_t send_fwd = cost::p2p_time_ns(c.cluster, kv_bytes, c.groups.cp_ring_same_node);
+  const int64_t send_bwd = cost::p2p_time_ns(c.cluster, 2 * kv_bytes, c.groups.cp_ring_same_node);
+  at.cp_fwd = (d.cp - 1) * std::max<int64_t>(0, send_fwd - step_fwd);
+  at.cp_bwd = (d.cp - 1) * std::max<int64_t>(0, send_bwd - step_bwd);
+  return at;
+}
+
+void attention_forward(const AttentionTimes& at, Pass& p) {
+  p.add("attention", Cat::kCompute, at.fwd);
+  p.add("cp_kv_exchange", Cat::kCp, at.cp_fwd, true);
+}
+
+// ---- dense and MoE layers -------------------------------------------------------------------
+
+void attention_block_forward(const Ctx& c, const AttentionTimes& at, Pass& p) {
+  const PlanDims& d = c.d;
+  norm_forward(c, p, "input_norm");
+  column_forward(c, p, "tp_all_gather", "qkv", d.tokens, d.q_w + 2 * d.kv_w, c.groups.tp);
+  if (d.rope)  // rotary embedding of Q and K: read + write
+    p.add("rope", Cat::kCompute, c.mem(2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
+  attention_forward(at, p);
+  row_forward(c, p, "proj", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.q_w,
+              c.groups.tp);
+  bias_dropout_add_forward(c, p);
+}
+
+void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPasses bp) {
+  const PlanDims& d = c.d;
+  bias_dropout_add_backward(c, bp.fused);
+  bias_dropout_add_backward(c, bp.b);
+  row_backward(c, bp.fused, bp.fused, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
+               c.groups.tp);
+  row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
+               c.groups.tp);
+  bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
+  bp.add_b("cp_kv_exchange", Cat::kCp, at.cp_bwd, true);
+  if (d.rope)
+    bp.add_b("rope_bwd", Cat::kCompute, c.mem(2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
+  column_backward(c, bp.fused, bp.b, bp.w, "qkv_dgrad", "qkv_wgrad", "tp_all_gather",
+                  d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.q_w + 2 * d.kv_w,
+                  c.groups.tp);
+  norm_backward(c, bp.fused, "input_norm_bwd");
+  norm_backward(c, bp.b, "input_norm_bwd");
+}
+
+// Element-wise activation over `elems` outputs: GeLU (fused with its bias) or SwiGLU.
+int64_t activation_forward_ns(const Ctx& c, double elems) {
+  const double e = c.dbl(c.d.e);
+  if (c.d.gate == 2) return c.mem(3 * e * elems);  // read 2F, write F
+  return c.mem((c.d.fused || !c.d.bias ? 2 : 4) * e * elems);
+}
+int64_t activation_backward_ns(const Ctx& c, double elems) {
+  const double e = c.dbl(c.d.e);
+  if (c.d.gate == 2) return c.mem(5 * e * elems);  // read dY (F), X (2F); write dX (2F)
+  return c.mem((c.d.fused || !c.d.bias ? 3 : 4) * e * elems);
+}
+
+// A tensor-parallel MLP of width `ffn` (the dense MLP, or MoE shared experts) on all tokens.
+void mlp_forward(const Ctx& c, Pass& p, int64_t ffn) {
+  const PlanDims& d = c.d;
+  const int64_t f_t = ffn / d.t;
+  column_forward(c, p, "tp_all_gather", "fc1", d.tokens, d.gate * f_t, c.groups.tp);
+  p.add("activation", Cat::kCompute, activation_forward_ns(c, c.dbl(d.tokens) * c.dbl(f_t)));
+  row_forward(c, p, "fc2", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, f_t,
+              c.groups.tp);
+}
+
+void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
+  const PlanDims& d = c.d;
+  const int64_t f_t = ffn / d.t;
+  row_backward(c, bp.fused, bp.fused, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
+               c.groups.tp);
+  row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
+               c.groups.tp);
+  bp.add_b("activation_bwd", Cat::kCompute,
+           activation_backward_ns(c, c.dbl(d.tokens) * c.dbl(f_t)));
+  column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
+                  d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t,
+                  c.groups.tp);
+}
+
+// MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):
+// router, permutation, all-to-all over ep, all-gather over expert tp, the local experts as one
+// grouped GEMM, and the way back; balanced routing.
+struct MoeShape {
+  double tokens = 0;  // tokens entering the layer on this GPU (s/cp·b / r)
+  double routed = 0;  // token copies processed by this GPU's experts: tokens·k·etp
+  int64_t local_experts = 0;
+  int64_t per_expert = 0;     // tokens per local expert
+  int64_t f_local = 0;        // F / etp
+  double dispatch_bytes = 0;  // this GPU's all-to-all send buffer: tokens·k·h·e
+};
+
+MoeShape moe_shape(const Ctx& c) {
+  const PlanDims& d = c.d;
+  MoeShape m;
+  m.tokens = c.tokens_r();
+  m.routed = m.tokens * c.dbl(d.topk) * c.dbl(d.etp);
+  m.local_experts = d.experts / d.ep;
+  m.per_expert =
+      std::max<int64_t>(1, std::llround(m.routed / static_cast<double>(m.local_experts)));
+  m.f_local = d.moe_ffn / d.etp;
+  m.dispatch_bytes = m.tokens * c.dbl(d.topk) * c.dbl(d.h) * c.dbl(d.e);
+  return m;
+}
+
+void moe_forward(const Ctx& c, Pass& p) {
+  const PlanDims& d = c.d;
+  const MoeShape m = moe_shape(c);
+  const int64_t tokens = std::llround(m.tokens);
+  p.add("router", Cat::kCompute, c.gemm(tokens, d.experts, d.h));
+  p.add("router_topk", Cat::kCompute, c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
+  p.add("permute", Cat::kCompute, c.mem(2 * m.dispatch_bytes));
+  p.add("ep_all_to_all", Cat::kEp, c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep),
+        true);
+  p.add("etp_all_gather", Cat::kEp,
+        c.coll(CollectiveKind::kAllGather, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
+        true);
+  p.add("expert_fc1", Cat::kCompute,
+        c.gemm(m.per_expert, d.gate * m.f_local, d.h, m.local_experts));
+  p.add("expert_activation", Cat::kCompute, activation_forward_ns(c, m.routed * c.dbl(m.f_local)));
+  p.add("expert_fc2", Cat::kCompute, c.gemm(m.per_expert, d.h, m.f_local, m.local_experts));
+  p.add("etp_reduce_scatter", Cat::kEp,
+        c.coll(CollectiveKind::kReduceScatter, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
+        true);
+  p.add("ep_all_to_all", Cat::kEp, c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep),
+        true);
+  p.add("unpermute", Cat::kCompute, c.mem(2 * m.dispatch_bytes + c.x_bytes()));
+  if (d.shared_ffn > 0) mlp_forward(c, p, d.shared_ffn);
+}
+
+void moe_backward(const Ctx& c, BackwardPasses bp) {
+  const PlanDims& d = c.d;
+  const MoeShape m = moe_shape(c);
+  const int64_t tokens = std::llround(m.tokens);
+  if (d.shared_ffn > 0) mlp_backward(c, bp, d.shared_ffn);
+  bp.add_b("unpermute_bwd", Cat::kCompute, c.mem(2 * m.dispatch_bytes + c.x_bytes()));
+  bp.add_b("ep_all_to_all", Cat::kEp,
+           c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep), true);
+  bp.add_b("etp_all_gather", Cat::kEp,
+           c.coll(CollectiveKind::kAllGather, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
+           true);
+  bp.add_b("expert_fc2_dgrad", Cat::kCompute,
+           c.gemm(m.per_expert, m.f_local, d.h, m.local_experts));
+  bp.add_w("expert_fc2_wgrad", Cat::kCompute,
+           c.gemm(m.f_local, d.h, m.per_expert, m.local_experts));
+  bp.add_b("expert_activation_bwd", Cat::kCompute,
+           activation_backward_ns(c, m.routed * c.dbl(m.f_local)));
+  bp.add_b("expert_fc1_dgrad", Cat::kCompute,
+           c.gemm(m.per_expert, d.h, d.gate * m.f_local, m.local_experts));
+  bp.add_w("expert_fc1_wgrad", Cat::kCompute,
+           c.gemm(d.gate * m.f_local, d.h, m.per_expert, m.local_experts));
+  bp.add_b(
+      "etp_reduce_scatter", Cat::kEp,
+      c.coll(CollectiveKind::kReduceScatter, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
+      true);
+  bp.add_b("ep_all_to_all", Cat::kEp,
+           c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep), true);
+  bp.add_b("permute_bwd", Cat::kCompute, c.mem(2 * m.dispatch_bytes));
+  bp.add_b("router_bwd", Cat::kCompute,
+           c.gemm(tokens, d.h, d.experts) + c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
+  bp.add_w("router_wgrad", Cat::kCompute, c.gemm(d.experts, d.h, tokens));
+}
+
+// Parameters of one layer on this GPU (Megatron's sharding, as rank_params counts them).
+void layer_params_on_gpu(const Plan& plan, bool moe, int64_t& dense, int64_t& expert) {
+  const ModelSpec& m = plan.model;
+  const ParallelConfig& p = plan.parallel;
+  const int64_t h = m.hidden_size, bias = m.add_bias_linear ? 1 : 0;
+  const int64_t norm = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
+  const int64_t q = m.kv_channels * m.num_attention_heads, kv = m.kv_channels * m.num_query_groups;
+  const int64_t glu = m.activation == Activation::kSwiglu ? 2 : 1;
+  auto mlp_shard = [&](int64_t ffn, int64_t n) {
+    return (h * ffn * glu + bias * ffn * glu + ffn * h) / n + bias * h;
+  };
+  dense = 2 * norm + (h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h) / p.tp + bias * h;
+  expert = 0;
+  if (!moe) {
+    dense += mlp_shard(m.ffn_hidden_size, p.tp);
+    return;
+  }
+  dense += m.moe->num_experts * h + bias * m.moe->num_experts;  // router
+  if (m.moe->shared_expert_ffn_hidden_size > 0)
+    dense += mlp_shard(m.moe->shared_expert_ffn_hidden_size, p.tp);
+  expert = m.moe->num_experts / p.ep * mlp_shard(m.moe->moe_ffn_hidden_size, p.etp);
+}
+
+cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d, bool moe,
+                                            Recompute recompute) {
+  cost::LayerActivationShape s;
+  s.seq_length = d.s;
+  s.micro_batch = d.b;
+  s.hidden = d.h;
+  s.heads = d.a;
+  s.query_groups = d.g;
+  s.head_dim = d.d;
+  s.ffn_hidden = d.ffn;
+  s.gated_mlp = d.gate == 2;
+  s.tp = d.t;
+  s.cp = d.cp;
+  s.sequence_parallel = d.sp;
+  s.recompute = recompute;
+  s.flash_attention = d.flash;
+  s.attention_dropout = d.dropout;
+  s.hidden_dropout = d.dropout;
+  s.bytes_per_element = d.e;
+  if (moe && plan.model.moe) {
+    s.moe = true;
+    s.num_experts = d.experts;
+    s.topk = d.topk;
+    s.moe_ffn_hidden = d.moe_ffn;
+    s.shared_ffn_hidden = d.shared_ffn;
+    s.etp = d.etp;
+  }
+  return s;
+}
+
+void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l) {
+  const PlanDims& d = c.d;
+  // Forward.
+  attention_block_forward(c, at, l.fwd);
+  norm_forward(c, l.fwd, "pre_mlp_norm");
+  if (moe)
+    moe_forward(c, l.fwd);
+  else
+    mlp_forward(c, l.fwd, d.ffn);
+  bias_dropout_add_forward(c, l.fwd);
+  attention_forward(at, l.attn_fwd);
+
+  // Backward, in reverse.
+  BackwardPasses bp{l.bwd, l.bwd_input, l.bwd_weight};
+  bias_dropout_add_backward(c, l.bwd);
+  bias_dropout_add_backward(c, l.bwd_input);
+  if (moe)
+    moe_backward(c, bp);
+  else
+    mlp_backward(c, bp, d.ffn);
+  norm_backward(c, l.bwd, "pre_mlp_norm_bwd");
+  norm_backward(c, l.bwd_input, "pre_mlp_norm_bwd");
+  attention_block_backward(c, at, bp);
+
+  layer_params_on_gpu(c.plan, moe, l.dense_params, l.expert_params);
+  if (!d.fused)  // --no-gradient-accumulation-fusion: main_grad += grad, every micro-batch
+    bp.add_w("grad_accumulate", Cat::kCompute,
+             c.mem(kGradAccumulateBytesPerParam * c.dbl(l.dense_params + l.expert_params)));
+
+  // Memory.
+  const Recompute rc =
+      c.plan.parallel.recompute == Recompute::kSelective ? Recompute::kSelective : Recompute::kNone;
+  l.act_bytes = cost::layer_activation_bytes(activation_shape(c.plan, d, moe, rc)).total();
+  l.act_full_bytes =
+      cost::layer_activation_bytes(activation_shape(c.plan, d, moe, Recompute::kNone)).total();
+  l.ckpt_bytes =
+      cost::layer_activation_bytes(activation_shape(c.plan, d, moe, Recompute::kFull)).total();
+  const double e = c.dbl(d.e);
+  double w_in = 2 * c.x_bytes() + e * c.dbl(d.tokens) * c.dbl(d.q_w);  // QKV, FC1/router, proj
+  double ffn_elems = c.dbl(d.tokens) * c.dbl(d.ffn / d.t);
+  if (moe) {
+    const MoeShape m = moe_shape(c);
+    w_in += e * m.routed * c.dbl(d.h);  // expert FC1 input
+    ffn_elems = m.routed * c.dbl(m.f_local) + c.dbl(d.tokens) * c.dbl(d.shared_ffn / d.t);
+  }
+  w_in += e * ffn_elems;  // FC2 inputs
+  l.weight_input_bytes = std::llround(w_in);
+  const double score_bytes =
+      d.flash ? 0.0 : e * c.dbl(d.a / d.t) * c.dbl(d.b) * c.dbl(d.sl) * c.dbl(d.s);
+  l.ws_fwd_bytes = std::llround(score_bytes);
+  double ws_bwd = std::max(2 * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes);
+  if (!d.fused) ws_bwd += e * c.dbl(d.h) * c.dbl(d.gate * (moe ? d.moe_ffn / d.etp : d.ffn / d.t));
+  l.ws_bwd_bytes = std::llround(ws_bwd);
+}
+
+void build_embedding(const Ctx& c, ExtraCosts& x) {
+  const PlanDims& d = c.d;
+  const ModelSpec& m = c.plan.model;
+  const double full = c.full_x_bytes(), xb = c.x_bytes();
+  const bool learned = m.position_embedding == PositionEmbedding::kLearned;
+  // Vocabulary-parallel lookup over all s/cp·b tokens (plus masking of out-of-range ids with tp),
+  // then all-reduce / reduce-scatter over tp; position add and dropout on this GPU's tokens.
+  x.fwd.add("embedding", Cat::kCompute, c.mem((d.t > 1 ? 4 : 2) * full));
+  x.fwd.add(
+      d.sp ? "tp_reduce_scatter" : "tp_all_reduce", Cat::kTp,
+      c.coll(d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, full, c.groups.tp),
+      true);
+  double post = learned ? 3 * xb : 0;
+  if (d.dropout) post += 2 * xb + c.tokens_r() * c.dbl(d.h);
+  x.fwd.add("position_dropout", Cat::kCompute, c.mem(post));
+  // Backward: all-gather of the gradient with sequence parallelism; the embedding's gradient is
+  // a dense 16-bit tensor (zeroed, scatter-added) accumulated into the fp32 main gradient.
+  const int64_t vocab_shard = d.vocab / d.t * d.h;
+  x.params = vocab_shard + (learned ? m.max_position_embeddings * d.h : 0);
+  for (Pass* p : {&x.bwd, &x.bwd_input}) {
+    if (d.sp)
+      p->add("tp_all_gather", Cat::kTp, c.coll(CollectiveKind::kAllGather, full, c.groups.tp),
+             true);
+  }
+  const int64_t grad_ns =
+      c.mem((learned ? 2 : 1) * 2 * full + (2 + kGradAccumulateBytesPerParam) * c.dbl(x.params));
+  x.bwd.add("embedding_bwd", Cat::kCompute, grad_ns);
+  x.bwd_weight.add("embedding_bwd", Cat::kCompute, grad_ns);
+  x.act_bytes =
+      cost::embedding_activation_bytes(activation_shape(c.plan, d, false, Recompute::kNone));
+}
+
+void build_output(const Ctx& c, ExtraCosts& x) {
+  const PlanDims& d = c.d;
+  const double logits = c.dbl(d.tokens) * c.dbl(d.vocab / d.t);
+  norm_forward(c, x.fwd, "final_norm");
+  column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp);
+  x.fwd.add("cross_entropy", Cat::kCompute, c.mem(kCrossEntropyForwardBytesPerLogit * logits));
+  // Three all-reduces of one fp32 value per token over tp: max, predicted logit, sum.
+  x.fwd.add("tp_all_reduce", Cat::kTp,
+            3 * c.coll(CollectiveKind::kAllReduce, 4.0 * c.dbl(d.tokens), c.groups.tp), true);
+  BackwardPasses bp{x.bwd, x.bwd_input, x.bwd_weight};
+  bp.add_b("cross_entropy_bwd", Cat::kCompute, c.mem(kCrossEntropyBackwardBytesPerLogit * logits));
+  column_backward(c, x.bwd, x.bwd_input, x.bwd_weight, "logits_dgrad", "logits_wgrad",
+                  "tp_all_gather", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens,
+                  d.vocab / d.t, c.groups.tp);
+  norm_backward(c, x.bwd, "final_norm_bwd");
+  norm_backward(c, x.bwd_input, "final_norm_bwd");
+  const ModelSpec& m = c.plan.model;
+  const bool own_weight = !m.tied_embeddings || c.plan.parallel.pp > 1;
+  x.params = own_weight ? d.vocab / d.t * d.h : 0;
+  if (!d.fused)
+    bp.add_w("grad_accumulate", Cat::kCompute,
+             c.mem(kGradAccumulateBytesPerParam * c.dbl(d.vocab / d.t * d.h)));
+  x.act_bytes = cost::output_layer_activation_bytes(
+      activation_shape(c.plan, d, false, Recompute::kNone), d.vocab);
+  x.weight_input_bytes = std::llround(c.full_x_bytes());
+  // Forward: the 16-bit logits before their fp32 copy; backward: the 16-bit logit gradient.
+  x.ws_fwd_bytes = std::llround(c.dbl(d.e) * logits);
+  x.ws_bwd_bytes = std::llround(c.dbl(d.e) * logits);
+}
+
+void reset(LayerCosts& l, bool rec) {
+  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd}) p->clear(rec);
+  l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = 0;
+  l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = 0;
+}
+void reset(ExtraCosts& x, bool rec) {
+  for (Pass* p : {&x.fwd, &x.bwd, &x.bwd_input, &x.bwd_weight}) p->clear(rec);
+  x.act_bytes = x.weight_input_bytes = x.ws_fwd_bytes = x.ws_bwd_bytes = x.params = 0;
+}
+
+}  // namespace
+
+void build_plan_costs(const Plan& plan, const SimOptions& options, const StageGroups& groups,
+                      bool record_items, PlanCosts& out) {
+  out.dims = plan_dims(plan, options);
+  reset(out.dense, record_items);
+  reset(out.moe, record_items);
+  reset(out.embedding, record_items);
+  reset(out.output, record_items);
+  const Ctx c{plan, plan.cluster, plan.cluster.gpu, out.dims, groups};
+  const AttentionTimes at = attention_times(c);
+  if (plan.model.num_moe_layers() < plan.model.num_layers) build_layer(c, at, false, out.dense);
+  if (plan.model.moe) build_layer(c, at, true, out.moe);
+  build_embedding(c, out.embedding);
+  build_output(c, out.output);
+}
+
+}  // namespace mplan::sim

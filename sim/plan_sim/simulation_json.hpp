@@ -1,0 +1,15 @@
+// The JSON document of a simulation (`mplan simulate --json`, the sweep's per-plan records):
+// iteration time, throughput, FLOP rates, the time breakdown and the memory per stage.
+// Invariant: carries schema_version; sizes are integer bytes, times seconds.
+#pragma once
+
+#include "sim/plan_sim/simulate.hpp"
+#include "src/common/json_reader.hpp"
+
+namespace mplan::sim {
+
+inline constexpr int kSimulationSchemaVersion = 1;
+
+Json simulation_to_json(const SimulationResult& r);
+
+}  // namespace mplan::sim

@@ -1,0 +1,177 @@
+// Tests of `mplan simulate` run as a program: the text report, the JSON shape the issue fixes
+// (iteration_time_s, tokens_per_s, model_tflops_per_gpu, mfu, breakdown, memory.per_stage...),
+// --hardware replacing the cluster, --trace writing a Chrome trace, --full-grid giving the same
+// time, and exit 2 with every broken rule for an invalid plan or a bad flag value.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::ordered_json;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "mplan_simulate_" + std::to_string(::getpid()) + "_" + name;
+}
+
+Result run(const std::string& args) {
+  std::string base = temp_path("run");
+  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+const std::string kDp4 = std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
+
+std::string write_plan(const std::string& name, const Json& plan) {
+  std::string path = temp_path(name);
+  std::ofstream(path) << plan.dump(2);
+  return path;
+}
+
+Json pipeline_plan() {
+  return Json::parse(R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
+    "parallel": {"tp": 2, "pp": 2, "dp": 1, "micro_batch_size": 4, "global_batch_size": 64}})");
+}
+
+TEST(SimulateCli, TextReport) {
+  Result r = run("simulate " + kDp4);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpt3-1.3b on 4 GPUs of h200x4"));
+  EXPECT_THAT(r.out, HasSubstr("4 micro-batches of 4"));
+  for (const char* s : {"iteration time", "tokens/s", "model TFLOP/s per GPU",
+                        "Megatron-LM's num_floating_point_operations", "MFU", "time breakdown",
+                        "tensor-parallel comm", "pipeline bubble", "optimizer",
+                        "peak memory per pipeline stage", "activations", "fits"})
+    EXPECT_THAT(r.out, HasSubstr(s));
+}
+
+TEST(SimulateCli, JsonShape) {
+  Result r = run("simulate " + write_plan("pp.json", pipeline_plan()) + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* k : {"iteration_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu"}) {
+    ASSERT_TRUE(j[k].is_number()) << k;
+    EXPECT_GT(j[k].get<double>(), 0) << k;
+  }
+  EXPECT_EQ(j["flops_formula"], "megatron");
+  // tokens/s = 64 sequences x 2048 tokens / iteration time.
+  EXPECT_NEAR(j["tokens_per_s"].get<double>(), 64.0 * 2048 / j["iteration_time_s"].get<double>(),
+              1e-6 * j["tokens_per_s"].get<double>());
+  double sum = 0;
+  for (const char* k : {"compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
+                        "dp_comm_s", "bubble_s", "optimizer_s"}) {
+    ASSERT_TRUE(j["breakdown"][k].is_number()) << k;
+    sum += j["breakdown"][k].get<double>();
+  }
+  EXPECT_NEAR(sum, j["iteration_time_s"].get<double>(), 1e-9);
+  const Json& m = j["memory"];
+  ASSERT_EQ(m["per_stage"].size(), 2u);
+  int64_t peak = 0;
+  for (size_t s = 0; s < 2; ++s) {
+    const Json& st = m["per_stage"][s];
+    EXPECT_EQ(st["pp_rank"], s);
+    int64_t parts = 0;
+    for (const char* k :
+         {"weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes"})
+      parts += st[k].get<int64_t>();
+    EXPECT_EQ(st["peak_bytes"].get<int64_t>(), parts);
+    peak = std::max(peak, st["peak_bytes"].get<int64_t>());
+  }
+  EXPECT_EQ(m["peak_bytes"], peak);
+  EXPECT_EQ(m["capacity_bytes"].get<int64_t>(), static_cast<int64_t>(140.4 * (1 << 30) + 0.5));
+  EXPECT_EQ(m["fits"], true);
+}
+
+TEST(SimulateCli, FullGridGivesTheSameTime) {
+  const std::string path = write_plan("grid.json", pipeline_plan());
+  Result a = run("simulate " + path + " --json");
+  Result b = run("simulate " + path + " --json --full-grid");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(Json::parse(a.out)["iteration_time_s"], Json::parse(b.out)["iteration_time_s"]);
+  EXPECT_EQ(Json::parse(b.out)["simulation"]["engine_ranks"], 4);
+}
+
+TEST(SimulateCli, HardwareReplacesTheCluster) {
+  Result h200 = run("simulate " + kDp4 + " --json");
+  Result a100 = run("simulate " + kDp4 + " --json --hardware dgx-a100-80g");
+  ASSERT_EQ(a100.code, 0) << a100.err;
+  const Json a = Json::parse(a100.out), h = Json::parse(h200.out);
+  EXPECT_EQ(a["hardware"], "dgx-a100-80g");
+  EXPECT_GT(a["iteration_time_s"].get<double>(), 2 * h["iteration_time_s"].get<double>());
+  EXPECT_EQ(a["memory"]["capacity_bytes"].get<int64_t>(), int64_t{80} << 30);
+  Result bad = run("simulate " + kDp4 + " --hardware dgx-z9000");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--hardware"));
+}
+
+TEST(SimulateCli, TraceIsChromeTraceJson) {
+  const std::string trace = temp_path("trace.json");
+  Result r = run("simulate " + write_plan("t.json", pipeline_plan()) + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json t = Json::parse(slurp(trace));
+  int processes = 0, complete = 0;
+  for (const Json& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] == "X") ++complete;
+  }
+  EXPECT_EQ(processes, 2);  // one per pipeline stage
+  EXPECT_GT(complete, 100);
+  std::remove(trace.c_str());
+  Result bad = run("simulate " + kDp4 + " --trace /nonexistent-dir/t.json");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--trace: cannot write"));
+}
+
+TEST(SimulateCli, InvalidPlanListsEveryViolation) {
+  Json p = pipeline_plan();
+  p["parallel"]["tp"] = 3;                  // 16 heads
+  p["parallel"]["global_batch_size"] = 30;  // not a multiple of 4 x dp
+  const std::string path = write_plan("bad.json", p);
+  Result r = run("simulate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("broken rules:"));
+  EXPECT_THAT(r.err, HasSubstr("parallel.tp"));
+  EXPECT_THAT(r.err, HasSubstr("parallel.global_batch_size"));
+  EXPECT_TRUE(r.out.empty());
+  Result missing = run("simulate /nonexistent/plan.json");
+  EXPECT_EQ(missing.code, 2);
+}
+
+TEST(SimulateCli, HelpListsEveryOption) {
+  Result r = run("simulate --help");
+  ASSERT_EQ(r.code, 0);
+  for (const char* s : {"--hardware", "--json", "--trace", "--full-grid", "--no-dropout",
+                        "--no-fusion", "--scatter-gather-tensors-in-pipeline", "Examples:"})
+    EXPECT_THAT(r.out, HasSubstr(s));
+}
+
+}  // namespace
