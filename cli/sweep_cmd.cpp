@@ -72,8 +72,11 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
   const double rate =
       res.wall_time_s > 0 ? static_cast<double>(res.simulated) / res.wall_time_s : 0;
   std::cout << res.candidates << " candidates: " << res.invalid << " invalid, " << res.out_of_memory
-            << " out of memory (" << res.out_of_memory_pruned << " proved without simulating), "
-            << res.simulated << " simulated, " << res.fits << " fit; "
+            << " out of memory (" << res.out_of_memory_pruned << " proved without simulating), ";
+  if (res.skipped > 0)
+    std::cout << res.skipped << " skipped (a bound keeps them below the top " << res.top_k
+              << "), ";
+  std::cout << res.simulated << " simulated, " << res.fits << " fit; "
             << format_fixed(res.wall_time_s, 2) << " s on " << res.threads << " thread"
             << (res.threads > 1 ? "s" : "") << " (" << format_fixed(rate, 0) << " simulated/s)\n";
   if (!res.invalid_by_rule.empty()) {
@@ -83,7 +86,7 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
   }
   if (res.ranking.empty()) return;
   const int64_t k = std::min<int64_t>(o.top, static_cast<int64_t>(res.ranking.size()));
-  std::cout << "\ntop " << k << " of " << res.fits << " by "
+  std::cout << "\ntop " << k << " by "
             << (req.objective == sweep::Objective::kThroughput ? "tokens/s" : "peak memory")
             << ":\n";
   Table t({"#", "layout", "schedule", "mbs", "M", "sp", "recompute", "dist-opt", "iteration",
@@ -131,6 +134,7 @@ void run_sweep_cmd(SweepCliOptions& o) {
                      ? static_cast<int>(std::min<int64_t>(o.threads, 4096))
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   opts.prune = !o.no_prune;
+  opts.top_k = o.top;
   const bool bar = stderr_is_terminal();
   const auto t0 = std::chrono::steady_clock::now();
   if (bar) {
@@ -211,8 +215,8 @@ void add_sweep(CLI::App& app) {
                   "memory; ties: more tokens/s). Default throughput");
   cmd->add_flag("--json", o->json, "Print the summary and the top K as JSON instead of text");
   cmd->add_flag("--no-prune", o->no_prune,
-                "Simulate every valid candidate, also those the memory bound proves out of "
-                "memory (slower; same ranking)");
+                "Simulate every valid candidate, also those a lower bound proves out of memory "
+                "or below the top K (slower; complete counts and CSV; same top K)");
   cmd->footer(
       "Searches tp (within a node), cp, pp (uneven first/last stage when pp does not divide the\n"
       "layers), dp, ep/etp (MoE), vpp, micro-batch 1-16, sequence parallel, recompute\n"

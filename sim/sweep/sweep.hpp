@@ -1,7 +1,8 @@
 // run_sweep(): every candidate of the search space validated, bounded, simulated and ranked.
-// Invariants: the result depends only on the request — not on the thread count, not on the
-// order threads finish in, not on pruning (a pruned candidate is one the memory lower bound
-// proves out of memory; it is counted as out of memory exactly as if it had been simulated).
+// Invariants: the result depends only on the request and the options — not on the thread count,
+// not on the order threads finish in; and pruning never changes the top K: a candidate is left
+// unsimulated only when a lower bound proves it out of memory (counted as out of memory, as if
+// simulated) or, with top_k, proves it ranks below the K-th best (counted as skipped).
 #pragma once
 
 #include <cstdint>
@@ -31,8 +32,15 @@ using SimulateFn = std::function<sim::SimulationResult(const Plan&)>;
 
 struct SweepOptions {
   int threads = 1;
-  bool prune = true;    // skip simulating what memory_lower_bound() proves out of memory
-  SimulateFn simulate;  // empty: mplan::sim::simulate with default options
+  bool prune = true;  // skip simulating what memory_lower_bound() proves out of memory
+  // > 0 (with prune): also skip what cannot reach the top `top_k` — candidates are simulated in
+  // order of a lower bound on their rank key (iteration time: time_bound.hpp; peak memory for
+  // the memory objective), in rounds of a fixed size, until the next one's bound is worse than
+  // the top_k-th best that fits so far. The top top_k is the same as without pruning.
+  int64_t top_k = 0;
+  // Empty: mplan::sim::simulate with default options. A replacement (tests) must keep the
+  // bounds' promises: peak >= memory_lower_bound() and, with top_k, time >= the time bound.
+  SimulateFn simulate;
   // Called on the calling thread about every progress_interval_s while the workers run, and
   // once at the end with done == total.
   std::function<void(int64_t done, int64_t total)> progress;
@@ -66,12 +74,16 @@ struct RuleCount {
 };
 
 struct SweepResult {
+  // candidates = invalid + out_of_memory_pruned + skipped + simulated; simulated = fits + the
+  // simulated ones out of memory.
   int64_t candidates = 0;
   int64_t invalid = 0;
   int64_t out_of_memory = 0;         // simulated and not fitting, plus pruned
   int64_t out_of_memory_pruned = 0;  // of those, proved by the lower bound without simulating
+  int64_t skipped = 0;               // valid, not simulated: a bound keeps them below the top K
   int64_t simulated = 0;
   int64_t fits = 0;
+  int64_t top_k = 0;  // the K of `skipped` (0 when nothing was skipped that way)
   std::vector<RuleCount> invalid_by_rule;  // most frequent first, then by rule
   std::vector<Evaluated> evaluated;        // every simulated candidate, in enumeration order
   std::vector<int64_t> ranking;            // positions in `evaluated` of fitting ones, best first
@@ -84,6 +96,9 @@ struct SweepResult {
 
   const Evaluated& best() const { return evaluated.at(static_cast<size_t>(ranking.at(0))); }
 };
+
+// The same as `simulate` as run_sweep calls it (default: mplan::sim::simulate).
+sim::SimulationResult simulate_with(const SweepOptions& options, const Plan& plan);
 
 // The plan a candidate stands for: the request's model, cluster and training, with its layout.
 Plan plan_of(const SweepRequest& request, const Candidate& c);

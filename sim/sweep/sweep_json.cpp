@@ -53,10 +53,12 @@ Json sweep_to_json(const SweepRequest& request, const SweepResult& result, int64
   j["seq_length"] = request.base.model.seq_length;
   j["objective"] = to_string(request.objective);
   j["fixed"] = to_string(request.fixed);
+  j["top_k"] = top_k;
   j["counts"] = {{"candidates", result.candidates},
                  {"invalid", result.invalid},
                  {"out_of_memory", result.out_of_memory},
                  {"out_of_memory_pruned", result.out_of_memory_pruned},
+                 {"skipped", result.skipped},
                  {"simulated", result.simulated},
                  {"fits", result.fits}};
   j["invalid_by_rule"] = Json::array();

@@ -22,8 +22,8 @@ int64_t num_microbatches(const Candidate& c, int64_t global_batch_size);
 // model_tflops_per_gpu, mfu, bubble_fraction, peak_bytes, capacity_bytes, fits}.
 Json evaluated_to_json(const Evaluated& e, int64_t global_batch_size, int64_t rank = 0);
 
-// {schema_version, model, cluster, gpus, global_batch_size, seq_length, objective, fixed,
-//  counts {candidates, invalid, out_of_memory, out_of_memory_pruned, simulated, fits},
+// {schema_version, model, cluster, gpus, global_batch_size, seq_length, objective, fixed, top_k,
+//  counts {candidates, invalid, out_of_memory, out_of_memory_pruned, skipped, simulated, fits},
 //  invalid_by_rule [{rule, example, count}], top [...], best_plan (path or null),
 //  wall_time_s, threads}.
 Json sweep_to_json(const SweepRequest& request, const SweepResult& result, int64_t top_k,

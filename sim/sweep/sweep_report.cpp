@@ -206,6 +206,9 @@ figure { margin: 0; overflow-x: auto; } figcaption { font-size: 13px; margin-bot
            "; GPU memory ", gib(res.capacity_bytes), " GiB.</p>\n");
   o += cat("<p>", res.candidates, " candidates: ", res.invalid, " invalid, ", res.out_of_memory,
            " out of memory (", res.out_of_memory_pruned, " of them proved without simulating), ",
+           res.skipped > 0 ? cat(res.skipped, " skipped (a lower bound keeps them below the top ",
+                                 res.top_k, "; not simulated, not shown), ")
+                           : std::string(),
            res.simulated, " simulated, ", res.fits, " fit. Sweep wall time ",
            fixed(res.wall_time_s, 2), " s on ", res.threads, " threads.</p>\n");
   if (!command.empty()) o += cat("<p>Command: <code>", html_escape(command), "</code></p>\n");

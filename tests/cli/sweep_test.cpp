@@ -74,7 +74,7 @@ TEST(SweepCli, DefaultsWorkOutOfTheBox) {
   EXPECT_THAT(r.out, HasSubstr(" invalid, "));
   EXPECT_THAT(r.out, HasSubstr(" out of memory ("));
   EXPECT_THAT(r.out, HasSubstr(" simulated, "));
-  EXPECT_THAT(r.out, HasSubstr("top 10 of "));
+  EXPECT_THAT(r.out, HasSubstr("top 10 by tokens/s:"));
   for (const char* col : {"layout", "schedule", "mbs", "recompute", "iteration", "TFLOP/s/GPU",
                           "MFU", "bubble", "peak / capacity"})
     EXPECT_THAT(r.out, HasSubstr(col)) << col;

@@ -27,8 +27,10 @@ TEST(SweepJson, Shape) {
   EXPECT_EQ(c["candidates"], 384);
   EXPECT_EQ(c["invalid"], 42);
   EXPECT_EQ(c["simulated"].get<int64_t>() + c["invalid"].get<int64_t>() +
-                c["out_of_memory_pruned"].get<int64_t>(),
+                c["out_of_memory_pruned"].get<int64_t>() + c["skipped"].get<int64_t>(),
             384);
+  EXPECT_EQ(c["skipped"], 0);
+  EXPECT_EQ(j["top_k"], 3);
   ASSERT_EQ(j["invalid_by_rule"].size(), 2u);
   EXPECT_EQ(j["invalid_by_rule"][0]["count"], 24);
   EXPECT_TRUE(j["invalid_by_rule"][0]["rule"].is_string());

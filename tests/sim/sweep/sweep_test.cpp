@@ -11,6 +11,7 @@
 
 #include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/memory_bound.hpp"
+#include "src/common/error.hpp"
 #include "src/plan/validate.hpp"
 #include "tests/sim/sweep/sweep_test_util.hpp"
 
@@ -43,6 +44,7 @@ void expect_same_result(const SweepResult& a, const SweepResult& b) {
   EXPECT_EQ(a.simulated, b.simulated);
   EXPECT_EQ(a.fits, b.fits);
   EXPECT_EQ(a.least_known_peak_bytes, b.least_known_peak_bytes);
+  EXPECT_EQ(a.skipped, b.skipped);
   ASSERT_EQ(a.invalid_by_rule.size(), b.invalid_by_rule.size());
   for (size_t i = 0; i < a.invalid_by_rule.size(); ++i) {
     EXPECT_EQ(a.invalid_by_rule[i].rule, b.invalid_by_rule[i].rule);
@@ -220,6 +222,55 @@ TEST(SweepWithSimulator, PruningDoesNotChangeTheResult) {
     if (gib == 12.0) {
       EXPECT_GT(a.out_of_memory_pruned, 0);  // the bound does prune here
     }
+  }
+}
+
+// Skipping what cannot reach the top K leaves the top K (and best) as simulating everything does.
+void expect_same_top(const SweepResult& a, const SweepResult& b, int64_t k) {
+  ASSERT_GE(static_cast<int64_t>(a.ranking.size()), std::min<int64_t>(k, b.fits));
+  for (int64_t i = 0; i < k && i < b.fits; ++i) {
+    const Evaluated& x = a.evaluated[static_cast<size_t>(a.ranking[i])];
+    const Evaluated& y = b.evaluated[static_cast<size_t>(b.ranking[i])];
+    ASSERT_EQ(x.index, y.index) << "rank " << i + 1;
+    ASSERT_TRUE(same_figures(x.figures, y.figures)) << "rank " << i + 1;
+  }
+}
+
+TEST(SweepWithSimulator, SkippingBelowTheTopKDoesNotChangeTheTopK) {
+  for (Objective objective : {Objective::kThroughput, Objective::kMemory}) {
+    for (int64_t k : {1, 5, 40}) {
+      SCOPED_TRACE(cat(to_string(objective), " top ", k));
+      SweepRequest req = squeezed_request(30);
+      req.objective = objective;
+      SweepOptions full, top;
+      full.threads = top.threads = 2;
+      full.prune = false;
+      top.top_k = k;
+      const SweepResult a = run_sweep(req, top);
+      const SweepResult b = run_sweep(req, full);
+      expect_same_top(a, b, k);
+      EXPECT_EQ(a.invalid, b.invalid);
+      EXPECT_EQ(a.invalid + a.out_of_memory_pruned + a.skipped + a.simulated, a.candidates);
+      if (k == 1) {
+        EXPECT_GT(a.skipped, 0);
+      }
+    }
+  }
+}
+
+TEST(SweepWithSimulator, SkippingIsTheSameWhateverTheThreadCount) {
+  SweepRequest req = squeezed_request(30);
+  SweepOptions o;
+  o.top_k = 3;
+  o.threads = 1;
+  const SweepResult one = run_sweep(req, o);
+  EXPECT_GT(one.skipped, 0);
+  for (int t : {2, 3, 7}) {
+    SCOPED_TRACE(t);
+    o.threads = t;
+    const SweepResult r = run_sweep(req, o);
+    expect_same_result(one, r);
+    EXPECT_EQ(one.skipped, r.skipped);
   }
 }
 
