@@ -96,9 +96,9 @@ TEST(SweepCli, JsonShapeAndBestPlanRoundTrip) {
   EXPECT_EQ(j["gpus"], 8);
   EXPECT_EQ(j["global_batch_size"], 64);
   const Json& c = j["counts"];
-  EXPECT_EQ(c["candidates"].get<int64_t>(), c["invalid"].get<int64_t>() +
-                                                c["out_of_memory_pruned"].get<int64_t>() +
-                                                c["simulated"].get<int64_t>());
+  EXPECT_EQ(c["candidates"].get<int64_t>(),
+            c["invalid"].get<int64_t>() + c["out_of_memory_pruned"].get<int64_t>() +
+                c["skipped"].get<int64_t>() + c["simulated"].get<int64_t>());
   ASSERT_EQ(j["top"].size(), 3u);
   EXPECT_EQ(j["best_plan"], best);
 
@@ -122,7 +122,9 @@ TEST(SweepCli, JsonShapeAndBestPlanRoundTrip) {
   Json sj = Json::parse(s.out);
   EXPECT_DOUBLE_EQ(sj["iteration_time_s"].get<double>(), top["iteration_time_s"].get<double>());
   EXPECT_DOUBLE_EQ(sj["tokens_per_s"].get<double>(), top["tokens_per_s"].get<double>());
-  EXPECT_EQ(sj["peak_bytes"], top["peak_bytes"]);
+  EXPECT_EQ(sj["memory"]["peak_bytes"], top["peak_bytes"]);
+  EXPECT_DOUBLE_EQ(sj["mfu"].get<double>(), top["mfu"].get<double>());
+  EXPECT_DOUBLE_EQ(sj["bubble_fraction"].get<double>(), top["bubble_fraction"].get<double>());
   std::remove(best.c_str());
 }
 
