@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "sim/sweep/sweep_json.hpp"
+#include "sim/sweep/time_bound.hpp"
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
 #include "src/schedule/plan_rules.hpp"
@@ -136,7 +137,7 @@ std::string scatter_svg(const SweepResult& res, int64_t top_k) {
 
 }  // namespace
 
-std::string best_timeline_svg(const Plan& best, const sim::SimulationResult& result) {
+std::string best_timeline_svg(const Plan& best) {
   std::optional<ScheduleSpec> spec = schedule_spec_of(best);
   MPLAN_CHECK(spec.has_value(), "best plan without a schedule");
   const int64_t m = spec->microbatches;
@@ -152,12 +153,29 @@ std::string best_timeline_svg(const Plan& best, const sim::SimulationResult& res
   if (check_spec(drawn)) drawn = *spec;  // keep the real one if the reduced one is not valid
   const Schedule s = make_schedule(drawn);
 
+  // Per-pass costs of the busiest stage (per chunk: the stage's passes over vpp), in ms.
   const ParallelConfig& p = best.parallel;
-  const double units = p.recompute == Recompute::kFull ? 4.0 : 3.0;  // in forwards per pass pair
-  double f_ms = result.breakdown.compute_s * 1e3 /
-                (static_cast<double>(m) * static_cast<double>(p.vpp) * units);
-  if (!(f_ms > 0)) f_ms = 1;
-  ActionCosts costs{f_ms, (units - 1) * f_ms / 2, (units - 1) * f_ms / 2};
+  TimeBoundScratch scratch;
+  const std::vector<StagePassTimes> stages = stage_pass_times(best, sim::SimOptions{}, scratch);
+  const bool split = p.schedule == ScheduleKind::kZbH1;
+  StagePassTimes busiest;
+  int64_t most = -1;
+  for (const StagePassTimes& st : stages) {
+    const int64_t work =
+        st.forward_ns + (split ? st.backward_input_ns + st.backward_weight_ns : st.backward_ns);
+    if (work > most) most = work, busiest = st;
+  }
+  const double per_chunk_ms = 1e-6 / static_cast<double>(p.vpp);
+  ActionCosts costs;
+  costs.forward = static_cast<double>(busiest.forward_ns) * per_chunk_ms;
+  if (split) {
+    costs.backward = static_cast<double>(busiest.backward_input_ns) * per_chunk_ms;
+    costs.weight = static_cast<double>(busiest.backward_weight_ns) * per_chunk_ms;
+  } else {
+    costs.backward = static_cast<double>(busiest.backward_ns) * per_chunk_ms;
+    costs.weight = 0;
+  }
+  if (!(costs.forward > 0)) costs = ActionCosts{};
   const Timeline t = time_schedule(s, costs);
   std::string svg = render_timeline_svg(s, t);
   const std::string decl_end = "?>\n";
@@ -165,8 +183,8 @@ std::string best_timeline_svg(const Plan& best, const sim::SimulationResult& res
   const std::string ns = " xmlns=\"http://www.w3.org/2000/svg\"";
   if (size_t at = svg.find(ns); at != std::string::npos) svg.erase(at, ns.size());
   std::string caption =
-      cat("Pipeline timeline of the best plan (times in ms, per-pass costs from its simulated "
-          "compute time)");
+      cat("Pipeline timeline of the best plan: its schedule timed with the simulator's pass "
+          "times of the busiest stage (ms; communication between stages not drawn)");
   if (drawn.microbatches < m)
     caption += cat("; drawn with ", drawn.microbatches, " of its ", m,
                    " micro-batches (the same schedule, shortened)");
@@ -271,7 +289,7 @@ figure { margin: 0; overflow-x: auto; } figcaption { font-size: 13px; margin-bot
              fixed(b.pp_comm_s * 1e3, 1), ", dp comm ", fixed(b.dp_comm_s * 1e3, 1), ", bubble ",
              fixed(b.bubble_s * 1e3, 1), ", optimizer ", fixed(b.optimizer_s * 1e3, 1),
              " ms.</p>\n");
-    o += best_timeline_svg(*best, *best_result);
+    o += best_timeline_svg(*best);
   }
   o += "</body>\n</html>\n";
   return o;

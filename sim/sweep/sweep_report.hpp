@@ -14,11 +14,11 @@
 
 namespace mplan::sweep {
 
-// The best plan's schedule timed with per-pass costs derived from its simulated compute time
-// (forward : backward = 1 : 2, + 1 forward with full recompute; zb-h1 splits the backward into
-// equal B and W), as an SVG element to inline (no XML declaration, no namespace URL). Long
-// schedules are drawn with fewer micro-batches (same pp, vpp and order; said in the caption).
-std::string best_timeline_svg(const Plan& best, const sim::SimulationResult& result);
+// The best plan's schedule timed with the simulator's pass times of its busiest stage (forward,
+// backward — or zb-h1's B and W — per chunk, from stage_pass_times), as an SVG element to inline
+// (no XML declaration, no namespace URL). Long schedules are drawn with fewer micro-batches
+// (same pp, vpp and order; said in the caption).
+std::string best_timeline_svg(const Plan& best);
 
 // `command` is shown as the line that produced the report.
 std::string sweep_report_html(const SweepRequest& request, const SweepResult& result, int64_t top_k,

@@ -29,21 +29,18 @@ bool same_grid(const ParallelConfig& a, const ParallelConfig& b) {
 
 }  // namespace
 
-int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& options,
-                                      TimeBoundScratch& s) {
+std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOptions& options,
+                                             TimeBoundScratch& s) {
   const ParallelConfig& p = plan.parallel;
-  const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
-  MPLAN_CHECK(spec.has_value(), "iteration_time_lower_bound_ns needs a valid plan");
   if (!s.grid || !same_grid(s.grid_key, p)) {
     s.grid.emplace(p);
     s.grid_key = p;
   }
-  const bool split = p.schedule == ScheduleKind::kZbH1;
   s.chunks.chunks.clear();
   s.chunks.units.clear();
   s.chunks.buckets.clear();
+  std::vector<StagePassTimes> out(static_cast<size_t>(p.pp));
   sim::StageGroups previous;
-  int64_t busiest = 0;
   for (int64_t stage = 0; stage < p.pp; ++stage) {
     const sim::StageGroups groups =
         sim::stage_groups(*s.grid, plan.cluster.gpus_per_node, stage, s.ranks);
@@ -52,13 +49,27 @@ int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& o
     previous = groups;
     const size_t first = s.chunks.chunks.size();
     sim::append_stage_chunks(plan, s.costs, stage, s.chunks);
-    int64_t per_microbatch = 0;
+    StagePassTimes& t = out[static_cast<size_t>(stage)];
     for (size_t c = first; c < s.chunks.chunks.size(); ++c) {
       const sim::ChunkCosts& ch = s.chunks.chunks[c];
-      per_microbatch +=
-          ch.fwd.total_ns() +
-          (split ? ch.bwd_input.total_ns() + ch.bwd_weight.total_ns() : ch.bwd.total_ns());
+      t.forward_ns += ch.fwd.total_ns();
+      t.backward_ns += ch.bwd.total_ns();
+      t.backward_input_ns += ch.bwd_input.total_ns();
+      t.backward_weight_ns += ch.bwd_weight.total_ns();
     }
+  }
+  return out;
+}
+
+int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& options,
+                                      TimeBoundScratch& s) {
+  const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
+  MPLAN_CHECK(spec.has_value(), "iteration_time_lower_bound_ns needs a valid plan");
+  const bool split = plan.parallel.schedule == ScheduleKind::kZbH1;
+  int64_t busiest = 0;
+  for (const StagePassTimes& t : stage_pass_times(plan, options, s)) {
+    const int64_t per_microbatch =
+        t.forward_ns + (split ? t.backward_input_ns + t.backward_weight_ns : t.backward_ns);
     busiest = std::max(busiest, per_microbatch * spec->microbatches);
   }
   return busiest;

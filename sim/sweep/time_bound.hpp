@@ -24,6 +24,17 @@ struct TimeBoundScratch {
   sim::ChunkTable chunks;
 };
 
+// Per pipeline stage: the time of one micro-batch's passes, summed over the stage's model chunks
+// (ns), as the simulator's lowering costs them.
+struct StagePassTimes {
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;         // whole backward, with recomputation
+  int64_t backward_input_ns = 0;   // zero-bubble B
+  int64_t backward_weight_ns = 0;  // zero-bubble W
+};
+std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOptions& options,
+                                             TimeBoundScratch& scratch);
+
 // The busiest pipeline stage's compute-stream work: M micro-batches x, over its model chunks, the
 // forward + backward passes (zb-h1: forward + input-gradient + weight-gradient), each costed
 // exactly as the simulator's lowering costs it (sim/plan_sim: build_plan_costs and
