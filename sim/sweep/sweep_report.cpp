@@ -82,26 +82,35 @@ std::string candidate_text(const Evaluated& e) {
 std::string scatter_svg(const SweepResult& res, int64_t top_k) {
   constexpr double W = 820, H = 440, L = 78, R = 20, T = 20, B = 56;
   const double pw = W - L - R, ph = H - T - B;
-  double xmax = bytes_to_gib(static_cast<double>(res.capacity_bytes)), ymax = 0;
+  double xmax = bytes_to_gib(static_cast<double>(res.capacity_bytes)), ymax = 0, ymin = 1e300;
   for (const Evaluated& e : res.evaluated) {
     xmax = std::max(xmax, bytes_to_gib(static_cast<double>(e.figures.peak_bytes)));
     ymax = std::max(ymax, e.figures.tokens_per_s);
+    ymin = std::min(ymin, e.figures.tokens_per_s);
   }
   xmax = xmax > 0 ? xmax * 1.05 : 1;
-  ymax = ymax > 0 ? ymax * 1.08 : 1;
+  if (!(ymax > 0)) ymax = 1, ymin = 0;
+  // The tokens/s axis starts at 0 unless the points sit in a narrow band near the top.
+  double y0 = 0;
+  if (ymin > 0.5 * ymax) {
+    const double step = tick_step(std::max(ymax - ymin, 0.02 * ymax), 5);
+    y0 = std::floor((ymin - step) / step) * step;
+    if (y0 < 0) y0 = 0;
+  }
+  ymax = ymax + (ymax - y0) * 0.08;
   auto X = [&](double gib_v) { return L + gib_v / xmax * pw; };
-  auto Y = [&](double tok) { return T + ph - tok / ymax * ph; };
+  auto Y = [&](double tok) { return T + ph - (tok - y0) / (ymax - y0) * ph; };
 
   std::string o = cat("<svg class=\"scatter\" width=\"", W, "\" height=\"", H, "\" viewBox=\"0 0 ",
                       W, " ", H, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
   o += cat("<rect x=\"", L, "\" y=\"", T, "\" width=\"", pw, "\" height=\"", ph,
            "\" fill=\"#fafafa\" stroke=\"#999\"/>\n");
-  const double xs = tick_step(xmax, 8), ys = tick_step(ymax, 6);
+  const double xs = tick_step(xmax, 8), ys = tick_step(ymax - y0, 6);
   for (double x = 0; x <= xmax + 1e-9; x += xs)
     o += cat("<line x1=\"", fixed(X(x), 1), "\" y1=\"", T + ph, "\" x2=\"", fixed(X(x), 1),
              "\" y2=\"", T + ph + 4, "\" stroke=\"#333\"/><text x=\"", fixed(X(x), 1), "\" y=\"",
              T + ph + 17, "\" text-anchor=\"middle\">", short_number(x), "</text>\n");
-  for (double y = 0; y <= ymax + 1e-9; y += ys)
+  for (double y = std::ceil(y0 / ys) * ys; y <= ymax + 1e-9; y += ys)
     o += cat("<line x1=\"", L - 4, "\" y1=\"", fixed(Y(y), 1), "\" x2=\"", L, "\" y2=\"",
              fixed(Y(y), 1), "\" stroke=\"#333\"/><text x=\"", L - 7, "\" y=\"", fixed(Y(y) + 4, 1),
              "\" text-anchor=\"end\">", short_number(y), "</text>\n");
@@ -119,11 +128,13 @@ std::string scatter_svg(const SweepResult& res, int64_t top_k) {
     rank_class[static_cast<size_t>(res.ranking[r])] =
         r == 0 ? 3 : (static_cast<int64_t>(r) < top_k ? 2 : 1);
   const char* cls[] = {"oom", "fit", "top", "best"};
+  const char* fill[] = {"fill=\"#bbbbbb\"", "fill=\"#4a7bb7\" fill-opacity=\"0.6\"",
+                        "fill=\"#f39c12\"", "fill=\"#d62728\" stroke=\"#000000\""};
   for (int pass = 0; pass < 4; ++pass) {  // draw the important points last (on top)
     for (size_t i = 0; i < res.evaluated.size(); ++i) {
       if (rank_class[i] != pass) continue;
       const Evaluated& e = res.evaluated[i];
-      o += cat("<circle class=\"", cls[pass], "\" cx=\"",
+      o += cat("<circle class=\"", cls[pass], "\" ", fill[pass], " cx=\"",
                fixed(X(bytes_to_gib(static_cast<double>(e.figures.peak_bytes))), 1), "\" cy=\"",
                fixed(Y(e.figures.tokens_per_s), 1), "\" r=\"",
                pass == 3 ? 6 : (pass == 2 ? 4 : 2.5), "\"><title>", html_escape(candidate_text(e)),
@@ -141,8 +152,9 @@ std::string best_timeline_svg(const Plan& best) {
   std::optional<ScheduleSpec> spec = schedule_spec_of(best);
   MPLAN_CHECK(spec.has_value(), "best plan without a schedule");
   const int64_t m = spec->microbatches;
-  // At most about 2048 (rank, micro-batch, chunk) cells; the shape needs >= 2 pp micro-batches.
-  int64_t shown = std::min(m, std::max<int64_t>(2 * spec->pp, 2048 / (spec->pp * spec->vpp)));
+  // At most about 512 (rank, micro-batch, chunk) cells, at least 2 pp micro-batches (warm-up,
+  // steady state and cool-down all show).
+  int64_t shown = std::min(m, std::max<int64_t>(2 * spec->pp, 512 / (spec->pp * spec->vpp)));
   if (spec->kind == ScheduleKind::kInterleaved && shown < m) {
     const int64_t g = spec->resolved_group_size();
     shown = std::max<int64_t>(g, shown / g * g);
