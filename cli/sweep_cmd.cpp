@@ -55,6 +55,9 @@ void draw_progress(int64_t done, int64_t total, double elapsed_s) {
 
 std::string pct(double f) { return format_fixed(f * 100.0, 1) + " %"; }
 
+// Iteration times: ms below 10 s, seconds above.
+std::string duration(double s) { return s < 10 ? format_ms(s) : format_fixed(s, 2) + " s"; }
+
 void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
                 const SweepCliOptions& o, bool defaults_used, bool batch_default) {
   const ClusterSpec& cl = req.base.cluster;
@@ -69,16 +72,16 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
   if (defaults_used)
     std::cout << "  (built-in defaults: --model " << sweep::kDefaultModel << " --cluster "
               << sweep::kDefaultCluster << ")\n";
-  const double rate =
-      res.wall_time_s > 0 ? static_cast<double>(res.simulated) / res.wall_time_s : 0;
+  const double per_s = res.wall_time_s > 0 ? 1.0 / res.wall_time_s : 0;
   std::cout << res.candidates << " candidates: " << res.invalid << " invalid, " << res.out_of_memory
             << " out of memory (" << res.out_of_memory_pruned << " proved without simulating), ";
   if (res.skipped > 0)
-    std::cout << res.skipped << " skipped (a bound keeps them below the top " << res.top_k
-              << "), ";
+    std::cout << res.skipped << " skipped (a bound keeps them below the top " << res.top_k << "), ";
   std::cout << res.simulated << " simulated, " << res.fits << " fit; "
             << format_fixed(res.wall_time_s, 2) << " s on " << res.threads << " thread"
-            << (res.threads > 1 ? "s" : "") << " (" << format_fixed(rate, 0) << " simulated/s)\n";
+            << (res.threads > 1 ? "s" : "") << " ("
+            << format_fixed(static_cast<double>(res.candidates) * per_s, 0) << " candidates/s, "
+            << format_fixed(static_cast<double>(res.simulated) * per_s, 0) << " simulated/s)\n";
   if (!res.invalid_by_rule.empty()) {
     std::cout << "invalid by rule (first example of each):\n";
     for (const auto& r : res.invalid_by_rule)
@@ -99,7 +102,7 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
                std::to_string(c.micro_batch_size),
                std::to_string(sweep::num_microbatches(c, req.global_batch_size)),
                c.sequence_parallel ? "on" : "off", to_string(c.recompute),
-               c.distributed_optimizer ? "on" : "off", format_ms(f.iteration_time_s),
+               c.distributed_optimizer ? "on" : "off", duration(f.iteration_time_s),
                format_fixed(f.tokens_per_s, 0), format_fixed(f.model_tflops_per_gpu, 1), pct(f.mfu),
                pct(f.bubble_fraction),
                format_gib(f.peak_bytes) + " / " + format_gib(f.capacity_bytes)});
@@ -159,12 +162,12 @@ void run_sweep_cmd(SweepCliOptions& o) {
   const sim::SimulationResult best_result = sim::simulate(best_plan, sim::SimOptions{});
   Json plan_json;
   plan_json["schema_version"] = kPlanSchemaVersion;
-  plan_json["description"] = cat(
-      "Best of `", o.command_line, "` (by ", sweep::to_string(req.objective), ", of ", res.fits,
-      " plans that fit): ", sweep::layout_label(best.candidate), ", ",
-      to_string(best.candidate.schedule), "; predicted ", format_ms(best.figures.iteration_time_s),
-      " per iteration, ", format_fixed(best.figures.tokens_per_s, 0), " tokens/s, peak ",
-      format_gib(best.figures.peak_bytes));
+  plan_json["description"] =
+      cat("Best of `", o.command_line, "` (by ", sweep::to_string(req.objective),
+          "): ", sweep::layout_label(best.candidate), ", ", to_string(best.candidate.schedule),
+          "; predicted ", duration(best.figures.iteration_time_s), " per iteration, ",
+          format_fixed(best.figures.tokens_per_s, 0), " tokens/s, peak ",
+          format_gib(best.figures.peak_bytes));
   const Json full = plan_to_json(best_plan);
   for (const char* key : {"model", "cluster", "parallel", "training"}) plan_json[key] = full[key];
   write_text_file(o.out, plan_json.dump(2) + "\n", "--out");
