@@ -1,4 +1,5 @@
-// Candidate -> ParallelConfig and its short label.
+// Candidate -> ParallelConfig and its short label. The fields the sweep does not vary keep the
+// plan file's defaults, so that parse(to_json(to_parallel(c))) == to_parallel(c).
 #include "sim/sweep/candidate.hpp"
 
 #include "src/common/error.hpp"

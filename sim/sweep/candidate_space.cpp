@@ -1,4 +1,5 @@
-// Enumeration of the search space, loop by loop as candidate_space.hpp lists it.
+// Enumeration of the search space, loop by loop as candidate_space.hpp lists it. Each loop runs
+// over its values in ascending order, so the enumeration index is a stable tie-break.
 #include "sim/sweep/candidate_space.hpp"
 
 #include <utility>

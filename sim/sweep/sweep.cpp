@@ -1,10 +1,8 @@
-// The sweep in two phases. Phase 1 (all candidates): validate, memory lower bound, and — when
-// skipping what cannot reach the top K — the lower bound on the rank key. Phase 2: simulate what
-// is left; with top_k, in order of that bound, in rounds of kRound candidates, the threshold (the
-// K-th best that fits) updated between rounds only. Work split: phase 1 in blocks of kBlock
-// candidates, block b to thread b mod T; phase 2 by estimated cost (pp·vpp·M ops), each job to
-// the least loaded thread in job order. Each thread keeps its own counts and results, merged in
-// enumeration order, so nothing depends on the thread count or on timing.
+// The sweep in two phases: (1) validate, memory bound and rank-key bound of every candidate, in
+// blocks of kBlock, block b to thread b mod T; (2) simulate what is left — with top_k in order of
+// the bound, in rounds of kRound, the K-th-best threshold updated between rounds only — each job
+// to the least loaded thread by estimated cost (pp·vpp·M). Results are merged in enumeration
+// order, so nothing depends on the thread count or on timing.
 #include "sim/sweep/sweep.hpp"
 
 #include <algorithm>

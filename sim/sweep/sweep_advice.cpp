@@ -1,4 +1,5 @@
-// Request checks and the no-plan explanations, with the probes behind their suggestions.
+// Request checks and the no-plan explanations, with the probes behind their suggestions: a
+// suggested GPU count is one the probe found a valid (or fitting) plan for, never a guess.
 #include "sim/sweep/sweep_advice.hpp"
 
 #include <algorithm>

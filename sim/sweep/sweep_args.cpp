@@ -1,4 +1,5 @@
-// make_request(): the model file is read once as JSON, for its shape and its default batch.
+// make_request(): the model file is read once as JSON, for its shape and its default batch;
+// nothing is defaulted silently (no batch known -> an error naming --global-batch).
 #include "sim/sweep/sweep_args.hpp"
 
 #include "sim/sweep/sweep_advice.hpp"

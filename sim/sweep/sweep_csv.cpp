@@ -1,4 +1,5 @@
-// CSV writer: plain comma-separated values, no quoting needed (no field holds a comma).
+// CSV writer: plain comma-separated values, no quoting needed (no field holds a comma); every
+// row has as many fields as the header.
 #include "sim/sweep/sweep_csv.hpp"
 
 #include <cstdio>

@@ -1,4 +1,5 @@
-// Sweep -> JSON; field names follow the plan file's (parallel.*) and simulate()'s result.
+// Sweep -> JSON; field names follow the plan file's (parallel.*) and simulate()'s result. Keys
+// are always present (null where a value does not apply), so consumers need no guessing.
 #include "sim/sweep/sweep_json.hpp"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Tests of the rule key of a violation: numbers become '#', words with digits stay, field kept.
+// Tests of the rule key of a violation: numbers become '#', words with digits stay, the field is
+// kept, and one rule with different values gives one key.
 #include "sim/sweep/rejection_rule.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
-// Tests of the sweep's JSON: keys and types, counts that add up, the top K in rank order.
+// Tests of the sweep's JSON: keys and types, counts that add up, the top K in rank order, and the
+// uneven pipeline split shown in the layout.
 #include "sim/sweep/sweep_json.hpp"
 
 #include <gtest/gtest.h>
