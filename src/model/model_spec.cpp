@@ -35,6 +35,7 @@ ModelSpec model_from_json(const Json& j, const std::string& path) {
   JsonObject o(j, path);
   o.allow("sources");  // per-field citations in presets
   o.allow("description");
+  o.allow("default_global_batch_size");  // the model's usual batch, read by `mplan sweep`
   ModelSpec m;
   m.name = o.get_string("name");
   m.num_layers = o.get_int("num_layers", 1);

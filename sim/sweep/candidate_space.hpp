@@ -1,0 +1,63 @@
+// The sweep's search space for N GPUs: every candidate in a fixed, documented order (the order
+// is the final tie-break of the ranking, so it must not depend on anything but the inputs).
+// The space is structural — tp·cp·pp·dp = N and each knob's listed values — and deliberately wider
+// than what is valid: validate() judges every candidate, and the sweep counts what it rejects.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/sweep/candidate.hpp"
+#include "sim/sweep/fixed_axes.hpp"
+#include "src/model/model_spec.hpp"
+
+namespace mplan::sweep {
+
+// Micro-batch sizes tried (those <= global batch / dp; 1 always).
+inline constexpr int32_t kMicroBatchSizes[] = {1, 2, 4, 8, 16};
+
+struct SpaceInputs {
+  const ModelSpec* model = nullptr;
+  int64_t gpus = 0;
+  int64_t gpus_per_node = 0;
+  int64_t global_batch_size = 0;
+  FixedAxes fixed;
+};
+
+// The candidates, in loop order tp, cp, pp (dp = N / (tp·cp·pp)), ep, etp, (vpp, schedule),
+// micro-batch, sequence parallel, recompute, distributed optimizer; each loop ascending:
+//  tp    divisors of N up to gpus_per_node (tensor parallelism stays inside a node)
+//  cp    divisors of N / tp
+//  pp    divisors of N / (tp·cp); when pp does not divide num_layers, the first and last stage
+//        take fewer layers (uneven_split) so the middle stages get ceil(layers / pp) each (pp
+//        larger than that split allows stays, and validate() rejects it)
+//  ep    dense: 1; MoE: divisors of N / pp up to num_experts
+//  etp   dense: tp (the plan default); MoE: 1 and tp
+//  vpp, schedule   pp 1: 1f1b; pp > 1: 1f1b and zb-h1 at vpp 1, interleaved at every
+//        vpp >= 2 for which the layers split into whole chunks (vpp divides L / pp, or an
+//        uneven_split for that vpp exists)
+//  mbs   kMicroBatchSizes up to global_batch / dp
+//  sp    off; on when tp > 1 (Megatron turns it off at tp 1)
+//  recompute  none, selective, full
+//  dist_opt   off; on when a data-parallel group has more than one rank (dp·cp or expert dp)
+// A fixed axis replaces its list by the one value (which may be outside the list, e.g. tp 16),
+// subject to the product rule; a fixed schedule or vpp alone picks the matching pairs.
+std::vector<Candidate> enumerate_candidates(const SpaceInputs& in);
+
+// The uneven split enumerate_candidates uses for `pp` stages of `num_layers` layers in chunks of
+// `vpp`: {first, last} layers, or {0, 0} when pp divides num_layers (even) or no such split
+// exists. Middle stages take m = ceil(L / pp) rounded up to a multiple of vpp; the deficit
+// d = pp·m - L, in whole chunks of vpp layers, is taken off the first (the larger half) and
+// last stage, which also hold the embedding and the output layer (as Llama 3 405B's 126 layers
+// on 16 stages: 7 + 14 x 8 + 7; with vpp 2: 6 + 14 x 8 + 8). Each of them keeps >= vpp layers.
+struct UnevenSplit {
+  int64_t first = 0;
+  int64_t last = 0;
+  int64_t middle = 0;  // layers of each middle stage (num_layers / pp when even)
+};
+UnevenSplit uneven_split(int64_t num_layers, int64_t pp, int64_t vpp = 1);
+
+// Divisors of n, ascending.
+std::vector<int64_t> divisors(int64_t n);
+
+}  // namespace mplan::sweep

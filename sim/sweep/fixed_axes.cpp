@@ -1,0 +1,118 @@
+// --fix parser: items split on ',', each "key=value"; integers >= 1, switches on/off (also
+// true/false, 1/0), enums in the plan file's spelling.
+#include "sim/sweep/fixed_axes.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <vector>
+
+#include "src/common/error.hpp"
+
+namespace mplan::sweep {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+const char* kKeys = "tp, cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule";
+
+int64_t parse_size(const std::string& key, const std::string& value, const std::string& flag) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < 1 || v > INT32_MAX)
+    throw Error(
+        cat(flag, ": ", key, " must be an integer from 1 to ", INT32_MAX, ", got \"", value, "\""));
+  return v;
+}
+
+bool parse_switch(const std::string& key, const std::string& value, const std::string& flag) {
+  if (value == "on" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "0") return false;
+  throw Error(cat(flag, ": ", key, " must be on or off, got \"", value, "\""));
+}
+
+template <class T>
+void set_once(std::optional<T>& slot, T value, const std::string& key, const std::string& flag) {
+  if (slot) throw Error(cat(flag, ": ", key, " is given twice"));
+  slot = value;
+}
+
+}  // namespace
+
+FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag) {
+  FixedAxes f;
+  if (trim(text).empty()) return f;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = trim(text.substr(pos, comma - pos));
+    pos = comma + 1;
+    const size_t eq = item.find('=');
+    if (item.empty() || eq == std::string::npos)
+      throw Error(cat(flag, ": expected key=value items separated by commas (keys: ", kKeys,
+                      "), got \"", item, "\""));
+    const std::string key = trim(item.substr(0, eq));
+    const std::string value = trim(item.substr(eq + 1));
+    if (key == "tp")
+      set_once(f.tp, parse_size(key, value, flag), key, flag);
+    else if (key == "cp")
+      set_once(f.cp, parse_size(key, value, flag), key, flag);
+    else if (key == "ep")
+      set_once(f.ep, parse_size(key, value, flag), key, flag);
+    else if (key == "etp")
+      set_once(f.etp, parse_size(key, value, flag), key, flag);
+    else if (key == "pp")
+      set_once(f.pp, parse_size(key, value, flag), key, flag);
+    else if (key == "vpp")
+      set_once(f.vpp, parse_size(key, value, flag), key, flag);
+    else if (key == "dp")
+      set_once(f.dp, parse_size(key, value, flag), key, flag);
+    else if (key == "mbs" || key == "micro_batch_size")
+      set_once(f.micro_batch_size, parse_size(key, value, flag), std::string("mbs"), flag);
+    else if (key == "sp" || key == "sequence_parallel")
+      set_once(f.sequence_parallel, parse_switch(key, value, flag), std::string("sp"), flag);
+    else if (key == "recompute")
+      set_once(f.recompute, recompute_from_string(value, cat(flag, ": recompute")), key, flag);
+    else if (key == "dist_opt" || key == "distributed_optimizer")
+      set_once(f.distributed_optimizer, parse_switch(key, value, flag), std::string("dist_opt"),
+               flag);
+    else if (key == "schedule")
+      set_once(f.schedule, schedule_kind_from_string(value, cat(flag, ": schedule")), key, flag);
+    else
+      throw Error(cat(flag, ": unknown key \"", key, "\" (keys: ", kKeys, ")"));
+    if (comma == text.size()) break;
+  }
+  return f;
+}
+
+std::string to_string(const FixedAxes& f) {
+  std::vector<std::string> items;
+  auto size = [&](const char* k, const std::optional<int64_t>& v) {
+    if (v) items.push_back(cat(k, "=", *v));
+  };
+  size("tp", f.tp);
+  size("cp", f.cp);
+  size("ep", f.ep);
+  size("etp", f.etp);
+  size("pp", f.pp);
+  size("vpp", f.vpp);
+  size("dp", f.dp);
+  size("mbs", f.micro_batch_size);
+  if (f.sequence_parallel) items.push_back(cat("sp=", *f.sequence_parallel ? "on" : "off"));
+  if (f.recompute) items.push_back(cat("recompute=", mplan::to_string(*f.recompute)));
+  if (f.distributed_optimizer)
+    items.push_back(cat("dist_opt=", *f.distributed_optimizer ? "on" : "off"));
+  if (f.schedule) items.push_back(cat("schedule=", mplan::to_string(*f.schedule)));
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+}  // namespace mplan::sweep

@@ -1,0 +1,44 @@
+// make_request(): the model file is read once as JSON, for its shape and its default batch;
+// nothing is defaulted silently (no batch known -> an error naming --global-batch).
+#include "sim/sweep/sweep_args.hpp"
+
+#include "sim/sweep/sweep_advice.hpp"
+#include "src/common/embedded_configs.hpp"
+#include "src/common/error.hpp"
+
+namespace mplan::sweep {
+
+SweepRequest make_request(const SweepArgs& a) {
+  SweepRequest r;
+  const Json model_json = parse_json(load_config_text("models", a.model, "--model"),
+                                     is_file_reference(a.model) ? a.model : "--model");
+  r.base.model = model_from_json(model_json, "--model");
+  r.base.cluster = load_cluster(a.cluster, "--cluster");
+  r.base.training = TrainingConfig{};
+  r.gpus = a.gpus;
+  r.objective = a.objective;
+  r.fixed = parse_fixed_axes(a.fix, "--fix");
+
+  ModelSpec& m = r.base.model;
+  if (a.seq_length) {
+    if (*a.seq_length < 1) throw Error(cat("--seq-length: must be >= 1, got ", *a.seq_length));
+    if (*a.seq_length > m.max_position_embeddings)
+      throw Error(cat("--seq-length: ", *a.seq_length, " exceeds max_position_embeddings (",
+                      m.max_position_embeddings, ") of model '", m.name,
+                      "'; give a model file with a larger max_position_embeddings"));
+    m.seq_length = *a.seq_length;
+  }
+  if (a.global_batch) {
+    r.global_batch_size = *a.global_batch;
+  } else if (model_json.is_object() && model_json.contains("default_global_batch_size") &&
+             model_json["default_global_batch_size"].is_number_integer()) {
+    r.global_batch_size = model_json["default_global_batch_size"].get<int64_t>();
+  } else {
+    throw Error(cat("--global-batch: model '", m.name,
+                    "' has no default_global_batch_size; give --global-batch"));
+  }
+  check_request(r);
+  return r;
+}
+
+}  // namespace mplan::sweep

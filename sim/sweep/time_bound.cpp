@@ -1,0 +1,78 @@
+// The compute-stream lower bound: per stage, the chunk costs the lowering builds (costs are
+// rebuilt only when the stage's tensor-, context- or expert-parallel placement changes, as the
+// lowering does), summed over chunks and multiplied by the micro-batch count.
+#include "sim/sweep/time_bound.hpp"
+
+#include <algorithm>
+
+#include "sim/plan_sim/stage_groups.hpp"
+#include "src/common/error.hpp"
+#include "src/schedule/plan_rules.hpp"
+
+namespace mplan::sweep {
+
+namespace {
+
+bool same_placement(const cost::GroupPlacement& a, const cost::GroupPlacement& b) {
+  return a.size == b.size && a.nodes == b.nodes && a.per_node == b.per_node;
+}
+
+bool same_cost_groups(const sim::StageGroups& a, const sim::StageGroups& b) {
+  return same_placement(a.tp, b.tp) && same_placement(a.cp, b.cp) && same_placement(a.ep, b.ep) &&
+         same_placement(a.expert_tp, b.expert_tp) && a.cp_ring_same_node == b.cp_ring_same_node;
+}
+
+bool same_grid(const ParallelConfig& a, const ParallelConfig& b) {
+  return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.pp == b.pp &&
+         a.dp == b.dp && a.order == b.order;
+}
+
+}  // namespace
+
+std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOptions& options,
+                                             TimeBoundScratch& s) {
+  const ParallelConfig& p = plan.parallel;
+  if (!s.grid || !same_grid(s.grid_key, p)) {
+    s.grid.emplace(p);
+    s.grid_key = p;
+  }
+  s.chunks.chunks.clear();
+  s.chunks.units.clear();
+  s.chunks.buckets.clear();
+  std::vector<StagePassTimes> out(static_cast<size_t>(p.pp));
+  sim::StageGroups previous;
+  for (int64_t stage = 0; stage < p.pp; ++stage) {
+    const sim::StageGroups groups =
+        sim::stage_groups(*s.grid, plan.cluster.gpus_per_node, stage, s.ranks);
+    if (stage == 0 || !same_cost_groups(previous, groups))
+      sim::build_plan_costs(plan, options, groups, false, s.costs);
+    previous = groups;
+    const size_t first = s.chunks.chunks.size();
+    sim::append_stage_chunks(plan, s.costs, stage, s.chunks);
+    StagePassTimes& t = out[static_cast<size_t>(stage)];
+    for (size_t c = first; c < s.chunks.chunks.size(); ++c) {
+      const sim::ChunkCosts& ch = s.chunks.chunks[c];
+      t.forward_ns += ch.fwd.total_ns();
+      t.backward_ns += ch.bwd.total_ns();
+      t.backward_input_ns += ch.bwd_input.total_ns();
+      t.backward_weight_ns += ch.bwd_weight.total_ns();
+    }
+  }
+  return out;
+}
+
+int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& options,
+                                      TimeBoundScratch& s) {
+  const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
+  MPLAN_CHECK(spec.has_value(), "iteration_time_lower_bound_ns needs a valid plan");
+  const bool split = plan.parallel.schedule == ScheduleKind::kZbH1;
+  int64_t busiest = 0;
+  for (const StagePassTimes& t : stage_pass_times(plan, options, s)) {
+    const int64_t per_microbatch =
+        t.forward_ns + (split ? t.backward_input_ns + t.backward_weight_ns : t.backward_ns);
+    busiest = std::max(busiest, per_microbatch * spec->microbatches);
+  }
+  return busiest;
+}
+
+}  // namespace mplan::sweep

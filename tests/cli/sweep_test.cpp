@@ -1,0 +1,239 @@
+// Tests of `mplan sweep` run as a program: the built-in defaults, --help, the JSON and CSV
+// shapes, best.json accepted by `mplan validate` and re-simulated by `mplan simulate` with the
+// same figures, identical outputs for any --threads, a quiet stderr when it is not a terminal,
+// and exit 2 with a message saying why and what would help for impossible requests.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Json = nlohmann::ordered_json;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "mplan_sweep_" + std::to_string(::getpid()) + "_" + name;
+}
+
+Result run(const std::string& args) {
+  std::string base = temp_path("run");
+  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+// A small, fast sweep: the reference workload on one DGX H100 node.
+const std::string kSmall = "sweep --gpus 8 --model gpt3-1.3b --cluster dgx-h100 --global-batch 64";
+
+TEST(SweepCli, HelpListsEveryOptionAndTheDefaults) {
+  Result r = run("sweep --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* opt :
+       {"--gpus", "--model", "--cluster", "--global-batch", "--seq-length", "--top", "--out",
+        "--csv", "--report", "--threads", "--fix", "--objective", "--json", "--no-prune"})
+    EXPECT_THAT(r.out, HasSubstr(opt)) << opt;
+  EXPECT_THAT(r.out, HasSubstr("default gpt3-175b"));
+  EXPECT_THAT(r.out, HasSubstr("default dgx-a100-80g"));
+  EXPECT_THAT(r.out, HasSubstr("Examples:"));
+}
+
+TEST(SweepCli, DefaultsWorkOutOfTheBox) {
+  const std::string best = temp_path("default_best.json");
+  Result r = run("sweep --gpus 128 --out " + best);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("mplan sweep: gpt3-175b on 128 GPUs (16 nodes of dgx-a100-80g"));
+  EXPECT_THAT(r.out, HasSubstr("global batch 1536 x 2048 tokens (the model's default)"));
+  EXPECT_THAT(r.out, HasSubstr("(built-in defaults: --model gpt3-175b --cluster dgx-a100-80g)"));
+  EXPECT_THAT(r.out, HasSubstr(" candidates: "));
+  EXPECT_THAT(r.out, HasSubstr(" invalid, "));
+  EXPECT_THAT(r.out, HasSubstr(" out of memory ("));
+  EXPECT_THAT(r.out, HasSubstr(" simulated, "));
+  EXPECT_THAT(r.out, HasSubstr("top 10 by tokens/s:"));
+  for (const char* col : {"layout", "schedule", "mbs", "recompute", "iteration", "TFLOP/s/GPU",
+                          "MFU", "bubble", "peak / capacity"})
+    EXPECT_THAT(r.out, HasSubstr(col)) << col;
+  EXPECT_THAT(r.out, HasSubstr("wrote " + best));
+  EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
+  Result v = run("validate " + best);
+  EXPECT_EQ(v.code, 0) << v.out;
+  std::remove(best.c_str());
+}
+
+TEST(SweepCli, JsonShapeAndBestPlanRoundTrip) {
+  const std::string best = temp_path("rt_best.json");
+  Result r = run(kSmall + " --top 3 --json --out " + best);
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["model"], "gpt3-1.3b");
+  EXPECT_EQ(j["cluster"], "dgx-h100");
+  EXPECT_EQ(j["gpus"], 8);
+  EXPECT_EQ(j["global_batch_size"], 64);
+  const Json& c = j["counts"];
+  EXPECT_EQ(c["candidates"].get<int64_t>(),
+            c["invalid"].get<int64_t>() + c["out_of_memory_pruned"].get<int64_t>() +
+                c["skipped"].get<int64_t>() + c["simulated"].get<int64_t>());
+  ASSERT_EQ(j["top"].size(), 3u);
+  EXPECT_EQ(j["best_plan"], best);
+
+  // best.json is a plan file: validate accepts it, and it is the top row's layout.
+  Json plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["schema_version"], 1);
+  EXPECT_TRUE(plan["description"].is_string());
+  const Json& top = j["top"][0];
+  for (const char* k : {"tp", "cp", "pp", "vpp", "dp"})
+    EXPECT_EQ(plan["parallel"][k], top["layout"][k]) << k;
+  EXPECT_EQ(plan["parallel"]["micro_batch_size"], top["micro_batch_size"]);
+  EXPECT_EQ(plan["parallel"]["schedule"], top["schedule"]);
+  EXPECT_EQ(plan["parallel"]["recompute"], top["recompute"]);
+  Result v = run("validate " + best + " --json");
+  ASSERT_EQ(v.code, 0) << v.out;
+  EXPECT_EQ(Json::parse(v.out)["num_microbatches"], top["num_microbatches"]);
+
+  // ... and `mplan simulate` predicts the same figures for it.
+  Result s = run("simulate " + best + " --json");
+  ASSERT_EQ(s.code, 0) << s.err;
+  Json sj = Json::parse(s.out);
+  EXPECT_DOUBLE_EQ(sj["iteration_time_s"].get<double>(), top["iteration_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(sj["tokens_per_s"].get<double>(), top["tokens_per_s"].get<double>());
+  EXPECT_EQ(sj["memory"]["peak_bytes"], top["peak_bytes"]);
+  EXPECT_DOUBLE_EQ(sj["mfu"].get<double>(), top["mfu"].get<double>());
+  EXPECT_DOUBLE_EQ(sj["bubble_fraction"].get<double>(), top["bubble_fraction"].get<double>());
+  std::remove(best.c_str());
+}
+
+TEST(SweepCli, SameOutputsWhateverTheThreadCount) {
+  std::string files[2][3];
+  Json json[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string tag = std::to_string(i);
+    files[i][0] = temp_path("thr_best" + tag + ".json");
+    files[i][1] = temp_path("thr_all" + tag + ".csv");
+    files[i][2] = temp_path("thr_report" + tag + ".html");
+    Result r = run(kSmall + " --json --threads " + (i == 0 ? "1" : "3") + " --out " + files[i][0] +
+                   " --csv " + files[i][1] + " --report " + files[i][2]);
+    ASSERT_EQ(r.code, 0) << r.err;
+    json[i] = Json::parse(r.out);
+    for (const char* k : {"wall_time_s", "threads", "best_plan"}) json[i].erase(k);
+  }
+  EXPECT_EQ(json[0], json[1]);
+  EXPECT_EQ(slurp(files[0][0]), slurp(files[1][0]));  // best.json
+  EXPECT_EQ(slurp(files[0][1]), slurp(files[1][1]));  // CSV
+  for (auto& f : files)
+    for (auto& p : f) std::remove(p.c_str());
+}
+
+TEST(SweepCli, CsvAndReportFiles) {
+  const std::string best = temp_path("f_best.json"), csv = temp_path("f_all.csv"),
+                    html = temp_path("f_report.html");
+  Result r = run(kSmall + " --json --out " + best + " --csv " + csv + " --report " + html);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  std::stringstream in(slurp(csv));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("schema_version,index,rank,tp,cp,ep,etp,pp,vpp,dp,", 0), 0u);
+  int64_t rows = 0;
+  while (std::getline(in, line)) ++rows;
+  EXPECT_EQ(rows, j["counts"]["simulated"].get<int64_t>());
+  const std::string page = slurp(html);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_THAT(page, Not(HasSubstr("http://")));
+  EXPECT_THAT(page, Not(HasSubstr("https://")));
+  EXPECT_THAT(page, HasSubstr("Pipeline timeline of the best plan"));
+  EXPECT_THAT(page, HasSubstr("</html>"));
+  for (const auto& p : {best, csv, html}) std::remove(p.c_str());
+}
+
+TEST(SweepCli, FixAndObjective) {
+  const std::string best = temp_path("fix_best.json");
+  Result r = run(kSmall + " --json --fix tp=2,pp=2 --objective memory --out " + best);
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["fixed"], "tp=2,pp=2");
+  EXPECT_EQ(j["objective"], "memory");
+  for (const Json& t : j["top"]) {
+    EXPECT_EQ(t["layout"]["tp"], 2);
+    EXPECT_EQ(t["layout"]["pp"], 2);
+  }
+  for (size_t i = 1; i < j["top"].size(); ++i)
+    EXPECT_LE(j["top"][i - 1]["peak_bytes"].get<int64_t>(),
+              j["top"][i]["peak_bytes"].get<int64_t>());
+  std::remove(best.c_str());
+}
+
+TEST(SweepCli, ImpossibleRequestsExitTwoSayingWhatWouldHelp) {
+  Result r = run("sweep --gpus 100");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus: 100 is not a whole number of nodes (8 GPUs per node on "
+                               "cluster 'dgx-a100-80g'); use 96 or 104 GPUs"));
+
+  const std::string best = temp_path("imp_best.json");
+  r = run("sweep --gpus 8 --out " + best);  // GPT-3 175B does not fit in 8 x 80 GB
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus: gpt3-175b does not fit on 8 GPUs of dgx-a100-80g"));
+  EXPECT_THAT(r.err, HasSubstr("the leanest needs at least "));
+  EXPECT_THAT(r.err, HasSubstr("; it fits on "));
+  EXPECT_THAT(r.err, HasSubstr(" GPUs (--gpus "));
+  EXPECT_FALSE(std::ifstream(best).good());  // nothing written
+
+  // No valid plan at all: a 2-layer, 4-head model on 3 GPUs with a batch of 8.
+  const std::string model = temp_path("tiny2.json");
+  std::ofstream(model) << R"({"name": "tiny2", "num_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "ffn_hidden_size": 256, "vocab_size": 128, "seq_length": 16,
+      "activation": "gelu", "normalization": "layernorm", "position_embedding": "learned",
+      "tied_embeddings": true})";
+  r = run("sweep --gpus 3 --cluster h200x4 --global-batch 8 --model " + model + " --out " + best);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus: no valid plan for tiny2 on 3 GPUs of h200x4"));
+  EXPECT_THAT(r.err, HasSubstr("2 or 4 GPUs have valid plans"));
+  std::remove(model.c_str());
+
+  r = run("sweep --gpus 8 --cluster h200x4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("describes no network between nodes; use at most 4 GPUs"));
+}
+
+TEST(SweepCli, BadFlagsExitTwoNamingTheFlag) {
+  EXPECT_THAT(run(kSmall + " --objective speed").err,
+              HasSubstr("--objective: must be throughput or memory"));
+  EXPECT_THAT(run(kSmall + " --top 0").err, HasSubstr("--top: must be >= 1"));
+  EXPECT_THAT(run(kSmall + " --fix tp=8,tp=4").err, HasSubstr("--fix: tp is given twice"));
+  EXPECT_THAT(run("sweep --gpus 8 --model nope").err, HasSubstr("--model: unknown model preset"));
+  EXPECT_THAT(run("sweep --gpus 8 --seq-length 4096").err,
+              HasSubstr("--seq-length: 4096 exceeds max_position_embeddings (2048)"));
+  EXPECT_EQ(run(kSmall + " --fix tq=1").code, 2);
+  EXPECT_EQ(run("sweep").code, 2);  // --gpus is required
+  Result r = run(kSmall + " --fix tp=3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--fix: no candidate for gpt3-1.3b on 8 GPUs of dgx-h100 with "
+                               "--fix tp=3"));
+}
+
+}  // namespace

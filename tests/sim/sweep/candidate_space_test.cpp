@@ -1,0 +1,206 @@
+// Tests of the search space: divisors, the uneven pipeline split (Llama 3 405B's 7 + 14 x 8 + 7),
+// and candidate counts worked out by hand, layout by layout, for small cases.
+#include "sim/sweep/candidate_space.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "tests/sim/sweep/sweep_test_util.hpp"
+
+namespace mplan::sweep {
+namespace {
+
+TEST(CandidateSpace, Divisors) {
+  EXPECT_EQ(divisors(1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+  EXPECT_EQ(divisors(16), (std::vector<int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(divisors(49), (std::vector<int64_t>{1, 7, 49}));
+}
+
+TEST(CandidateSpace, UnevenSplit) {
+  // Even: nothing set.
+  EXPECT_EQ(uneven_split(96, 16).first, 0);
+  EXPECT_EQ(uneven_split(96, 16).middle, 6);
+  // Llama 3 405B: 126 layers on 16 stages = 7 + 14 x 8 + 7.
+  UnevenSplit s = uneven_split(126, 16);
+  EXPECT_EQ(s.first, 7);
+  EXPECT_EQ(s.last, 7);
+  EXPECT_EQ(s.middle, 8);
+  // 126 on 4 stages: 31 + 2 x 32 + 31.
+  s = uneven_split(126, 4);
+  EXPECT_EQ(std::tie(s.first, s.middle, s.last), std::make_tuple(31, 32, 31));
+  // Odd deficit: 5 layers on 2 stages: m 3, deficit 1, taken off the first stage.
+  s = uneven_split(5, 2);
+  EXPECT_EQ(std::tie(s.first, s.middle, s.last), std::make_tuple(2, 3, 3));
+  // 6 layers on 4 stages: m 2, deficit 2: 1 + 2 + 2 + 1.
+  s = uneven_split(6, 4);
+  EXPECT_EQ(std::tie(s.first, s.middle, s.last), std::make_tuple(1, 2, 1));
+  // With chunks of vpp 2: 126 on 16 stages: m 8, deficit 2 = one chunk off the first stage.
+  s = uneven_split(126, 16, 2);
+  EXPECT_EQ(std::tie(s.first, s.middle, s.last), std::make_tuple(6, 8, 8));
+  s = uneven_split(126, 8, 2);
+  EXPECT_EQ(std::tie(s.first, s.middle, s.last), std::make_tuple(14, 16, 16));
+  // vpp 4: m 8, deficit 2 is no whole chunk: none.
+  EXPECT_EQ(uneven_split(126, 16, 4).first, 0);
+  // 6 on 4 stages in chunks of 2: m 2, deficit one chunk leaves the first stage nothing.
+  EXPECT_EQ(uneven_split(6, 4, 2).first, 0);
+  // 96 on 64 stages: m 2, deficit 32 leaves the first stage nothing: no split.
+  s = uneven_split(96, 64);
+  EXPECT_EQ(s.first, 0);
+  EXPECT_EQ(s.last, 0);
+}
+
+SpaceInputs inputs(const ModelSpec& m, int64_t gpus, int64_t gpn, int64_t gbs,
+                   FixedAxes fixed = {}) {
+  return {&m, gpus, gpn, gbs, fixed};
+}
+
+// Counts per (tp, cp, pp, dp) layout.
+std::map<std::tuple<int, int, int, int>, int> per_layout(const std::vector<Candidate>& cs) {
+  std::map<std::tuple<int, int, int, int>, int> out;
+  for (const Candidate& c : cs) ++out[{c.tp, c.cp, c.pp, c.dp}];
+  return out;
+}
+
+TEST(CandidateSpace, TinyModelOnFourGpusCountedByHand) {
+  // 6 layers, global batch 8, 4 GPUs of 4 per node. Per layout: (vpp, schedule) pairs x
+  // micro-batches (b <= 8 / dp) x sp (2 when tp > 1) x recompute 3 x dist-opt (2 when dp·cp > 1).
+  //   pp 1: 1f1b (1); pp 2 (3 layers per stage): 1f1b, zb-h1, interleaved vpp 3 (3);
+  //   pp 4 (uneven 1 + 2 + 2 + 1, m = 2): 1f1b, zb-h1 (2); no split into chunks of 2 exists
+  //   (2 + 2 + 2 + 0), so no interleaved.
+  const ModelSpec m = testing::tiny_model();
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8));
+  const auto counts = per_layout(cs);
+  const std::map<std::tuple<int, int, int, int>, int> expected = {
+      {{1, 1, 1, 4}, 1 * 2 * 1 * 3 * 2},  // b in {1, 2}
+      {{1, 1, 2, 2}, 3 * 3 * 1 * 3 * 2},  // b in {1, 2, 4}
+      {{1, 1, 4, 1}, 2 * 4 * 1 * 3 * 1},  // b in {1, 2, 4, 8}
+      {{1, 2, 1, 2}, 1 * 3 * 1 * 3 * 2}, {{1, 2, 2, 1}, 3 * 4 * 1 * 3 * 2},
+      {{1, 4, 1, 1}, 1 * 4 * 1 * 3 * 2}, {{2, 1, 1, 2}, 1 * 3 * 2 * 3 * 2},
+      {{2, 1, 2, 1}, 3 * 4 * 2 * 3 * 1}, {{2, 2, 1, 1}, 1 * 4 * 2 * 3 * 2},
+      {{4, 1, 1, 1}, 1 * 4 * 2 * 3 * 1},
+  };
+  EXPECT_EQ(counts, expected);
+  EXPECT_EQ(cs.size(), 384u);  // 12 + 54 + 24 + 18 + 72 + 24 + 36 + 72 + 48 + 24
+  // The uneven split is carried by every pp 4 candidate.
+  for (const Candidate& c : cs) {
+    if (c.pp == 4) {
+      EXPECT_EQ(c.first_stage_layers, 1);
+      EXPECT_EQ(c.last_stage_layers, 1);
+    } else {
+      EXPECT_EQ(c.first_stage_layers, 0);
+    }
+    EXPECT_EQ(c.ep, 1);
+    EXPECT_EQ(c.etp, c.tp);  // dense: the plan default
+  }
+}
+
+TEST(CandidateSpace, ReferenceWorkloadOnFourGpusCountedByHand) {
+  // gpt3-1.3b (24 layers), global batch 64, 4 GPUs: b in {1, 2, 4, 8, 16} everywhere (64/dp >= 16).
+  //   pp 2 (12 layers per stage): 1f1b, zb-h1 + interleaved vpp 2, 3, 4, 6, 12 = 7 pairs;
+  //   pp 4 (6 per stage): 1f1b, zb-h1 + vpp 2, 3, 6 = 5 pairs.
+  const ModelSpec m = load_model("gpt3-1.3b");
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 64));
+  const auto counts = per_layout(cs);
+  EXPECT_EQ(counts.at({1, 1, 1, 4}), 1 * 5 * 3 * 2);
+  EXPECT_EQ(counts.at({1, 1, 2, 2}), 7 * 5 * 3 * 2);
+  EXPECT_EQ(counts.at({1, 1, 4, 1}), 5 * 5 * 3 * 1);
+  EXPECT_EQ(counts.at({2, 1, 2, 1}), 7 * 5 * 2 * 3 * 1);
+  EXPECT_EQ(counts.at({4, 1, 1, 1}), 1 * 5 * 2 * 3 * 1);
+  EXPECT_EQ(counts.size(), 10u);
+  EXPECT_EQ(cs.size(), 945u);  // 30 + 210 + 75 + 30 + 210 + 30 + 60 + 210 + 60 + 30
+}
+
+TEST(CandidateSpace, TensorParallelStaysInsideANode) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const auto cs = enumerate_candidates(inputs(m, 64, 8, 1536));
+  int max_tp = 0;
+  for (const Candidate& c : cs) max_tp = std::max(max_tp, c.tp);
+  EXPECT_EQ(max_tp, 8);
+  // ... unless fixed.
+  FixedAxes f;
+  f.tp = 16;
+  for (const Candidate& c : enumerate_candidates(inputs(m, 64, 8, 1536, f))) EXPECT_EQ(c.tp, 16);
+}
+
+TEST(CandidateSpace, OrderIsLoopOrder) {
+  const ModelSpec m = testing::tiny_model();
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8));
+  // First: tp 1, cp 1, pp 1, dp 4, 1f1b, b 1, no sp, recompute none, dist-opt off then on.
+  EXPECT_EQ(cs[0].dp, 4);
+  EXPECT_EQ(cs[0].recompute, Recompute::kNone);
+  EXPECT_FALSE(cs[0].distributed_optimizer);
+  EXPECT_TRUE(cs[1].distributed_optimizer);
+  EXPECT_EQ(cs[2].recompute, Recompute::kSelective);
+  EXPECT_EQ(cs[6].micro_batch_size, 2);
+  // Last: tp 4, b 8, sp on, full recompute.
+  EXPECT_EQ(cs.back().tp, 4);
+  EXPECT_EQ(cs.back().micro_batch_size, 8);
+  EXPECT_TRUE(cs.back().sequence_parallel);
+  EXPECT_EQ(cs.back().recompute, Recompute::kFull);
+  // No duplicates.
+  for (size_t i = 0; i < cs.size(); ++i)
+    for (size_t j = i + 1; j < cs.size(); ++j) ASSERT_FALSE(cs[i] == cs[j]) << i << " " << j;
+}
+
+TEST(CandidateSpace, FixedAxesNarrowTheSpace) {
+  const ModelSpec m = testing::tiny_model();
+  FixedAxes f;
+  f.tp = 2;
+  f.pp = 2;
+  f.micro_batch_size = 2;
+  f.recompute = Recompute::kNone;
+  // tp 2 x pp 2 on 4 GPUs: cp 1, dp 1; 3 schedule pairs x sp 2 x dist-opt 1.
+  EXPECT_EQ(enumerate_candidates(inputs(m, 4, 4, 8, f)).size(), 3u * 2u);
+  f.schedule = ScheduleKind::kInterleaved;
+  auto cs = enumerate_candidates(inputs(m, 4, 4, 8, f));
+  ASSERT_EQ(cs.size(), 2u);
+  EXPECT_EQ(cs[0].vpp, 3);
+  // A fixed vpp alone picks the interleaved schedule; with pp 1 it stays (validate rejects it).
+  FixedAxes v;
+  v.vpp = 2;
+  v.pp = 1;
+  cs = enumerate_candidates(inputs(m, 4, 4, 8, v));
+  ASSERT_FALSE(cs.empty());
+  for (const Candidate& c : cs) {
+    EXPECT_EQ(c.vpp, 2);
+    EXPECT_EQ(c.schedule, ScheduleKind::kInterleaved);
+  }
+  // A tp that does not divide the GPU count leaves nothing.
+  FixedAxes bad;
+  bad.tp = 3;
+  EXPECT_TRUE(enumerate_candidates(inputs(m, 4, 4, 8, bad)).empty());
+  // sp on excludes tp 1; dist-opt on excludes layouts without a data-parallel group.
+  FixedAxes sp;
+  sp.sequence_parallel = true;
+  sp.distributed_optimizer = true;
+  for (const Candidate& c : enumerate_candidates(inputs(m, 4, 4, 8, sp))) {
+    EXPECT_GT(c.tp, 1);
+    EXPECT_GT(c.dp * c.cp, 1);
+  }
+}
+
+TEST(CandidateSpace, ExpertAxesOfAnMoeModel) {
+  ModelSpec m = testing::tiny_model();
+  m.moe = MoeSpec{4, 2, 96, 0, 1};
+  FixedAxes f;
+  f.tp = 2;
+  f.cp = 1;
+  f.pp = 1;
+  f.micro_batch_size = 1;
+  f.sequence_parallel = false;
+  f.recompute = Recompute::kNone;
+  f.distributed_optimizer = false;
+  // 4 GPUs, tp 2, pp 1: ep in divisors of 4 / pp up to 4 experts = 1, 2, 4; etp in {1, tp}.
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8, f));
+  std::vector<std::pair<int, int>> got;
+  for (const Candidate& c : cs) got.push_back({c.ep, c.etp});
+  EXPECT_EQ(got,
+            (std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}}));
+}
+
+}  // namespace
+}  // namespace mplan::sweep

@@ -1,0 +1,296 @@
+// Tests of run_sweep(): counts by rule on a case worked out by hand, identical results for every
+// thread count, the ranking order and its tie-breaks, pruning that changes nothing (with the real
+// simulator), and the memory lower bound below every simulated peak.
+#include "sim/sweep/sweep.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "sim/sweep/candidate_space.hpp"
+#include "sim/sweep/memory_bound.hpp"
+#include "src/common/error.hpp"
+#include "src/plan/validate.hpp"
+#include "tests/sim/sweep/sweep_test_util.hpp"
+
+namespace mplan::sweep {
+namespace {
+
+using ::testing::HasSubstr;
+
+SweepOptions fake_options(int threads) {
+  SweepOptions o;
+  o.threads = threads;
+  o.simulate = testing::fake_simulate;
+  return o;
+}
+
+bool same_figures(const Figures& a, const Figures& b) {
+  return a.iteration_time_s == b.iteration_time_s && a.tokens_per_s == b.tokens_per_s &&
+         a.model_tflops_per_gpu == b.model_tflops_per_gpu && a.mfu == b.mfu &&
+         a.bubble_fraction == b.bubble_fraction && a.peak_bytes == b.peak_bytes &&
+         a.capacity_bytes == b.capacity_bytes && a.fits == b.fits &&
+         a.breakdown.compute_s == b.breakdown.compute_s;
+}
+
+// Everything but wall time and thread count.
+void expect_same_result(const SweepResult& a, const SweepResult& b) {
+  EXPECT_EQ(a.candidates, b.candidates);
+  EXPECT_EQ(a.invalid, b.invalid);
+  EXPECT_EQ(a.out_of_memory, b.out_of_memory);
+  EXPECT_EQ(a.out_of_memory_pruned, b.out_of_memory_pruned);
+  EXPECT_EQ(a.simulated, b.simulated);
+  EXPECT_EQ(a.fits, b.fits);
+  EXPECT_EQ(a.least_known_peak_bytes, b.least_known_peak_bytes);
+  EXPECT_EQ(a.skipped, b.skipped);
+  ASSERT_EQ(a.invalid_by_rule.size(), b.invalid_by_rule.size());
+  for (size_t i = 0; i < a.invalid_by_rule.size(); ++i) {
+    EXPECT_EQ(a.invalid_by_rule[i].rule, b.invalid_by_rule[i].rule);
+    EXPECT_EQ(a.invalid_by_rule[i].example, b.invalid_by_rule[i].example);
+    EXPECT_EQ(a.invalid_by_rule[i].count, b.invalid_by_rule[i].count);
+  }
+  ASSERT_EQ(a.evaluated.size(), b.evaluated.size());
+  for (size_t i = 0; i < a.evaluated.size(); ++i) {
+    EXPECT_EQ(a.evaluated[i].index, b.evaluated[i].index);
+    EXPECT_TRUE(a.evaluated[i].candidate == b.evaluated[i].candidate);
+    EXPECT_TRUE(same_figures(a.evaluated[i].figures, b.evaluated[i].figures)) << i;
+  }
+  EXPECT_EQ(a.ranking, b.ranking);
+}
+
+int64_t count_of(const SweepResult& r, const std::string& rule_part) {
+  int64_t n = 0;
+  for (const RuleCount& c : r.invalid_by_rule)
+    if (c.rule.find(rule_part) != std::string::npos) n += c.count;
+  return n;
+}
+
+TEST(Sweep, TinyModelCountsByRule) {
+  // The 384 candidates of candidate_space_test; rejected, by their first broken rule:
+  //  - tp 4 (6 heads): the whole tp4 layout, 4 micro-batch sizes x sp 2 x recompute 3 = 24;
+  //  - interleaved with M = 1 < pp 2 micro-batches: pp2 dp2 b4 (3 x 2), tp1 cp2 pp2 b8 (3 x 2),
+  //    tp2 pp2 b8 (sp 2 x 3) = 18.
+  const SweepResult r = run_sweep(testing::tiny_request(), fake_options(2));
+  EXPECT_EQ(r.candidates, 384);
+  EXPECT_EQ(r.invalid, 42);
+  ASSERT_EQ(r.invalid_by_rule.size(), 2u);
+  EXPECT_EQ(r.invalid_by_rule[0].count, 24);
+  EXPECT_EQ(r.invalid_by_rule[0].rule,
+            "parallel.tp: num_attention_heads (#) must be a multiple of "
+            "tensor_model_parallel_size (#).");
+  EXPECT_EQ(r.invalid_by_rule[0].example,
+            "parallel.tp: num_attention_heads (6) must be a multiple of "
+            "tensor_model_parallel_size (4).");
+  EXPECT_EQ(r.invalid_by_rule[1].count, 18);
+  EXPECT_THAT(r.invalid_by_rule[1].rule, HasSubstr("should range in [PP=# , M=#]"));
+  // The first in enumeration order: tp1 cp1 pp2 dp2 with b 4.
+  EXPECT_THAT(r.invalid_by_rule[1].example, HasSubstr("[PP=2 , M=1]"));
+  EXPECT_EQ(count_of(r, "parallel."), 42);
+  // Everything else is simulated (no pruning: the tiny model fits anywhere).
+  EXPECT_EQ(r.out_of_memory_pruned, 0);
+  EXPECT_EQ(r.simulated, 342);
+  EXPECT_EQ(r.fits, 342);
+  EXPECT_EQ(static_cast<int64_t>(r.ranking.size()), r.fits);
+  // Every simulated candidate is valid, in enumeration order.
+  for (size_t i = 1; i < r.evaluated.size(); ++i)
+    EXPECT_LT(r.evaluated[i - 1].index, r.evaluated[i].index);
+}
+
+TEST(Sweep, IdenticalWhateverTheThreadCount) {
+  const SweepRequest req = testing::tiny_request();
+  const SweepResult one = run_sweep(req, fake_options(1));
+  EXPECT_EQ(one.threads, 1);
+  for (int t : {2, 3, 5, 8, 64}) {
+    SCOPED_TRACE(t);
+    expect_same_result(one, run_sweep(req, fake_options(t)));
+  }
+}
+
+TEST(Sweep, RankingOrderAndTieBreaks) {
+  SweepRequest req = testing::tiny_request();
+  const SweepResult r = run_sweep(req, fake_options(2));
+  ASSERT_GT(r.ranking.size(), 2u);
+  for (size_t i = 1; i < r.ranking.size(); ++i) {
+    const Evaluated& a = r.evaluated[static_cast<size_t>(r.ranking[i - 1])];
+    const Evaluated& b = r.evaluated[static_cast<size_t>(r.ranking[i])];
+    ASSERT_TRUE(ranks_before(a, b, Objective::kThroughput)) << i;
+    ASSERT_GE(a.figures.tokens_per_s, b.figures.tokens_per_s);
+  }
+  // The fake time ignores sp and dist-opt: equal tokens/s, and sp's lower peak ranks first.
+  const Evaluated& best = r.best();
+  EXPECT_TRUE(best.candidate.sequence_parallel || best.candidate.tp == 1);
+  // Fake time 1 + pp/M + 0.1 tp: the best has tp 1, pp 1 (no pp/M term... is 1/M with M = 8/dp
+  // smallest at dp 1): tp 1, pp 1, dp 1 is cp 4 with b 1 (M 8): 1 + 1/8 + 0.1 = 1.225 s.
+  EXPECT_EQ(best.candidate.tp, 1);
+  EXPECT_EQ(best.candidate.pp, 1);
+  EXPECT_EQ(best.candidate.cp, 4);
+  EXPECT_EQ(best.candidate.micro_batch_size, 1);
+  EXPECT_DOUBLE_EQ(best.figures.iteration_time_s, 1.225);
+
+  // Exact ties (same tokens/s, same peak) fall back to enumeration order.
+  Evaluated x, y;
+  x.index = 5;
+  y.index = 7;
+  x.figures.tokens_per_s = y.figures.tokens_per_s = 10;
+  x.figures.peak_bytes = y.figures.peak_bytes = 100;
+  EXPECT_TRUE(ranks_before(x, y, Objective::kThroughput));
+  EXPECT_FALSE(ranks_before(y, x, Objective::kThroughput));
+  y.figures.peak_bytes = 90;
+  EXPECT_TRUE(ranks_before(y, x, Objective::kThroughput));
+  y.figures.tokens_per_s = 9;
+  EXPECT_TRUE(ranks_before(x, y, Objective::kThroughput));
+  EXPECT_TRUE(ranks_before(y, x, Objective::kMemory));
+}
+
+TEST(Sweep, MemoryObjectiveRanksLeastPeakFirst) {
+  SweepRequest req = testing::tiny_request();
+  req.objective = Objective::kMemory;
+  const SweepResult r = run_sweep(req, fake_options(2));
+  for (size_t i = 1; i < r.ranking.size(); ++i)
+    ASSERT_LE(r.evaluated[static_cast<size_t>(r.ranking[i - 1])].figures.peak_bytes,
+              r.evaluated[static_cast<size_t>(r.ranking[i])].figures.peak_bytes);
+}
+
+TEST(Sweep, OutOfMemoryIsCountedNotRanked) {
+  SweepRequest req = testing::tiny_request();
+  // Capacity between the peaks: the fake peak grows by 1 GiB per micro-batch in flight.
+  req.base.cluster.gpu.memory_gib = req.base.cluster.gpu.runtime_overhead_gib + 1.5;
+  const SweepResult r = run_sweep(req, fake_options(2));
+  EXPECT_GT(r.out_of_memory, 0);
+  EXPECT_GT(r.fits, 0);
+  EXPECT_EQ(r.invalid + r.out_of_memory + r.fits, r.candidates);
+  for (int64_t i : r.ranking) EXPECT_TRUE(r.evaluated[static_cast<size_t>(i)].figures.fits);
+}
+
+TEST(Sweep, SimulatorErrorsReachTheCaller) {
+  SweepOptions o = fake_options(3);
+  o.simulate = [](const Plan&) -> sim::SimulationResult { throw std::runtime_error("boom"); };
+  EXPECT_THROW(run_sweep(testing::tiny_request(), o), std::runtime_error);
+}
+
+TEST(Sweep, ProgressReachesTheTotal) {
+  SweepOptions o = fake_options(2);
+  int64_t last = -1, total_seen = 0;
+  bool monotonic = true;
+  o.progress = [&](int64_t done, int64_t total) {
+    monotonic = monotonic && done >= last;
+    last = done;
+    total_seen = total;
+  };
+  const SweepResult r = run_sweep(testing::tiny_request(), o);
+  EXPECT_TRUE(monotonic);
+  EXPECT_EQ(last, r.candidates);
+  EXPECT_EQ(total_seen, r.candidates);
+}
+
+// ---- With the real simulator --------------------------------------------------------------
+
+// gpt3-1.3b on the 4-GPU node, with GPU memory cut so that some plans fit and some do not.
+SweepRequest squeezed_request(double memory_gib) {
+  SweepRequest r;
+  r.base.model = load_model("gpt3-1.3b");
+  r.base.cluster = load_cluster("h200x4");
+  r.base.cluster.gpu.memory_gib = memory_gib;
+  r.gpus = 4;
+  r.global_batch_size = 64;
+  return r;
+}
+
+TEST(SweepWithSimulator, PruningDoesNotChangeTheResult) {
+  for (double gib : {12.0, 20.0, 30.0}) {
+    SCOPED_TRACE(gib);
+    const SweepRequest req = squeezed_request(gib);
+    SweepOptions pruned, full;
+    pruned.threads = full.threads = 2;
+    full.prune = false;
+    const SweepResult a = run_sweep(req, pruned);
+    const SweepResult b = run_sweep(req, full);
+    EXPECT_EQ(b.out_of_memory_pruned, 0);
+    EXPECT_EQ(a.out_of_memory, b.out_of_memory);
+    EXPECT_EQ(a.fits, b.fits);
+    EXPECT_EQ(a.invalid, b.invalid);
+    // The same plans in the same order with the same figures.
+    ASSERT_EQ(a.ranking.size(), b.ranking.size());
+    for (size_t i = 0; i < a.ranking.size(); ++i) {
+      const Evaluated& x = a.evaluated[static_cast<size_t>(a.ranking[i])];
+      const Evaluated& y = b.evaluated[static_cast<size_t>(b.ranking[i])];
+      ASSERT_EQ(x.index, y.index) << "rank " << i + 1;
+      ASSERT_TRUE(same_figures(x.figures, y.figures)) << "rank " << i + 1;
+    }
+    if (gib == 12.0) {
+      EXPECT_GT(a.out_of_memory_pruned, 0);  // the bound does prune here
+    }
+  }
+}
+
+// Skipping what cannot reach the top K leaves the top K (and best) as simulating everything does.
+void expect_same_top(const SweepResult& a, const SweepResult& b, int64_t k) {
+  ASSERT_GE(static_cast<int64_t>(a.ranking.size()), std::min<int64_t>(k, b.fits));
+  for (int64_t i = 0; i < k && i < b.fits; ++i) {
+    const Evaluated& x = a.evaluated[static_cast<size_t>(a.ranking[i])];
+    const Evaluated& y = b.evaluated[static_cast<size_t>(b.ranking[i])];
+    ASSERT_EQ(x.index, y.index) << "rank " << i + 1;
+    ASSERT_TRUE(same_figures(x.figures, y.figures)) << "rank " << i + 1;
+  }
+}
+
+TEST(SweepWithSimulator, SkippingBelowTheTopKDoesNotChangeTheTopK) {
+  for (Objective objective : {Objective::kThroughput, Objective::kMemory}) {
+    for (int64_t k : {1, 5, 40}) {
+      SCOPED_TRACE(cat(to_string(objective), " top ", k));
+      SweepRequest req = squeezed_request(30);
+      req.objective = objective;
+      SweepOptions full, top;
+      full.threads = top.threads = 2;
+      full.prune = false;
+      top.top_k = k;
+      const SweepResult a = run_sweep(req, top);
+      const SweepResult b = run_sweep(req, full);
+      expect_same_top(a, b, k);
+      EXPECT_EQ(a.invalid, b.invalid);
+      EXPECT_EQ(a.invalid + a.out_of_memory_pruned + a.skipped + a.simulated, a.candidates);
+      if (k == 1) {
+        EXPECT_GT(a.skipped, 0);
+      }
+    }
+  }
+}
+
+TEST(SweepWithSimulator, SkippingIsTheSameWhateverTheThreadCount) {
+  SweepRequest req = squeezed_request(30);
+  SweepOptions o;
+  o.top_k = 3;
+  o.threads = 1;
+  const SweepResult one = run_sweep(req, o);
+  EXPECT_GT(one.skipped, 0);
+  for (int t : {2, 3, 7}) {
+    SCOPED_TRACE(t);
+    o.threads = t;
+    const SweepResult r = run_sweep(req, o);
+    expect_same_result(one, r);
+    EXPECT_EQ(one.skipped, r.skipped);
+  }
+}
+
+TEST(SweepWithSimulator, LowerBoundIsBelowEverySimulatedPeak) {
+  for (const SweepRequest& req : {squeezed_request(80), testing::tiny_request()}) {
+    SCOPED_TRACE(req.base.model.name);
+    Plan plan = req.base;
+    int64_t checked = 0;
+    for (const Candidate& c :
+         enumerate_candidates({&req.base.model, req.gpus, req.base.cluster.gpus_per_node,
+                               req.global_batch_size, req.fixed})) {
+      plan.parallel = to_parallel(c, req.global_batch_size);
+      if (!validate(plan).empty()) continue;
+      const int64_t peak = sim::simulate(plan).peak_bytes;
+      ASSERT_LE(memory_lower_bound(plan), peak) << layout_label(c) << " mbs " << c.micro_batch_size;
+      ++checked;
+    }
+    EXPECT_GT(checked, 100);
+  }
+}
+
+}  // namespace
+}  // namespace mplan::sweep

@@ -1,0 +1,61 @@
+// Tests of the iteration-time lower bound against the simulator itself: below the simulated
+// iteration time and above the simulated compute time of the reported stage, for every valid
+// candidate of small sweeps (dense and MoE, every schedule, recompute and micro-batch size).
+#include "sim/sweep/time_bound.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sim/sweep/candidate_space.hpp"
+#include "src/plan/validate.hpp"
+#include "tests/sim/sweep/sweep_test_util.hpp"
+
+namespace mplan::sweep {
+namespace {
+
+void check_every_valid_candidate(const Plan& base, int64_t gpus, int64_t gbs) {
+  Plan plan = base;
+  TimeBoundScratch scratch;
+  int64_t checked = 0;
+  for (const Candidate& c :
+       enumerate_candidates({&base.model, gpus, base.cluster.gpus_per_node, gbs, FixedAxes{}})) {
+    plan.parallel = to_parallel(c, gbs);
+    if (!validate(plan).empty()) continue;
+    const sim::SimulationResult r = sim::simulate(plan);
+    const int64_t bound = iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch);
+    const double bound_s = static_cast<double>(bound) * 1e-9;
+    ASSERT_LE(bound_s, r.iteration_time_s * (1 + 1e-12))
+        << layout_label(c) << " " << to_string(c.schedule) << " mbs " << c.micro_batch_size;
+    ASSERT_GE(bound_s, r.breakdown.compute_s * (1 - 1e-9))
+        << layout_label(c) << " " << to_string(c.schedule) << " mbs " << c.micro_batch_size;
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(TimeBound, BelowEverySimulatedIterationTime) {
+  Plan p;
+  p.model = load_model("gpt3-1.3b");
+  p.cluster = load_cluster("h200x4");
+  check_every_valid_candidate(p, 4, 64);
+}
+
+TEST(TimeBound, AcrossNodesAndUnevenSplits) {
+  Plan p;
+  p.model = load_model("llama3-8b");
+  p.model.num_layers = 7;  // uneven pipeline splits
+  p.model.seq_length = 1024;
+  p.cluster = load_cluster("dgx-h100");
+  check_every_valid_candidate(p, 16, 32);
+}
+
+TEST(TimeBound, MoeModel) {
+  Plan p;
+  p.model = load_model("mixtral-8x7b");
+  p.model.num_layers = 4;
+  p.model.seq_length = 1024;
+  p.cluster = load_cluster("dgx-h100");
+  check_every_valid_candidate(p, 8, 16);
+}
+
+}  // namespace
+}  // namespace mplan::sweep
