@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "cli/command_registry.hpp"
 #include "src/common/error.hpp"
@@ -35,6 +36,20 @@ int main(int argc, char** argv) {
                    [](const auto& a, const auto& b) { return a.position < b.position; });
   for (const auto& e : entries) e.add(app);
 
+  // An unknown first word is a mistyped command: say so, not "a subcommand is required".
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::string word = argv[1], known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      found = found || sub->get_name() == word;
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      std::cerr << "mplan: unknown command '" << word << "' (commands: " << known
+                << "; see mplan --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
