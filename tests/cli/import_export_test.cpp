@@ -3,18 +3,15 @@
 // plan -> Megatron-LM script -> plan.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+
+#include "tests/cli/cli_runner.hpp"
 
 namespace {
 
@@ -22,17 +19,10 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using mplan::cli_test::count_lines;
+using mplan::cli_test::Result;
+using mplan::cli_test::shipped_plan;
+using mplan::cli_test::slurp;
 
 class ImportExport : public ::testing::Test {
  protected:
@@ -51,25 +41,15 @@ class ImportExport : public ::testing::Test {
     std::ofstream(file(name), std::ios::binary) << text;
   }
   // Runs `mplan ARGS` (ARGS is shell text) in the temp dir.
-  Result run(const std::string& args, const std::string& stdin_file = "") const {
-    std::string cmd =
-        "cd '" + dir_.string() + "' && '" + MPLAN_BIN + "' " + args + " >out.txt 2>err.txt";
-    if (!stdin_file.empty()) cmd += " <'" + stdin_file + "'";
-    Result r;
-    int status = std::system(cmd.c_str());
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(file("out.txt"));
-    r.err = slurp(file("err.txt"));
-    return r;
+  Result run(const std::string& args) const {
+    mplan::cli_test::RunOptions options;
+    options.cwd = dir_;
+    return mplan::cli_test::run(args, options);
   }
   static std::string fixture() {
     return std::string(MPLAN_SOURCE_DIR) + "/tests/cli/fixtures/gpt3_175b_rampup.sh";
   }
 };
-
-size_t lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
 
 TEST_F(ImportExport, ImportsTheGpt3LaunchScript) {
   Result r = run("import --megatron '" + fixture() + "' --out plan.json");
@@ -142,7 +122,7 @@ TEST_F(ImportExport, RoundTripThroughTheTorchrunScript) {
 }
 
 TEST_F(ImportExport, RoundTripOfThePresetPlan) {
-  std::string preset = std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
+  std::string preset = shipped_plan("gpt3-1.3b-dp4");
   ASSERT_EQ(run("export --megatron '" + preset + "' --out t.sh").code, 0);
   ASSERT_EQ(run("import --megatron t.sh --cluster h200x4 --out p.json").code, 0);
   ASSERT_EQ(run("validate p.json --json").code, 0);
@@ -153,7 +133,7 @@ TEST_F(ImportExport, RoundTripOfThePresetPlan) {
 }
 
 TEST_F(ImportExport, ExportFormats) {
-  std::string preset = std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
+  std::string preset = shipped_plan("gpt3-1.3b-dp4");
   Result args = run("export --megatron '" + preset + "' --format args");
   ASSERT_EQ(args.code, 0) << args.err;
   std::istringstream in(args.out);
@@ -204,7 +184,7 @@ TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
     Result r = run(c.args);
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
-    EXPECT_EQ(lines(r.err), 1u) << c.args << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << c.args << "\n" << r.err;
     EXPECT_EQ(r.out, "") << c.args;
   }
 }

@@ -2,44 +2,18 @@
 // rule in the message naming the flag, and the ramp-up listing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "tests/cli/cli_runner.hpp"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs `mplan <args>` and captures exit code, stdout and stderr.
-Result run(const std::string& args) {
-  std::string base = ::testing::TempDir() + "mplan_mb_" + std::to_string(::getpid());
-  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
+using mplan::cli_test::Result;
+using mplan::cli_test::run;
 
 TEST(MicrobatchesCli, ConstantJson) {
   Result r = run("microbatches --global-batch 64 --micro-batch 4 --dp 4 --json");

@@ -3,40 +3,33 @@
 // Multi-rank runs are tested under mpirun (tests/exec, label mpi).
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/cli/cli_runner.hpp"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using mplan::cli_test::Result;
+using mplan::cli_test::shipped_plan;
+using mplan::cli_test::slurp;
+using mplan::cli_test::temp_path;
+using mplan::cli_test::write_temp;
 
+// Runs `mplan ARGS`; stdout and stderr come together in Result::out.
 Result run(const std::string& args) {
-  std::string cmd = std::string(MPLAN_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  mplan::cli_test::RunOptions options;
+  options.merge_stderr = true;
+  return mplan::cli_test::run(args, options);
 }
 
-std::string plan(const std::string& name) {
-  return std::string(MPLAN_SOURCE_DIR) + "/configs/plans/" + name + ".json";
-}
+const std::string kTinyGpt = shipped_plan("tiny-gpt");
 
 TEST(RunCommand, TrainsTheTinyPlanAndWritesJson) {
-  std::string json = ::testing::TempDir() + "/mplan_run_test.json";
-  Result r = run("run " + plan("tiny-gpt") + " --backend cpu --iters 3 --warmup 1 --json " + json);
+  std::string json = temp_path("run_test.json");
+  Result r = run("run " + kTinyGpt + " --backend cpu --iters 3 --warmup 1 --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("iter 1/3 (warmup)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("iter 3/3"), std::string::npos);
@@ -65,8 +58,8 @@ TEST(RunCommand, TrainsTheTinyPlanAndWritesJson) {
 }
 
 TEST(RunCommand, SameSeedSameLosses) {
-  Result a = run("run " + plan("tiny-gpt") + " --backend cpu --iters 2 --warmup 0 --seed 7");
-  Result b = run("run " + plan("tiny-gpt") + " --backend cpu --iters 2 --warmup 0 --seed 7");
+  Result a = run("run " + kTinyGpt + " --backend cpu --iters 2 --warmup 0 --seed 7");
+  Result b = run("run " + kTinyGpt + " --backend cpu --iters 2 --warmup 0 --seed 7");
   ASSERT_EQ(a.code, 0) << a.out;
   auto losses = [](const std::string& s) {
     std::string out;
@@ -78,20 +71,18 @@ TEST(RunCommand, SameSeedSameLosses) {
 }
 
 TEST(RunCommand, RefusesAPlanForAnotherWorldSize) {
-  Result r = run("run " + plan("tiny-gpt-tp2-sp") + " --backend cpu");
+  Result r = run("run " + shipped_plan("tiny-gpt-tp2-sp") + " --backend cpu");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("plan: needs 2 ranks"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("iter "), std::string::npos);
 }
 
 TEST(RunCommand, RefusesPipelinePlans) {
-  std::ifstream in(plan("tiny-gpt"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = slurp(kTinyGpt);
   size_t at = text.find("\"pp\": 1");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 7, "\"pp\": 2");
-  std::string path = ::testing::TempDir() + "/mplan_run_pp2.json";
-  std::ofstream(path) << text;
+  std::string path = write_temp("run_pp2.json", text);
   Result r = run("run " + path + " --backend cpu");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(
@@ -101,18 +92,18 @@ TEST(RunCommand, RefusesPipelinePlans) {
 }
 
 TEST(RunCommand, RejectsBadOptions) {
-  Result r = run("run " + plan("tiny-gpt") + " --iters 3 --warmup 3");
+  Result r = run("run " + kTinyGpt + " --iters 3 --warmup 3");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--warmup: must be in [0, --iters)"), std::string::npos) << r.out;
-  r = run("run " + plan("tiny-gpt") + " --backend tpu");
+  r = run("run " + kTinyGpt + " --backend tpu");
   EXPECT_EQ(r.code, 2);
-  r = run("run " + plan("tiny-gpt") + " --backend cpu --json /nonexistent-dir/x.json");
+  r = run("run " + kTinyGpt + " --backend cpu --json /nonexistent-dir/x.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--json: cannot write"), std::string::npos) << r.out;
 }
 
 TEST(RunCommand, CudaBackendIsRefusedClearlyWhenUnavailable) {
-  Result r = run("run " + plan("tiny-gpt") + " --backend cuda --iters 1 --warmup 0");
+  Result r = run("run " + kTinyGpt + " --backend cuda --iters 1 --warmup 0");
   if (r.code == 0) GTEST_SKIP() << "a GPU build with a visible GPU: cuda ran";
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("mplan: error: --backend cuda: "), std::string::npos) << r.out;

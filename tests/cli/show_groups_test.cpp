@@ -2,47 +2,18 @@
 // the JSON shape (keys, group lists of Megatron's documented example, rank records) and the text
 // output's markers. Group contents themselves are tested in tests/src/parallel/rank_grid_test.cpp.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "tests/cli/cli_runner.hpp"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-// Runs `mplan <args>`; args are passed through the shell unquoted (tests use plain words).
-Result run(const std::string& args) {
-  static int counter = 0;
-  std::string err_path = ::testing::TempDir() + "show_groups_err_" + std::to_string(counter++);
-  std::string cmd = std::string(MPLAN_BIN) + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* f = fopen(err_path.c_str(), "r")) {
-    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) r.err.append(buf.data(), n);
-    fclose(f);
-  }
-  std::remove(err_path.c_str());
-  return r;
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+using mplan::cli_test::count_lines;
+using mplan::cli_test::Result;
+using mplan::cli_test::run;
 
 TEST(ShowGroupsCli, JsonShapeOnMegatronExample) {
   Result r = run("show-groups --tp 2 --pp 4 --dp 2 --json");
@@ -139,7 +110,7 @@ TEST(ShowGroupsCli, LargeWorldIsSummarized) {
   // 1024 ranks: the text stays short; JSON still lists every rank.
   Result r = run("show-groups --tp 8 --pp 8 --dp 16");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_LT(count_lines(r.out), 150);
+  EXPECT_LT(count_lines(r.out), 150u);
   EXPECT_NE(r.out.find("ranks not shown"), std::string::npos);
   EXPECT_NE(r.out.find("more;"), std::string::npos);
   Result j = run("show-groups --tp 8 --pp 8 --dp 16 --json");
@@ -155,7 +126,7 @@ void expect_error(const std::string& args, const std::string& flag) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
 }
 
 TEST(ShowGroupsCli, BadInputExitsTwoNamingTheFlag) {

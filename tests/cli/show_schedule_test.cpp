@@ -1,47 +1,24 @@
 // `mplan show-schedule` run as a program: exit codes, error lines naming the flag, the JSON
 // document's shape, the human timeline and summary, the SVG file, --plan.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+#include <vector>
+
+#include "tests/cli/cli_runner.hpp"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using mplan::cli_test::Result;
+using mplan::cli_test::slurp;
+using mplan::cli_test::temp_path;
+using mplan::cli_test::write_temp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Result run(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "show_schedule_stderr.txt";
-  const std::string cmd = std::string(MPLAN_BIN) + " show-schedule " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err_path)};
-}
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
+// Runs `mplan show-schedule ARGS`.
+Result run(const std::string& args) { return mplan::cli_test::run("show-schedule " + args); }
 
 TEST(ShowScheduleCli, TimelineAndSummary) {
   const Result r = run("--pp 4 --microbatches 8");
@@ -110,7 +87,7 @@ TEST(ShowScheduleCli, ZeroBubbleCosts) {
 }
 
 TEST(ShowScheduleCli, SvgFile) {
-  const std::string path = testing::TempDir() + "schedule.svg";
+  const std::string path = temp_path("schedule.svg");
   std::remove(path.c_str());
   const Result r = run("--pp 4 --microbatches 8 --vpp 2 --svg " + path);
   ASSERT_EQ(r.code, 0) << r.err;

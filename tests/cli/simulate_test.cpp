@@ -4,56 +4,28 @@
 // time, and exit 2 with every broken rule for an invalid plan or a bad flag value.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "tests/cli/cli_runner.hpp"
 
 namespace {
 
 using ::testing::HasSubstr;
 using Json = nlohmann::ordered_json;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using mplan::cli_test::Result;
+using mplan::cli_test::run;
+using mplan::cli_test::shipped_plan;
+using mplan::cli_test::slurp;
+using mplan::cli_test::temp_path;
+using mplan::cli_test::write_temp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "mplan_simulate_" + std::to_string(::getpid()) + "_" + name;
-}
-
-Result run(const std::string& args) {
-  std::string base = temp_path("run");
-  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
-
-const std::string kDp4 = std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
-
-std::string write_plan(const std::string& name, const Json& plan) {
-  std::string path = temp_path(name);
-  std::ofstream(path) << plan.dump(2);
-  return path;
-}
+const std::string kDp4 = shipped_plan("gpt3-1.3b-dp4");
 
 Json pipeline_plan() {
   return Json::parse(R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
@@ -73,7 +45,7 @@ TEST(SimulateCli, TextReport) {
 }
 
 TEST(SimulateCli, JsonShape) {
-  Result r = run("simulate " + write_plan("pp.json", pipeline_plan()) + " --json");
+  Result r = run("simulate " + write_temp("pp.json", pipeline_plan().dump(2)) + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const Json j = Json::parse(r.out);
   EXPECT_EQ(j["schema_version"], 1);
@@ -111,7 +83,7 @@ TEST(SimulateCli, JsonShape) {
 }
 
 TEST(SimulateCli, FullGridGivesTheSameTime) {
-  const std::string path = write_plan("grid.json", pipeline_plan());
+  const std::string path = write_temp("grid.json", pipeline_plan().dump(2));
   Result a = run("simulate " + path + " --json");
   Result b = run("simulate " + path + " --json --full-grid");
   ASSERT_EQ(a.code, 0) << a.err;
@@ -135,7 +107,7 @@ TEST(SimulateCli, HardwareReplacesTheCluster) {
 
 TEST(SimulateCli, TraceIsChromeTraceJson) {
   const std::string trace = temp_path("trace.json");
-  Result r = run("simulate " + write_plan("t.json", pipeline_plan()) + " --trace " + trace);
+  Result r = run("simulate " + write_temp("t.json", pipeline_plan().dump(2)) + " --trace " + trace);
   ASSERT_EQ(r.code, 0) << r.err;
   const Json t = Json::parse(slurp(trace));
   int processes = 0, complete = 0;
@@ -155,7 +127,7 @@ TEST(SimulateCli, InvalidPlanListsEveryViolation) {
   Json p = pipeline_plan();
   p["parallel"]["tp"] = 3;                  // 16 heads
   p["parallel"]["global_batch_size"] = 30;  // not a multiple of 4 x dp
-  const std::string path = write_plan("bad.json", p);
+  const std::string path = write_temp("bad.json", p.dump(2));
   Result r = run("simulate " + path);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("broken rules:"));

@@ -4,8 +4,6 @@
 // and exit 2 with a message saying why and what would help for impossible requests.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -13,40 +11,18 @@
 #include <sstream>
 #include <string>
 
+#include "tests/cli/cli_runner.hpp"
+
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Json = nlohmann::ordered_json;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "mplan_sweep_" + std::to_string(::getpid()) + "_" + name;
-}
-
-Result run(const std::string& args) {
-  std::string base = temp_path("run");
-  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
+using mplan::cli_test::Result;
+using mplan::cli_test::run;
+using mplan::cli_test::slurp;
+using mplan::cli_test::temp_path;
 
 // A small, fast sweep: the reference workload on one DGX H100 node.
 const std::string kSmall = "sweep --gpus 8 --model gpt3-1.3b --cluster dgx-h100 --global-batch 64";

@@ -3,58 +3,25 @@
 // the JSON shape.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "tests/cli/cli_runner.hpp"
 
 namespace {
 
 using ::testing::HasSubstr;
 using Json = nlohmann::ordered_json;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using mplan::cli_test::Result;
+using mplan::cli_test::run;
+using mplan::cli_test::shipped_plan;
+using mplan::cli_test::temp_path;
+using mplan::cli_test::write_temp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "mplan_validate_" + std::to_string(::getpid()) + "_" + name;
-}
-
-Result run(const std::string& args) {
-  std::string base = temp_path("run");
-  std::string cmd = std::string(MPLAN_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
-
-const std::string kShippedPlan =
-    std::string(MPLAN_SOURCE_DIR) + "/configs/plans/gpt3-1.3b-dp4.json";
-
-// Writes `plan` to a temporary file and returns its path.
-std::string write_plan(const std::string& name, const Json& plan) {
-  std::string path = temp_path(name);
-  std::ofstream(path) << plan.dump(2);
-  return path;
-}
+const std::string kShippedPlan = shipped_plan("gpt3-1.3b-dp4");
 
 Json llama_plan() {
   return Json::parse(R"({"schema_version": 1, "model": "llama3-8b", "cluster": "dgx-h200",
@@ -86,7 +53,7 @@ TEST(ValidateCli, BrokenRulesAreListedAndExitTwo) {
   p["parallel"]["dp"] = 1;
   p["parallel"]["global_batch_size"] = 30;
   p["parallel"]["micro_batch_size"] = 4;
-  std::string path = write_plan("bad.json", p);
+  std::string path = write_temp("bad.json", p.dump(2));
   Result r = run("validate " + path);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.out, HasSubstr("2 broken rules:"));
@@ -109,7 +76,7 @@ TEST(ValidateCli, BrokenRulesAreListedAndExitTwo) {
 TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
   Json p = llama_plan();
   p["parallel"]["tp"] = "2";
-  std::string path = write_plan("type.json", p);
+  std::string path = write_temp("type.json", p.dump(2));
   Result r = run("validate " + path);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr(path + ": parallel.tp: must be an integer, got \"2\""));
@@ -117,7 +84,7 @@ TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
 
   Json q = llama_plan();
   q["parallel"]["pipeline_parallel"] = 2;
-  path = write_plan("unknown.json", q);
+  path = write_temp("unknown.json", q.dump(2));
   r = run("validate " + path);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("parallel.pipeline_parallel: unknown key"));
@@ -125,7 +92,7 @@ TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
 
   Json m = llama_plan();
   m["parallel"].erase("dp");
-  path = write_plan("missing.json", m);
+  path = write_temp("missing.json", m.dump(2));
   r = run("validate " + path);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("parallel.dp: missing (required)"));
@@ -133,7 +100,7 @@ TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
 
   Json u = llama_plan();
   u["model"] = "llama9";
-  path = write_plan("preset.json", u);
+  path = write_temp("preset.json", u.dump(2));
   r = run("validate " + path);
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("model: unknown model preset 'llama9'"));

@@ -11,8 +11,8 @@
 #include <limits>
 #include <sstream>
 
-#include "exec/cpu/bf16.hpp"
 #include "exec/cuda/cuda_backend.hpp"
+#include "exec/host_values.hpp"
 
 namespace mplan::exec::cuda {
 namespace {
@@ -60,21 +60,8 @@ void OpChecker::release(Pair& p) {
 }
 
 void OpChecker::set(Pair& p, const std::vector<float>& host) {
-  const size_t n = host.size();
-  if (p.gpu.dtype == DType::kF32) {
-    gpu_.upload(p.gpu, host.data());
-    cpu_.upload(p.cpu, host.data());
-  } else if (p.gpu.dtype == DType::kBF16) {
-    std::vector<uint16_t> b(n);
-    for (size_t i = 0; i < n; ++i) b[i] = f32_to_bf16(host[i]);
-    gpu_.upload(p.gpu, b.data());
-    cpu_.upload(p.cpu, b.data());
-  } else {
-    std::vector<int32_t> b(n);
-    for (size_t i = 0; i < n; ++i) b[i] = static_cast<int32_t>(host[i]);
-    gpu_.upload(p.gpu, b.data());
-    cpu_.upload(p.cpu, b.data());
-  }
+  upload_values(gpu_, p.gpu, host);
+  upload_values(cpu_, p.cpu, host);
 }
 
 std::vector<float> OpChecker::random(int64_t n, float lo, float hi) {
@@ -97,26 +84,8 @@ void OpChecker::poison(Pair& p) {
   cpu_.fill(p.cpu, nan);
 }
 
-namespace {
-std::vector<float> read(Backend& be, const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype == DType::kF32) {
-    be.download(out.data(), t);
-  } else if (t.dtype == DType::kBF16) {
-    std::vector<uint16_t> b(out.size());
-    be.download(b.data(), t);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(b[i]);
-  } else {
-    std::vector<int32_t> b(out.size());
-    be.download(b.data(), t);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(b[i]);
-  }
-  return out;
-}
-}  // namespace
-
-std::vector<float> OpChecker::read_gpu(const Pair& p) { return read(gpu_, p.gpu); }
-std::vector<float> OpChecker::read_cpu(const Pair& p) { return read(cpu_, p.cpu); }
+std::vector<float> OpChecker::read_gpu(const Pair& p) { return download_values(gpu_, p.gpu); }
+std::vector<float> OpChecker::read_cpu(const Pair& p) { return download_values(cpu_, p.cpu); }
 
 bool OpChecker::compare_values(const std::string& name, const std::vector<float>& got,
                                const std::vector<float>& ref, const Tolerance& tol) {

@@ -7,35 +7,13 @@
 #include <thread>
 #include <vector>
 
-#include "exec/cpu/bf16.hpp"
 #include "exec/cuda/nccl_comm.hpp"
+#include "exec/host_values.hpp"
 #include "exec/mpi/fatal.hpp"
 #include "tests/exec/gpu/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
 namespace {
-
-std::vector<float> download(CudaBackend& be, Tensor t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype == DType::kF32) {
-    be.download(out.data(), t);
-  } else {
-    std::vector<uint16_t> b(out.size());
-    be.download(b.data(), t);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(b[i]);
-  }
-  return out;
-}
-
-void upload(CudaBackend& be, Tensor t, const std::vector<float>& v) {
-  if (t.dtype == DType::kF32) {
-    be.upload(t, v.data());
-  } else {
-    std::vector<uint16_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]);
-    be.upload(t, b.data());
-  }
-}
 
 // Expects got[i] == want(i) for every i; reports the count and the first mismatch. (EXPECT, not
 // ASSERT: a rank that returned early would leave its peers waiting in the next collective.)
@@ -70,42 +48,42 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       std::vector<float> v(static_cast<size_t>(len));
       for (int64_t i = 0; i < len; ++i)
         v[static_cast<size_t>(i)] = static_cast<float>((rank + 1) * (i % 7));
-      upload(be, t, v);
+      upload_values(be, t, v);
       comm.all_reduce(t, ReduceOp::kSum, st);
       be.synchronize();
       const int tri = n * (n + 1) / 2;
       expect_values(
-          download(be, t), [&](int64_t i) { return static_cast<float>(tri * (i % 7)); },
+          download_values(be, t), [&](int64_t i) { return static_cast<float>(tri * (i % 7)); },
           what + " all_reduce sum");
       // all-reduce max: rank r holds r - (i % 5).
       for (int64_t i = 0; i < len; ++i)
         v[static_cast<size_t>(i)] = static_cast<float>(rank - i % 5);
-      upload(be, t, v);
+      upload_values(be, t, v);
       comm.all_reduce(t, ReduceOp::kMax, st);
       be.synchronize();
       expect_values(
-          download(be, t), [&](int64_t i) { return static_cast<float>(n - 1 - i % 5); },
+          download_values(be, t), [&](int64_t i) { return static_cast<float>(n - 1 - i % 5); },
           what + " all_reduce max");
       // all-gather: rank r sends r·16 + i (i < 10) -> recv block r.
       Tensor send = be.alloc(dt, {10}, "test");
       Tensor recv = be.alloc(dt, {10 * n}, "test");
       std::vector<float> sv(10);
       for (int i = 0; i < 10; ++i) sv[static_cast<size_t>(i)] = static_cast<float>(rank * 16 + i);
-      upload(be, send, sv);
+      upload_values(be, send, sv);
       comm.all_gather(send, recv, st);
       be.synchronize();
       expect_values(
-          download(be, recv), [](int64_t j) { return static_cast<float>(j / 10 * 16 + j % 10); },
-          what + " all_gather");
+          download_values(be, recv),
+          [](int64_t j) { return static_cast<float>(j / 10 * 16 + j % 10); }, what + " all_gather");
       // reduce-scatter: every rank sends (j % 20) + rank for j < 10·n -> block `rank` summed.
       std::vector<float> rv(static_cast<size_t>(10 * n));
       for (int j = 0; j < 10 * n; ++j)
         rv[static_cast<size_t>(j)] = static_cast<float>(j % 20 + rank);
-      upload(be, recv, rv);
+      upload_values(be, recv, rv);
       comm.reduce_scatter(recv, send, st);
       be.synchronize();
       expect_values(
-          download(be, send),
+          download_values(be, send),
           [&](int64_t i) {
             return static_cast<float>(n * ((rank * 10 + i) % 20) + n * (n - 1) / 2);
           },
@@ -113,15 +91,15 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       // broadcast from the last rank.
       for (int64_t i = 0; i < len; ++i)
         v[static_cast<size_t>(i)] = static_cast<float>(rank * 3 + i % 11);
-      upload(be, t, v);
+      upload_values(be, t, v);
       comm.broadcast(t, n - 1, st);
       be.synchronize();
       expect_values(
-          download(be, t), [&](int64_t i) { return static_cast<float>((n - 1) * 3 + i % 11); },
-          what + " broadcast");
+          download_values(be, t),
+          [&](int64_t i) { return static_cast<float>((n - 1) * 3 + i % 11); }, what + " broadcast");
       // A ring: send to rank + 1, receive from rank - 1, grouped.
       for (int i = 0; i < 10; ++i) sv[static_cast<size_t>(i)] = static_cast<float>(rank * 10 + i);
-      upload(be, send, sv);
+      upload_values(be, send, sv);
       Tensor in = be.alloc(dt, {10}, "test");
       comm.group_start();
       comm.send(send, (rank + 1) % n, st);
@@ -130,7 +108,7 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       be.synchronize();
       const int from = (rank + n - 1) % n;
       expect_values(
-          download(be, in), [&](int64_t i) { return static_cast<float>(from * 10 + i); },
+          download_values(be, in), [&](int64_t i) { return static_cast<float>(from * 10 + i); },
           what + " send/recv ring");
       for (Tensor* x : {&t, &send, &recv, &in}) be.release(*x);
     }

@@ -11,21 +11,15 @@
 #include <cmath>
 #include <set>
 
+#include "tests/src/model/test_gpt.hpp"
+
 namespace mplan::exec {
 namespace {
 
+// gpt(layers, hidden, heads, seq, vocab), the vocabulary padded to a multiple of 4.
 ModelSpec small_model() {
-  ModelSpec m;
-  m.num_layers = 2;
-  m.hidden_size = 8;
-  m.num_attention_heads = 4;
-  m.num_query_groups = 4;
-  m.kv_channels = 2;
-  m.ffn_hidden_size = 32;
-  m.vocab_size = 16;
+  ModelSpec m = test::gpt(2, 8, 4, 6, 16);
   m.make_vocab_size_divisible_by = 4;
-  m.seq_length = 6;
-  m.max_position_embeddings = 6;
   return m;
 }
 

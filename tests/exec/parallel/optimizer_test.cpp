@@ -9,6 +9,7 @@
 
 #include "exec/cpu/cpu_backend.hpp"
 #include "tests/exec/support/test_tensors.hpp"
+#include "tests/src/model/test_gpt.hpp"
 
 namespace mplan::exec {
 namespace {
@@ -16,18 +17,10 @@ namespace {
 using testing::make;
 using testing::read;
 
+// gpt(layers, hidden, heads, seq, vocab), the vocabulary padded to a multiple of 32.
 ModelSpec small_model() {
-  ModelSpec m;
-  m.num_layers = 1;
-  m.hidden_size = 8;
-  m.num_attention_heads = 2;
-  m.num_query_groups = 2;
-  m.kv_channels = 4;
-  m.ffn_hidden_size = 32;
-  m.vocab_size = 64;
+  ModelSpec m = test::gpt(1, 8, 2, 4, 64);
   m.make_vocab_size_divisible_by = 32;
-  m.seq_length = 4;
-  m.max_position_embeddings = 4;
   return m;
 }
 

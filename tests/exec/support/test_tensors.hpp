@@ -14,6 +14,7 @@
 #include "exec/backend.hpp"
 #include "exec/comm.hpp"
 #include "exec/cpu/bf16.hpp"
+#include "exec/host_values.hpp"
 
 namespace mplan::exec::testing {
 
@@ -22,35 +23,12 @@ inline Tensor make(Backend& be, DType dtype, std::initializer_list<int64_t> shap
                    const std::vector<float>& v) {
   Tensor t = be.alloc(dtype, shape, "test");
   EXPECT_EQ(static_cast<size_t>(t.numel()), v.size());
-  if (dtype == DType::kF32) {
-    be.upload(t, v.data());
-  } else if (dtype == DType::kBF16) {
-    std::vector<uint16_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]);
-    be.upload(t, b.data());
-  } else {
-    std::vector<int32_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = static_cast<int32_t>(v[i]);
-    be.upload(t, b.data());
-  }
+  upload_values(be, t, v);
   return t;
 }
 
-inline std::vector<float> read(Backend& be, Tensor t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype == DType::kF32) {
-    be.download(out.data(), t);
-  } else if (t.dtype == DType::kBF16) {
-    std::vector<uint16_t> b(out.size());
-    be.download(b.data(), t);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(b[i]);
-  } else {
-    std::vector<int32_t> b(out.size());
-    be.download(b.data(), t);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(b[i]);
-  }
-  return out;
-}
+// t's elements as f32.
+inline std::vector<float> read(Backend& be, Tensor t) { return download_values(be, t); }
 
 // Values as a bf16 tensor would hold them (identity for f32).
 inline std::vector<float> rounded(const std::vector<float>& v, DType dtype) {

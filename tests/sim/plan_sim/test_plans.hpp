@@ -4,6 +4,7 @@
 #pragma once
 
 #include "src/plan/plan.hpp"
+#include "tests/src/model/test_gpt.hpp"
 
 namespace mplan::sim::testing {
 
@@ -33,21 +34,8 @@ inline ClusterSpec toy_cluster(int64_t gpus_per_node = 8) {
   return c;
 }
 
-// A GPT with learned positions, LayerNorm, GeLU, ffn 4h.
-inline ModelSpec gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t seq, int64_t vocab) {
-  ModelSpec m;
-  m.name = "test-gpt";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.num_query_groups = heads;
-  m.kv_channels = hidden / heads;
-  m.ffn_hidden_size = 4 * hidden;
-  m.vocab_size = vocab;
-  m.seq_length = seq;
-  m.max_position_embeddings = seq;
-  return m;
-}
+// A GPT with learned positions, LayerNorm, GeLU, ffn 4h: gpt(layers, hidden, heads, seq, vocab).
+using ::mplan::test::gpt;
 
 inline Plan plan(const ModelSpec& m, const ClusterSpec& c, int64_t tp, int64_t pp, int64_t dp,
                  int64_t mb, int64_t gbs) {

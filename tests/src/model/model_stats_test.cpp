@@ -6,24 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/src/model/test_gpt.hpp"
+
 namespace mplan {
 namespace {
 
-// A GPT-3-style model (MHA, 4h GeLU MLP with biases, LayerNorm, learned positions, tied).
-ModelSpec gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab, int64_t seq) {
-  ModelSpec m;
-  m.name = "gpt";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.num_query_groups = heads;
-  m.kv_channels = hidden / heads;
-  m.ffn_hidden_size = 4 * hidden;
-  m.vocab_size = vocab;
-  m.seq_length = seq;
-  m.max_position_embeddings = seq;
-  return m;
-}
+// A GPT-3-style model (MHA, 4h GeLU MLP with biases, LayerNorm, learned positions, tied):
+// gpt(layers, hidden, heads, seq, vocab).
+using test::gpt;
 
 TEST(ModelStats, Gpt3_175bMatchesTheSc21Formula) {
   // Narayanan et al. SC'21: P = 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h))
@@ -97,7 +87,7 @@ TEST(ModelStats, Mixtral8x7bTotalAndActive) {
 TEST(ModelStats, MoeWithSharedExpertsBiasAndLayerFreq) {
   // A small MoE: h 8, 4 experts of ffn 4 (GeLU, biased), shared expert ffn 6, router with bias,
   // every 2nd layer MoE (layers 0 and 2 of 4).
-  ModelSpec m = gpt(4, 8, 2, 100, 16);
+  ModelSpec m = gpt(4, 8, 2, 16, 100);
   m.moe = MoeSpec{4, 2, 4, 6, 2};
   // Expert: fc1 8x4 + 4, fc2 4x8 + 8 = 76. Shared: 8x6 + 6 + 6x8 + 8 = 110. Router 4x8 + 4.
   LayerParams moe = layer_params(m, 2);
@@ -183,7 +173,7 @@ TEST(ModelStats, BiasesOfRowParallelLayersStayWholeOnEveryTpRank) {
   // Small biased model, h 8, 2 heads, ffn 32, tp 2: attention (8x24 + 24 + 8x8)/2 + 8 = 148;
   // MLP (8x32 + 32 + 32x8)/2 + 8 = 280; LayerNorms 32. Vocab 100 pads to 256 (128 x tp 2):
   // 128 x 8 per rank; positions 16 x 8 whole.
-  ModelSpec m = gpt(2, 8, 2, 100, 16);
+  ModelSpec m = gpt(2, 8, 2, 16, 100);
   ParallelConfig p;
   p.tp = 2;
   StageParams s = rank_params(m, p, 0);
@@ -215,18 +205,18 @@ TEST(ModelStats, Sc21Eq3MatchesThePublishedCalibrationRuns) {
   // SC'21 Table 1 runs: FLOPs per iteration from eq. (3) as derived in the calibration data
   // (5 significant digits): 1.7B (l 24, h 2304, B 512): 1.54668e16; 18.4B (40, 6144, 1024):
   // 3.2484e17; 1T (128, 25600, 3072): 5.13905e19. V 51200, s 2048.
-  EXPECT_LT(rel(sc21_eq3_flops(gpt(24, 2304, 24, 51200, 2048), 512), 1.54668e16), 1e-5);
-  EXPECT_LT(rel(sc21_eq3_flops(gpt(40, 6144, 48, 51200, 2048), 1024), 3.2484e17), 1e-5);
-  EXPECT_LT(rel(sc21_eq3_flops(gpt(128, 25600, 160, 51200, 2048), 3072), 5.13905e19), 1e-5);
+  EXPECT_LT(rel(sc21_eq3_flops(gpt(24, 2304, 24, 2048, 51200), 512), 1.54668e16), 1e-5);
+  EXPECT_LT(rel(sc21_eq3_flops(gpt(40, 6144, 48, 2048, 51200), 1024), 3.2484e17), 1e-5);
+  EXPECT_LT(rel(sc21_eq3_flops(gpt(128, 25600, 160, 2048, 51200), 3072), 5.13905e19), 1e-5);
 }
 
 TEST(ModelStats, KorthikantiEq7MatchesTheMlsys23Runs) {
   // MLSys'23 Table 5: model FLOPs per iteration, 175B (96, 12288, B 64): 1.41092e17;
   // 530B (105, 20480, B 280): 1.85223e18.
-  EXPECT_LT(rel(korthikanti_model_flops(gpt(96, 12288, 96, 51200, 2048), 64), 1.41092e17), 1e-5);
-  EXPECT_LT(rel(korthikanti_model_flops(gpt(105, 20480, 128, 51200, 2048), 280), 1.85223e18), 1e-5);
+  EXPECT_LT(rel(korthikanti_model_flops(gpt(96, 12288, 96, 2048, 51200), 64), 1.41092e17), 1e-5);
+  EXPECT_LT(rel(korthikanti_model_flops(gpt(105, 20480, 128, 2048, 51200), 280), 1.85223e18), 1e-5);
   // Eq. (8) adds one more s/(6h) term: the recomputed attention scores.
-  ModelSpec m = gpt(96, 12288, 96, 51200, 2048);
+  ModelSpec m = gpt(96, 12288, 96, 2048, 51200);
   double b = 64, s = 2048, l = 96, h = 12288;
   EXPECT_LT(rel(korthikanti_selective_hardware_flops(m, 64) - korthikanti_model_flops(m, 64),
                 72 * b * s * l * h * h * s / (6 * h)),

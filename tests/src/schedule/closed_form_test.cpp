@@ -3,17 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/src/schedule/schedule_test_util.hpp"
+
 namespace mplan {
 namespace {
 
-ScheduleSpec spec(ScheduleKind k, int64_t pp, int64_t m, int64_t vpp = 1) {
-  ScheduleSpec s;
-  s.kind = k;
-  s.pp = pp;
-  s.microbatches = m;
-  s.vpp = vpp;
-  return s;
-}
+using test::spec;
 
 TEST(ClosedForm, Values) {
   // 1F1B / GPipe pp 4, m 8, f 1, b 2: 11 * 3 = 33, bubble 3/11.

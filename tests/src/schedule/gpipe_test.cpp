@@ -10,13 +10,7 @@
 namespace mplan {
 namespace {
 
-Schedule gpipe(int64_t pp, int64_t m) {
-  ScheduleSpec spec;
-  spec.kind = ScheduleKind::kGpipe;
-  spec.pp = pp;
-  spec.microbatches = m;
-  return make_schedule(spec);
-}
+Schedule gpipe(int64_t pp, int64_t m) { return test::make(ScheduleKind::kGpipe, pp, m); }
 
 TEST(Gpipe, FullOrderPp3M2) {
   const Schedule s = gpipe(3, 2);

@@ -22,13 +22,7 @@ using test::compute_order;
 using test::full_order;
 
 Schedule interleaved(int64_t pp, int64_t vpp, int64_t m, int64_t group = 0) {
-  ScheduleSpec spec;
-  spec.kind = ScheduleKind::kInterleaved;
-  spec.pp = pp;
-  spec.vpp = vpp;
-  spec.microbatches = m;
-  spec.group_size = group;
-  return make_schedule(spec);
+  return test::make(ScheduleKind::kInterleaved, pp, m, vpp, group);
 }
 
 // Megatron's table and order, transcribed: forwards of the first w virtual micro-batches, then

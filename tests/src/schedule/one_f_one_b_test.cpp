@@ -16,14 +16,7 @@ namespace {
 
 using test::compute_order;
 using test::full_order;
-
-Schedule make(ScheduleKind kind, int64_t pp, int64_t m) {
-  ScheduleSpec spec;
-  spec.kind = kind;
-  spec.pp = pp;
-  spec.microbatches = m;
-  return make_schedule(spec);
-}
+using test::make;
 
 // Megatron: warm-up of min(pp - r - 1, m) forwards, then (F, B) pairs, then the rest of the Bs.
 std::string megatron_1f1b_order(int64_t pp, int64_t m, int64_t r) {

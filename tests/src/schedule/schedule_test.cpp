@@ -5,19 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "src/common/error.hpp"
+#include "tests/src/schedule/schedule_test_util.hpp"
 
 namespace mplan {
 namespace {
 
-ScheduleSpec spec(ScheduleKind k, int64_t pp, int64_t m, int64_t vpp = 1, int64_t g = 0) {
-  ScheduleSpec s;
-  s.kind = k;
-  s.pp = pp;
-  s.microbatches = m;
-  s.vpp = vpp;
-  s.group_size = g;
-  return s;
-}
+using test::spec;
 
 void expect_problem(const ScheduleSpec& s, SpecField field, const std::string& rule) {
   const auto p = check_spec(s);

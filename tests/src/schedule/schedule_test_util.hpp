@@ -1,6 +1,7 @@
-// Test helpers for schedules: compact text forms of a rank's actions, written independently of
-// the library's own formatting. Compute "F3" (or "F3.1" with chunks); a p2p group
-// "[sf0>1 rb0<1]": sf/rf/sb/rb + micro-batch (+ ".chunk") + '>' to or '<' from + peer.
+// Test helpers for schedules: specs and schedules in one call, and compact text forms of a rank's
+// actions, written independently of the library's own formatting. Compute "F3" (or "F3.1" with
+// chunks); a p2p group "[sf0>1 rb0<1]": sf/rf/sb/rb + micro-batch (+ ".chunk") + '>' to or '<'
+// from + peer.
 #pragma once
 
 #include <string>
@@ -9,6 +10,23 @@
 #include "src/schedule/schedule.hpp"
 
 namespace mplan::test {
+
+// The spec of a `kind` schedule on pp ranks with m micro-batches, vpp model chunks per rank and
+// group size g (0: Megatron's default, pp).
+inline ScheduleSpec spec(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1, int64_t g = 0) {
+  ScheduleSpec s;
+  s.kind = kind;
+  s.pp = pp;
+  s.microbatches = m;
+  s.vpp = vpp;
+  s.group_size = g;
+  return s;
+}
+
+// make_schedule(spec(...)).
+inline Schedule make(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1, int64_t g = 0) {
+  return make_schedule(spec(kind, pp, m, vpp, g));
+}
 
 inline std::string id_of(const Action& a, bool chunks) {
   std::string s = std::to_string(a.microbatch);

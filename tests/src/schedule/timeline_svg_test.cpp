@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "src/common/error.hpp"
+#include "tests/src/schedule/schedule_test_util.hpp"
 
 #include <cctype>
 #include <set>
@@ -12,6 +13,8 @@
 
 namespace mplan {
 namespace {
+
+using test::make;
 
 // Minimal XML well-formedness: one root element, properly nested and closed tags, quoted
 // attributes without '<', entity references only of the predefined kinds. Returns "" or the
@@ -87,15 +90,6 @@ size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;
   for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
   return n;
-}
-
-Schedule make(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1) {
-  ScheduleSpec spec;
-  spec.kind = kind;
-  spec.pp = pp;
-  spec.microbatches = m;
-  spec.vpp = vpp;
-  return make_schedule(spec);
 }
 
 TEST(TimelineSvg, CheckerCatchesBrokenXml) {

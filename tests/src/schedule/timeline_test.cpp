@@ -7,19 +7,12 @@
 #include <algorithm>
 
 #include "src/common/error.hpp"
+#include "tests/src/schedule/schedule_test_util.hpp"
 
 namespace mplan {
 namespace {
 
-Schedule make(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1, int64_t g = 0) {
-  ScheduleSpec spec;
-  spec.kind = kind;
-  spec.pp = pp;
-  spec.microbatches = m;
-  spec.vpp = vpp;
-  spec.group_size = g;
-  return make_schedule(spec);
-}
+using test::make;
 
 // Start times of the compute actions of one rank, in order.
 std::vector<double> compute_starts(const Schedule& s, const Timeline& t, int64_t r) {

@@ -4,20 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "src/common/error.hpp"
+#include "tests/src/schedule/schedule_test_util.hpp"
 
 #include <sstream>
 
 namespace mplan {
 namespace {
 
-Schedule make(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1) {
-  ScheduleSpec spec;
-  spec.kind = kind;
-  spec.pp = pp;
-  spec.microbatches = m;
-  spec.vpp = vpp;
-  return make_schedule(spec);
-}
+using test::make;
 
 TEST(TimelineText, OneFOneBPp2M2) {
   // F 1, B 2; 3 columns per unit (label "F0" + a separator). Rank 0 idles 2..4 and 6..7,

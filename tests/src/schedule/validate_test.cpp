@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "src/common/error.hpp"
+#include "tests/src/schedule/schedule_test_util.hpp"
 
 #include <algorithm>
 
@@ -12,16 +13,7 @@ namespace mplan {
 namespace {
 
 using K = ActionKind;
-
-Schedule make(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1, int64_t g = 0) {
-  ScheduleSpec spec;
-  spec.kind = kind;
-  spec.pp = pp;
-  spec.microbatches = m;
-  spec.vpp = vpp;
-  spec.group_size = g;
-  return make_schedule(spec);
-}
+using test::make;
 
 // Position of the first action on `rank` matching kind / micro-batch / chunk.
 size_t find(const std::vector<Action>& list, K kind, int mb, int chunk = 0) {

@@ -1,0 +1,112 @@
+// The golden GPT check, shared by the CPU (tests/exec/model/gpt_model_test.cpp) and CUDA
+// (tests/exec/gpu/gpt_model_gpu_test.cpp) backends: GptModel on one rank against golden.json,
+// written by tests/exec/oracle/make_golden.py with PyTorch in float64 (logits, loss, every
+// gradient, the gradient norm, three AdamW steps with clipping). Tolerances are the caller's.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exec/model/gpt_model.hpp"
+#include "exec/parallel/optimizer.hpp"
+#include "tests/exec/support/test_tensors.hpp"
+#include "tests/src/model/test_gpt.hpp"
+
+namespace mplan::exec::testing {
+
+// The oracle file: $MPLAN_EXEC_GOLDEN when set (binaries run away from their build tree), else
+// the path compiled in (MPLAN_EXEC_GOLDEN).
+inline nlohmann::json load_golden() {
+  const char* env = std::getenv("MPLAN_EXEC_GOLDEN");
+  const std::string path = env != nullptr ? env : MPLAN_EXEC_GOLDEN;
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot read " << path;
+  return nlohmann::json::parse(f);
+}
+
+// The oracle's model (its "config" object): no vocabulary padding, as in the oracle.
+inline ModelSpec golden_model(const nlohmann::json& c) {
+  ModelSpec m = test::gpt(c["layers"], c["hidden"], c["heads"], c["seq"], c["vocab"]);
+  m.ffn_hidden_size = c["ffn"];
+  m.max_position_embeddings = c["max_positions"];
+  m.make_vocab_size_divisible_by = m.vocab_size;
+  return m;
+}
+
+inline double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+struct GoldenTol {
+  double logits_rtol, loss_rtol, grad_rel, norm_rtol;
+};
+
+// Trains the golden model with `act` activations on `be` through the oracle's steps: logits and
+// every gradient of step 0 within tol (relative to the largest element of the reference), loss
+// and gradient norm of every step within tol of the oracle's.
+inline void run_golden(Backend& be, DType act, const GoldenTol& tol) {
+  nlohmann::json g = load_golden();
+  const auto& c = g["config"];
+  GptDims d = gpt_dims(golden_model(c), c["micro_batch"], 1, 0, false);
+  SoloComm solo;
+  GptModel model(d, act, be, solo, solo, g["seed"].get<uint64_t>(), g["init_method_std"], 0);
+  const auto& o = g["optimizer"];
+  OptimizerConfig oc{o["lr"], o["beta1"], o["beta2"], o["eps"], o["weight_decay"], o["clip_grad"]};
+  Optimizer opt(model.params(), 0, model.master(), model.weights(), model.grads(), be, oc);
+  const int64_t T = d.tokens();
+  Tensor tok = be.alloc(DType::kI32, {d.seq, d.micro_batch}, "t");
+  Tensor tgt = be.alloc(DType::kI32, {d.seq, d.micro_batch}, "t");
+  Tensor scalars = be.alloc(DType::kF32, {2}, "t");
+  int64_t step = 0;
+  for (const auto& s : g["steps"]) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    std::vector<int32_t> in = s["inputs"], out = s["targets"];
+    ASSERT_EQ(static_cast<int64_t>(in.size()), T);
+    be.upload(tok, in.data());
+    be.upload(tgt, out.data());
+    be.fill(scalars, 0.0f);
+    model.zero_grads();
+    model.forward(tok);
+    if (step == 0) {
+      std::vector<double> want = s["logits"];
+      EXPECT_TRUE(all_close(read(be, model.logits()), want, tol.logits_rtol,
+                            tol.logits_rtol * max_abs(want)));
+    }
+    model.backward(tok, tgt, 1.0f / static_cast<float>(T), true, scalars.flat_slice(0, 1));
+    model.finish_grads();
+    opt.grad_sum_squares(scalars.flat_slice(1, 1));
+    auto sc = read(be, scalars);
+    EXPECT_NEAR(sc[0] / T, s["loss"].get<double>(), tol.loss_rtol * s["loss"].get<double>());
+    const double norm = std::sqrt(static_cast<double>(sc[1]));
+    EXPECT_NEAR(norm, s["grad_norm"].get<double>(), tol.norm_rtol * s["grad_norm"].get<double>());
+    if (step == 0) {
+      const auto& grads = s["grads"];
+      int checked = 0;
+      for (size_t i = 0; i < model.params().specs.size(); ++i) {
+        const ParamSpec& p = model.params().specs[i];
+        SCOPED_TRACE(p.name);
+        ASSERT_TRUE(grads.contains(p.name));
+        std::vector<double> want = grads[p.name];
+        const double scale = std::max(max_abs(want), 1e-6);
+        EXPECT_TRUE(all_close(read(be, model.grad(static_cast<int>(i))), want, tol.grad_rel,
+                              tol.grad_rel * scale));
+        ++checked;
+      }
+      EXPECT_EQ(checked, static_cast<int>(grads.size()));
+    }
+    opt.step(++step, opt.clip_coefficient(norm));
+  }
+  EXPECT_EQ(step, 3);
+  for (Tensor* t : {&tok, &tgt, &scalars}) be.release(*t);
+}
+
+}  // namespace mplan::exec::testing
