@@ -189,24 +189,32 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
       const int kh = k0 + half * kFwdHalf;
       if (kh > wq0 + 31) break;
 
-      // S = Q·K^T: 32 rows × 32 keys per warp. At DP 128 the k-loop stays rolled: unrolled,
-      // the compiler's look-ahead loads push the kernel past 255 registers.
+      // S = Q·K^T: 32 rows × 32 keys per warp. The k-loop is software-pipelined by hand (two
+      // fragment buffers, rolled by pairs): fully unrolled, the compiler's own look-ahead loads
+      // push the kernel past 255 registers.
       float sc[2][kFwdHalf / 8][4];
       zero(sc);
-#pragma unroll(DP == 128 ? 1 : KT)
-      for (int kk = 0; kk < KT; ++kk) {
-        uint32_t qa[2][4];
+      uint32_t qa[2][2][4], kb[2][2][4];
+      auto load_k_step = [&](int kk, int buf) {
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[mt]);
+        for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[buf][mt]);
 #pragma unroll
-        for (int np = 0; np < kFwdHalf / 16; ++np) {
-          uint32_t b[4];
-          load_b_nk(cK, ld, half * kFwdHalf + np * 16, kk * 16, b);
+        for (int np = 0; np < 2; ++np)
+          load_b_nk(cK, ld, half * kFwdHalf + np * 16, kk * 16, kb[buf][np]);
+      };
+      load_k_step(0, 0);
+#pragma unroll 1
+      for (int kk = 0; kk < KT; kk += 2) {
 #pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma_bf16(sc[mt][2 * np], qa[mt], b[0], b[1]);
-            mma_bf16(sc[mt][2 * np + 1], qa[mt], b[2], b[3]);
-          }
+        for (int u = 0; u < 2; ++u) {
+          if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
+#pragma unroll
+          for (int np = 0; np < 2; ++np)
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(sc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
+              mma_bf16(sc[mt][2 * np + 1], qa[u][mt], kb[u][np][2], kb[u][np][3]);
+            }
         }
       }
 
