@@ -1,18 +1,21 @@
 // Causal flash attention for one tensor-parallel shard of heads, bf16 in and out, f32 softmax
-// and accumulators, tensor cores through mma.sync m16n8k16 (exec/cuda/mma_utils.cuh).
+// statistics and accumulators, tensor cores through mma.sync m16n8k16 (exec/cuda/mma_utils.cuh).
 // Layout: qkv (s, b, 3, heads, d), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32.
 // Invariants: the s×s scores never reach device memory (forward keeps a running max and sum per
-// row and saves lse = log-sum-exp; backward recomputes P = exp(S - lse)); no atomics: dK/dV come
-// from a kernel over key blocks, dQ from one over query blocks, each summing in a fixed order, so
-// results are bitwise reproducible. Head dims are padded in shared memory to DP ∈ {32, 64, 128}
-// with zeros; sequence tails are zero-filled and masked.
+// row and saves lse = log-sum-exp; backward recomputes P = exp(S - lse)); no float atomics whose
+// order depends on timing, so results are bitwise reproducible: every dQ partial sum is added by
+// one fixed thread in program order (see the backward below). Head dims are padded in shared
+// memory to DP ∈ {32, 64, 128} with zeros; sequence tails are zero-filled and masked.
 //
-// Work split. Forward and dQ: a block owns 128 query rows (8 warps × 16 rows) and walks key
-// blocks of 64 from 0 to its diagonal; each warp skips key blocks entirely after its rows.
-// dK/dV: a block owns 128 keys (8 warps × 16 keys) and walks query blocks of 64 from its diagonal
-// to the end, computing S^T = K·Q^T so that P^T and dS^T stay in registers as A operands.
-// K/V (forward, dQ) and Q/dO (dK/dV) tiles are double-buffered with cp.async; the heaviest
-// blocks are scheduled first.
+// Forward: a block of 4 warps owns 128 query rows (32 per warp: two 16-row MMA tiles, so each
+// K/V fragment read from shared memory feeds two MMAs) and walks key blocks of 64 up to its
+// diagonal, K/V double-buffered with cp.async; 2 blocks per SM. Heaviest query blocks first.
+// Backward: dsum = rowsum(dO∘O); then one kernel over key blocks of 128 (8 warps) walking query
+// steps of 64: S = Q·K^T and dP = dO·V^T (warps 2 × 4 over queries × keys), P and dS to shared
+// memory as bf16, dV += P^T·dO and dK += dS^T·Q (warps 4 × 2 over keys × d, accumulators in
+// registers for the whole key block), and dQ_part = dS·K (warps over queries × d) added into a
+// per-split f32 buffer; a last kernel sums the splits in a fixed order into dQ.
+#include <algorithm>
 #include <cmath>
 
 #include "exec/cuda/device_utils.cuh"
@@ -22,12 +25,6 @@
 namespace mplan::exec::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBlockM = 128;     // forward / dQ: query rows per block
-constexpr int kBlockN = 64;      // forward / dQ: keys per step
-constexpr int kBwdKeys = 128;    // dK/dV: keys per block
-constexpr int kBwdQueries = 64;  // dK/dV: queries per step
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -38,27 +35,51 @@ struct Plane {
   int64_t row_stride;
 };
 
-// cp.async of rows [row0, row0 + kRows) × [0, DP) of a plane into a shared tile (kRows × ld);
-// rows >= s and columns >= d are zero-filled.
-template <int kRows, int DP>
+struct Dims {
+  int s, b, heads, d;
+  // qkv plane of (batch bi, head hh, slot 0/1/2 = Q/K/V).
+  __device__ Plane qkv_plane(const bf16* qkv, int bi, int hh, int slot) const {
+    const int64_t hd = static_cast<int64_t>(heads) * d;
+    return {qkv + (static_cast<int64_t>(bi) * 3 + slot) * hd + static_cast<int64_t>(hh) * d,
+            static_cast<int64_t>(b) * 3 * hd};
+  }
+  // out/dout plane of (bi, hh).
+  __device__ Plane out_plane(const bf16* o, int bi, int hh) const {
+    const int64_t hd = static_cast<int64_t>(heads) * d;
+    return {o + static_cast<int64_t>(bi) * hd + static_cast<int64_t>(hh) * d,
+            static_cast<int64_t>(b) * hd};
+  }
+};
+
+// cp.async of rows [row0, row0 + kRows) × [0, DP) of a plane into a shared tile (kRows × ld) by
+// kThreads threads; rows >= s and columns >= d are zero-filled. A thread copies one fixed
+// 16-byte column chunk of every (kThreads / (DP / 8))-th row, walking one pointer down the rows
+// (a few registers, whatever the tile size).
+template <int kThreads, int kRows, int DP>
 __device__ __forceinline__ void load_tile(bf16* tile, const Plane& p, int row0, int s, int d) {
   constexpr int kChunks = DP / 8;
   constexpr int ld = DP + 8;
-  constexpr int kIters = (kRows * kChunks + kThreads - 1) / kThreads;
+  constexpr int kRowStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kRows % kRowStep == 0, "tile does not tile");
+  const int c = threadIdx.x % kChunks;
+  int r = threadIdx.x / kChunks;
+  const bool col_ok = c * 8 < d;
+  const bf16* src = p.base + static_cast<int64_t>(row0 + r) * p.row_stride + c * 8;
+  const int64_t step = static_cast<int64_t>(kRowStep) * p.row_stride;
+  bf16* dst = tile + r * ld + c * 8;
 #pragma unroll
-  for (int k = 0; k < kIters; ++k) {
-    const int i = threadIdx.x + k * kThreads;
-    if (kRows * kChunks % kThreads != 0 && i >= kRows * kChunks) break;
-    const int r = i / kChunks, c = i % kChunks;
-    const bool valid = row0 + r < s && c * 8 < d;
-    const bf16* src =
-        valid ? p.base + static_cast<int64_t>(row0 + r) * p.row_stride + c * 8 : p.base;
-    cp_async16(tile + r * ld + c * 8, src, valid);
+  for (int k = 0; k < kRows / kRowStep; ++k) {
+    const bool valid = col_ok && row0 + r < s;
+    cp_async16(dst, valid ? src : p.base, valid);
+    src += step;
+    dst += kRowStep * ld;
+    r += kRowStep;
   }
 }
 
-// Writes a warp's 16 rows from its f32 accumulators acc[DP/8][4] (times `mul`) to global rows
-// [row0, row0 + 16) of a plane, through `stage` (16 × ld shared elements owned by this warp).
+// Writes a warp's 16 rows from its f32 accumulators acc[DP/8][4] (row g times mul0, row g + 8
+// times mul1) to global rows [row0, row0 + 16) of a plane, through `stage` (16 × ld shared
+// elements that only this warp touches).
 template <int DP>
 __device__ __forceinline__ void store_rows(const float (&acc)[DP / 8][4], float mul0, float mul1,
                                            bf16* stage, bf16* base, int64_t row_stride, int row0,
@@ -84,321 +105,258 @@ __device__ __forceinline__ void store_rows(const float (&acc)[DP / 8][4], float 
           *reinterpret_cast<const uint4*>(stage + r * ld + c * 8);
     }
   }
+  __syncwarp();
 }
 
-struct Dims {
-  int s, b, heads, d;
-  // qkv plane of (batch bi, head hh, slot 0/1/2 = Q/K/V).
-  __device__ Plane qkv_plane(const bf16* qkv, int bi, int hh, int slot) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {qkv + (static_cast<int64_t>(bi) * 3 + slot) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * 3 * hd};
-  }
-  // out/dout plane of (bi, hh).
-  __device__ Plane out_plane(const bf16* o, int bi, int hh) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {o + static_cast<int64_t>(bi) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * hd};
-  }
-};
+template <int N, int M>
+__device__ __forceinline__ void zero(float (&a)[N][M][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) a[i][j][0] = a[i][j][1] = a[i][j][2] = a[i][j][3] = 0.0f;
+}
+
+// ------------------------------------------------------------------------------------------
+// Forward. grid (b·heads, query blocks); block 128 threads; 2 blocks per SM.
+constexpr int kFwdWarps = 4;
+constexpr int kFwdThreads = kFwdWarps * 32;
+constexpr int kFwdRows = 128;  // query rows per block (32 per warp)
+constexpr int kFwdKeys = 64;   // keys per step (one K/V stage)
+constexpr int kFwdHalf = 32;   // keys per softmax update
 
 template <int DP>
 constexpr int fwd_smem_bytes() {
-  return (kBlockM + 4 * kBlockN) * (DP + 8) * 2;
-}
-template <int DP>
-constexpr int dq_smem_bytes() {
-  return (2 * kBlockM + 4 * kBlockN) * (DP + 8) * 2;
-}
-template <int DP>
-constexpr int dkdv_smem_bytes() {
-  return (2 * kBwdKeys + 4 * kBwdQueries) * (DP + 8) * 2 + 4 * kBwdQueries * 4;
+  return (kFwdRows + 4 * kFwdKeys) * (DP + 8) * 2;  // Q, 2 stages of K and V
 }
 
-// ------------------------------------------------------------------------------------------
-// Forward. grid (b·heads, query blocks); block 256 threads.
 template <int DP>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kFwdThreads, 2)
     flash_fwd_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ out, float* __restrict__ lse,
                      Dims dm, float scale_log2) {
   constexpr int ld = DP + 8;
+  constexpr int KT = DP / 16;  // k-steps over the head dim
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // kBlockM × ld
-  bf16* sK = sQ + kBlockM * ld;              // 2 stages × kBlockN × ld
-  bf16* sV = sK + 2 * kBlockN * ld;          // 2 stages × kBlockN × ld
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // kFwdRows × ld
+  bf16* sK = sQ + kFwdRows * ld;             // 2 stages × kFwdKeys × ld
+  bf16* sV = sK + 2 * kFwdKeys * ld;         // 2 stages × kFwdKeys × ld
 
   const int bh = blockIdx.x;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * kBlockM;  // heaviest (last) query block first
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kFwdRows;  // heaviest (last) query block first
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int s = dm.s, d = dm.d;
   const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
   const Plane pk = dm.qkv_plane(qkv, bi, hh, 1);
   const Plane pv = dm.qkv_plane(qkv, bi, hh, 2);
 
-  const int kv_end = min(s, q0 + kBlockM);
-  const int n_kb = (kv_end + kBlockN - 1) / kBlockN;
+  const int kv_end = min(s, q0 + kFwdRows);
+  const int n_kb = (kv_end + kFwdKeys - 1) / kFwdKeys;
 
-  load_tile<kBlockM, DP>(sQ, pq, q0, s, d);
-  load_tile<kBlockN, DP>(sK, pk, 0, s, d);
-  load_tile<kBlockN, DP>(sV, pv, 0, s, d);
+  load_tile<kFwdThreads, kFwdRows, DP>(sQ, pq, q0, s, d);
+  load_tile<kFwdThreads, kFwdKeys, DP>(sK, pk, 0, s, d);
+  load_tile<kFwdThreads, kFwdKeys, DP>(sV, pv, 0, s, d);
   cp_async_commit();
 
-  const int wq0 = q0 + warp * 16;              // this warp's first query row
-  const int qrow[2] = {wq0 + g, wq0 + g + 8};  // the rows this thread's accumulators hold
-  float o[DP / 8][4];
+  const int wq0 = q0 + warp * 32;  // this warp's first query row
+  float o[2][DP / 8][4];
+  zero(o);
+  float row_m[2][2], row_l[2][2];  // [m-tile][row g / g + 8]: running max (log2 units), sum part
 #pragma unroll
-  for (int nt = 0; nt < DP / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-  float row_m[2] = {-INFINITY, -INFINITY};  // running max, in units of log2
-  float row_l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
-  uint32_t qf[DP / 16][4];
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_m[mt][r] = -INFINITY, row_l[mt][r] = 0.0f;
 
   for (int it = 0; it < n_kb; ++it) {
+    // Stage it is complete for this thread; the barrier makes it complete for all and ends
+    // every warp's reads of step it - 1, whose buffers the next prefetch overwrites.
+    cp_async_wait<0>();
+    __syncthreads();
     if (it + 1 < n_kb) {
       const int st = (it + 1) & 1;
-      load_tile<kBlockN, DP>(sK + st * kBlockN * ld, pk, (it + 1) * kBlockN, s, d);
-      load_tile<kBlockN, DP>(sV + st * kBlockN * ld, pv, (it + 1) * kBlockN, s, d);
+      load_tile<kFwdThreads, kFwdKeys, DP>(sK + st * kFwdKeys * ld, pk, (it + 1) * kFwdKeys, s, d);
+      load_tile<kFwdThreads, kFwdKeys, DP>(sV + st * kFwdKeys * ld, pv, (it + 1) * kFwdKeys, s, d);
       cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
     }
-    __syncthreads();
-    if (it == 0) {
+    const int k0 = it * kFwdKeys;
+    if (k0 > wq0 + 31) continue;  // every key of this step is after every row of this warp
+    const bf16* cK = sK + (it & 1) * kFwdKeys * ld;
+    const bf16* cV = sV + (it & 1) * kFwdKeys * ld;
+    // The 64 keys in two halves of 32, each a full online-softmax update: S for 32 keys needs
+    // 32 accumulator registers instead of 64, which keeps the kernel at 255 registers with no
+    // spills next to the 128 of O (the price: Q fragments are read twice per step).
 #pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) load_a(sQ, ld, warp * 16, kk * 16, qf[kk]);
-    }
-    const int k0 = it * kBlockN;
-    if (k0 <= wq0 + 15) {
-      const bf16* cK = sK + (it & 1) * kBlockN * ld;
-      const bf16* cV = sV + (it & 1) * kBlockN * ld;
-      float sc[kBlockN / 8][4];
+    for (int half = 0; half < 2; ++half) {
+      const int kh = k0 + half * kFwdHalf;
+      if (kh > wq0 + 31) break;
+
+      // S = Q·K^T: 32 rows × 32 keys per warp. The k-loop is software-pipelined by hand (two
+      // fragment buffers, rolled by pairs): fully unrolled, the compiler's own look-ahead loads
+      // push the kernel past 255 registers.
+      float sc[2][kFwdHalf / 8][4];
+      zero(sc);
+      uint32_t qa[2][2][4], kb[2][2][4];
+      auto load_k_step = [&](int kk, int buf) {
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
+        for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[buf][mt]);
 #pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
+        for (int np = 0; np < 2; ++np)
+          load_b_nk(cK, ld, half * kFwdHalf + np * 16, kk * 16, kb[buf][np]);
+      };
+      load_k_step(0, 0);
+#pragma unroll 1
+      for (int kk = 0; kk < KT; kk += 2) {
 #pragma unroll
-        for (int np = 0; np < kBlockN / 16; ++np) {
+        for (int u = 0; u < 2; ++u) {
+          if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
+#pragma unroll
+          for (int np = 0; np < 2; ++np)
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(sc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
+              mma_bf16(sc[mt][2 * np + 1], qa[u][mt], kb[u][np][2], kb[u][np][3]);
+            }
+        }
+      }
+
+      // Online softmax in log2 units (only the diagonal and the sequence tail are masked); P is
+      // packed to bf16 A fragments straight from the accumulators (no shared memory).
+      const bool need_mask = kh + kFwdHalf - 1 > wq0 || kh + kFwdHalf > s;
+      uint32_t pa[kFwdHalf / 16][2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kFwdHalf / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float v = sc[mt][nt][e] * scale_log2;
+            if (need_mask) {
+              const int key = kh + nt * 8 + 2 * t + (e & 1);
+              const int row = wq0 + mt * 16 + g + 8 * (e >> 1);
+              if (key > row || key >= s) v = -INFINITY;
+            }
+            sc[mt][nt][e] = v;
+          }
+        }
+        float base[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = row_m[mt][r];
+#pragma unroll
+          for (int nt = 0; nt < kFwdHalf / 8; ++nt)
+            mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
+          const float alpha = exp2f(row_m[mt][r] - base[r]);
+          row_m[mt][r] = mx;
+          row_l[mt][r] *= alpha;
+#pragma unroll
+          for (int nt = 0; nt < DP / 8; ++nt) {
+            o[mt][nt][2 * r] *= alpha;
+            o[mt][nt][2 * r + 1] *= alpha;
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < kFwdHalf / 8; ++nt) {
+          float e[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) e[i] = exp2f(sc[mt][nt][i] - base[i >> 1]);
+          row_l[mt][0] += e[0] + e[1];
+          row_l[mt][1] += e[2] + e[3];
+          // acc_to_a's layout: n-tile nt is half (nt & 1) of k-step nt / 2.
+          pa[nt >> 1][mt][2 * (nt & 1)] = pack_bf16(e[0], e[1]);
+          pa[nt >> 1][mt][2 * (nt & 1) + 1] = pack_bf16(e[2], e[3]);
+        }
+      }
+
+      // O += P·V; each V fragment feeds both m-tiles.
+#pragma unroll
+      for (int j = 0; j < kFwdHalf / 16; ++j) {
+#pragma unroll
+        for (int dp = 0; dp < KT; ++dp) {
           uint32_t b[4];
-          load_b_nk(cK, ld, np * 16, kk * 16, b);
-          mma_bf16(sc[2 * np], qf[kk], b[0], b[1]);
-          mma_bf16(sc[2 * np + 1], qf[kk], b[2], b[3]);
-        }
-      }
-      const bool need_mask = k0 + kBlockN - 1 > wq0 || k0 + kBlockN > s;
+          load_b_kn(cV, ld, half * kFwdHalf + j * 16, dp * 16, b);
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + nt * 8 + 2 * t + (e & 1);
-          float v = sc[nt][e] * scale_log2;
-          if (need_mask && (key > qrow[e >> 1] || key >= s)) v = -INFINITY;
-          sc[nt][e] = v;
-        }
-      }
-      float mx[2] = {row_m[0], row_m[1]};
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        mx[0] = fmaxf(mx[0], fmaxf(sc[nt][0], sc[nt][1]));
-        mx[1] = fmaxf(mx[1], fmaxf(sc[nt][2], sc[nt][3]));
-      }
-      float base[2], alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-        alpha[r] = exp2f(row_m[r] - base[r]);
-        row_m[r] = mx[r];
-      }
-      float rs[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        sc[nt][0] = exp2f(sc[nt][0] - base[0]);
-        sc[nt][1] = exp2f(sc[nt][1] - base[0]);
-        sc[nt][2] = exp2f(sc[nt][2] - base[1]);
-        sc[nt][3] = exp2f(sc[nt][3] - base[1]);
-        rs[0] += sc[nt][0] + sc[nt][1];
-        rs[1] += sc[nt][2] + sc[nt][3];
-      }
-      row_l[0] = row_l[0] * alpha[0] + rs[0];
-      row_l[1] = row_l[1] * alpha[1] + rs[1];
-#pragma unroll
-      for (int nt = 0; nt < DP / 8; ++nt) {
-        o[nt][0] *= alpha[0];
-        o[nt][1] *= alpha[0];
-        o[nt][2] *= alpha[1];
-        o[nt][3] *= alpha[1];
-      }
-#pragma unroll
-      for (int j = 0; j < kBlockN / 16; ++j) {
-        uint32_t pa[4];
-        acc_to_a(sc, j, pa);
-#pragma unroll
-        for (int dp = 0; dp < DP / 16; ++dp) {
-          uint32_t b[4];
-          load_b_kn(cV, ld, j * 16, dp * 16, b);
-          mma_bf16(o[2 * dp], pa, b[0], b[1]);
-          mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
+          for (int mt = 0; mt < 2; ++mt) {
+            mma_bf16(o[mt][2 * dp], pa[j][mt], b[0], b[1]);
+            mma_bf16(o[mt][2 * dp + 1], pa[j][mt], b[2], b[3]);
+          }
         }
       }
     }
-    __syncthreads();
   }
 
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    row_l[r] += __shfl_xor_sync(0xffffffffu, row_l[r], 1);
-    row_l[r] += __shfl_xor_sync(0xffffffffu, row_l[r], 2);
-    inv[r] = row_l[r] > 0.0f ? 1.0f / row_l[r] : 0.0f;
-    if (t == 0 && qrow[r] < s)
-      lse[static_cast<int64_t>(bh) * s + qrow[r]] = (row_m[r] + log2f(row_l[r])) * kLn2;
-  }
-  // Each warp reads only its own 16 rows of sQ (into qf, at it == 0): they are free for staging.
+  // Each warp reads only its own 32 rows of sQ: they are free for staging its output.
   const Plane po = dm.out_plane(out, bi, hh);
-  store_rows<DP>(o, inv[0], inv[1], sQ + warp * 16 * ld, const_cast<bf16*>(po.base), po.row_stride,
-                 wq0, s, d);
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_l[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
+      const int row = wq0 + mt * 16 + g + 8 * r;
+      if (t == 0 && row < s)
+        lse[static_cast<int64_t>(bh) * s + row] = (row_m[mt][r] + log2f(l)) * kLn2;
+    }
+    store_rows<DP>(o[mt], inv[0], inv[1], sQ + (warp * 32 + mt * 16) * ld,
+                   const_cast<bf16*>(po.base), po.row_stride, wq0 + mt * 16, s, d);
+  }
 }
 
 // ------------------------------------------------------------------------------------------
-// dQ = scale · dS·K with dS = P ∘ (dO·V^T - dsum). grid (b·heads, query blocks).
+// Backward. grid (b·heads, splits); block 256 threads; 1 block per SM.
+//
+// Key blocks of one (batch, head) are dealt to `splits` blocks in a snake order (block j takes
+// key blocks j, 2·splits - 1 - j, 2·splits + j, ...), which gives every block nearly the same
+// causal work. Block j walks its key blocks in ascending order and adds its dQ contributions
+// into its own f32 buffer part[j] (s × DP per head): the first key block writes every row it
+// covers (rows ≥ 128·j, all later key blocks cover fewer), later ones add with red.global. An
+// element of part[j] is always handled by the same thread (its position in the 64 × DP step
+// tile is fixed), so the additions apply in program order: deterministic. The finalize kernel
+// sums part[0..splits) in index order.
+constexpr int kBwdWarps = 8;
+constexpr int kBwdThreads = kBwdWarps * 32;
+constexpr int kBwdKeys = 128;  // keys per key block
+constexpr int kBwdQ = 64;      // queries per step
+constexpr int kBwdLdp = kBwdKeys + 8;
+
 template <int DP>
-__global__ void __launch_bounds__(kThreads)
-    flash_bwd_dq_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ dout,
-                        const float* __restrict__ lse, const float* __restrict__ dsum,
-                        bf16* __restrict__ dqkv, Dims dm, float scale_log2, float scale) {
-  constexpr int ld = DP + 8;
-  extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // kBlockM × ld
-  bf16* sdO = sQ + kBlockM * ld;             // kBlockM × ld
-  bf16* sK = sdO + kBlockM * ld;             // 2 × kBlockN × ld
-  bf16* sV = sK + 2 * kBlockN * ld;          // 2 × kBlockN × ld
+struct BwdCfg {
+  static constexpr int ld = DP + 8;
+  // dQ = dS·K: warps kDqWarpsQ × kDqWarpsD over (64 queries, DP), tiles kDqRows × kDqCols.
+  static constexpr int kDqWarpsD = DP >= 64 ? 4 : 2;
+  static constexpr int kDqWarpsQ = kBwdWarps / kDqWarpsD;
+  static constexpr int kDqRows = kBwdQ / kDqWarpsQ;
+  static constexpr int kDqCols = DP / kDqWarpsD;
+  static constexpr int kSmemBytes = (2 * kBwdKeys + 4 * kBwdQ) * ld * 2  // K, V, 2 × (Q, dO)
+                                    + 2 * kBwdQ * kBwdLdp * 2            // P, dS
+                                    + 4 * kBwdQ * 4;                     // 2 × (lse, dsum)
+};
 
-  const int bh = blockIdx.x;
-  const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * kBlockM;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int s = dm.s, d = dm.d;
-  const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
-  const Plane pk = dm.qkv_plane(qkv, bi, hh, 1);
-  const Plane pv = dm.qkv_plane(qkv, bi, hh, 2);
-  const Plane pdo = dm.out_plane(dout, bi, hh);
-
-  const int kv_end = min(s, q0 + kBlockM);
-  const int n_kb = (kv_end + kBlockN - 1) / kBlockN;
-
-  load_tile<kBlockM, DP>(sQ, pq, q0, s, d);
-  load_tile<kBlockM, DP>(sdO, pdo, q0, s, d);
-  load_tile<kBlockN, DP>(sK, pk, 0, s, d);
-  load_tile<kBlockN, DP>(sV, pv, 0, s, d);
-  cp_async_commit();
-
-  const int wq0 = q0 + warp * 16;
-  const int qrow[2] = {wq0 + g, wq0 + g + 8};
-  float lse2[2], dsr[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const bool ok = qrow[r] < s;
-    lse2[r] = ok ? lse[static_cast<int64_t>(bh) * s + qrow[r]] * kLog2e : 0.0f;
-    dsr[r] = ok ? dsum[static_cast<int64_t>(bh) * s + qrow[r]] : 0.0f;
-  }
-  float dq[DP / 8][4];
-#pragma unroll
-  for (int nt = 0; nt < DP / 8; ++nt) dq[nt][0] = dq[nt][1] = dq[nt][2] = dq[nt][3] = 0.0f;
-  uint32_t qf[DP / 16][4];
-
-  for (int it = 0; it < n_kb; ++it) {
-    if (it + 1 < n_kb) {
-      const int st = (it + 1) & 1;
-      load_tile<kBlockN, DP>(sK + st * kBlockN * ld, pk, (it + 1) * kBlockN, s, d);
-      load_tile<kBlockN, DP>(sV + st * kBlockN * ld, pv, (it + 1) * kBlockN, s, d);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    if (it == 0) {
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) load_a(sQ, ld, warp * 16, kk * 16, qf[kk]);
-    }
-    const int k0 = it * kBlockN;
-    if (k0 <= wq0 + 15) {
-      const bf16* cK = sK + (it & 1) * kBlockN * ld;
-      const bf16* cV = sV + (it & 1) * kBlockN * ld;
-      float sc[kBlockN / 8][4], dp[kBlockN / 8][4];
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
-        dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
-      }
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        uint32_t af[4];
-        load_a(sdO, ld, warp * 16, kk * 16, af);
-#pragma unroll
-        for (int np = 0; np < kBlockN / 16; ++np) {
-          uint32_t b[4];
-          load_b_nk(cK, ld, np * 16, kk * 16, b);
-          mma_bf16(sc[2 * np], qf[kk], b[0], b[1]);
-          mma_bf16(sc[2 * np + 1], qf[kk], b[2], b[3]);
-          load_b_nk(cV, ld, np * 16, kk * 16, b);
-          mma_bf16(dp[2 * np], af, b[0], b[1]);
-          mma_bf16(dp[2 * np + 1], af, b[2], b[3]);
-        }
-      }
-      const bool need_mask = k0 + kBlockN - 1 > wq0 || k0 + kBlockN > s;
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + nt * 8 + 2 * t + (e & 1);
-          float p = exp2f(sc[nt][e] * scale_log2 - lse2[e >> 1]);
-          if (need_mask && (key > qrow[e >> 1] || key >= s)) p = 0.0f;
-          sc[nt][e] = p * (dp[nt][e] - dsr[e >> 1]);  // dS
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBlockN / 16; ++j) {
-        uint32_t da[4];
-        acc_to_a(sc, j, da);
-#pragma unroll
-        for (int dd = 0; dd < DP / 16; ++dd) {
-          uint32_t b[4];
-          load_b_kn(cK, ld, j * 16, dd * 16, b);
-          mma_bf16(dq[2 * dd], da, b[0], b[1]);
-          mma_bf16(dq[2 * dd + 1], da, b[2], b[3]);
-        }
-      }
-    }
-    __syncthreads();
-  }
-
-  const Plane pdq = dm.qkv_plane(dqkv, bi, hh, 0);
-  store_rows<DP>(dq, scale, scale, sQ + warp * 16 * ld, const_cast<bf16*>(pdq.base), pdq.row_stride,
-                 wq0, s, d);
-}
-
-// ------------------------------------------------------------------------------------------
-// dV = P^T·dO, dK = scale · dS^T·Q. grid (b·heads, key blocks); key block 0 (most work) first.
 template <int DP>
-__global__ void __launch_bounds__(kThreads)
-    flash_bwd_dkdv_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ dout,
-                          const float* __restrict__ lse, const float* __restrict__ dsum,
-                          bf16* __restrict__ dqkv, Dims dm, float scale_log2, float scale) {
-  constexpr int ld = DP + 8;
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    flash_bwd_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ dout,
+                     const float* __restrict__ lse, const float* __restrict__ dsum,
+                     bf16* __restrict__ dqkv, float* __restrict__ dq_part, Dims dm, int splits,
+                     float scale_log2, float scale) {
+  using C = BwdCfg<DP>;
+  constexpr int ld = C::ld, ldp = kBwdLdp;
+  constexpr int KT = DP / 16;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sK = reinterpret_cast<bf16*>(smem);                          // kBwdKeys × ld
-  bf16* sV = sK + kBwdKeys * ld;                                     // kBwdKeys × ld
-  bf16* sQ = sV + kBwdKeys * ld;                                     // 2 × kBwdQueries × ld
-  bf16* sdO = sQ + 2 * kBwdQueries * ld;                             // 2 × kBwdQueries × ld
-  float* sL = reinterpret_cast<float*>(sdO + 2 * kBwdQueries * ld);  // 2 × kBwdQueries: lse·log2e
-  float* sD = sL + 2 * kBwdQueries;                                  // 2 × kBwdQueries: dsum
+  bf16* sK = reinterpret_cast<bf16*>(smem);                 // kBwdKeys × ld
+  bf16* sV = sK + kBwdKeys * ld;                            // kBwdKeys × ld
+  bf16* sQ = sV + kBwdKeys * ld;                            // 2 × kBwdQ × ld
+  bf16* sdO = sQ + 2 * kBwdQ * ld;                          // 2 × kBwdQ × ld
+  bf16* sP = sdO + 2 * kBwdQ * ld;                          // kBwdQ × ldp (query, key)
+  bf16* sdS = sP + kBwdQ * ldp;                             // kBwdQ × ldp (query, key)
+  float* sL = reinterpret_cast<float*>(sdS + kBwdQ * ldp);  // 2 × kBwdQ: lse
+  float* sD = sL + 2 * kBwdQ;                               // 2 × kBwdQ: dsum
 
-  const int bh = blockIdx.x;
+  const int bh = blockIdx.x, split = blockIdx.y;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int k0 = blockIdx.y * kBwdKeys;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int s = dm.s, d = dm.d;
   const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
@@ -407,145 +365,280 @@ __global__ void __launch_bounds__(kThreads)
   const Plane pdo = dm.out_plane(dout, bi, hh);
   const float* lse_row = lse + static_cast<int64_t>(bh) * s;
   const float* dsum_row = dsum + static_cast<int64_t>(bh) * s;
+  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
+  float* part = dq_part + (static_cast<int64_t>(split) * n_bh + bh) * s * DP;
 
-  const int qb_first = k0 / kBwdQueries;
-  const int n_it = (s + kBwdQueries - 1) / kBwdQueries - qb_first;
+  const int n_key_blocks = (s + kBwdKeys - 1) / kBwdKeys;
+  const int n_q_steps = (s + kBwdQ - 1) / kBwdQ;
 
-  auto load_q_step = [&](int it, int st) {
-    const int qs = (qb_first + it) * kBwdQueries;
-    load_tile<kBwdQueries, DP>(sQ + st * kBwdQueries * ld, pq, qs, s, d);
-    load_tile<kBwdQueries, DP>(sdO + st * kBwdQueries * ld, pdo, qs, s, d);
-    if (threadIdx.x < kBwdQueries) {
-      const int q = qs + threadIdx.x;
-      sL[st * kBwdQueries + threadIdx.x] = q < s ? lse_row[q] * kLog2e : 0.0f;
-      sD[st * kBwdQueries + threadIdx.x] = q < s ? dsum_row[q] : 0.0f;
-    }
-  };
+  // Warp roles. S/dP: 2 × 4 over (queries, keys), 32 × 32 each. dK/dV: 4 × 2 over (keys, d),
+  // 32 × DP/2 each. dQ: C::kDqWarpsQ × C::kDqWarpsD over (queries, d).
+  const int wq = warp >> 2, wk = warp & 3;
+  const int wk2 = warp >> 1, wd = warp & 1;
+  const int wq3 = warp / C::kDqWarpsD, wd3 = warp % C::kDqWarpsD;
+  constexpr int HD = DP / 2;  // dK/dV columns per warp
 
-  load_tile<kBwdKeys, DP>(sK, pk, k0, s, d);
-  load_tile<kBwdKeys, DP>(sV, pv, k0, s, d);
-  load_q_step(0, 0);
-  cp_async_commit();
+  for (int r = 0;; ++r) {
+    const int kb = (r >> 1) * 2 * splits + ((r & 1) ? 2 * splits - 1 - split : split);
+    if (kb >= n_key_blocks) break;
+    const bool first = r == 0;
+    const bool down = (r & 1) != 0;  // alternate sweep directions: the turn reuses L2 lines
+    const int k0 = kb * kBwdKeys;
+    const int qs_first = k0 / kBwdQ;  // first query step on or after the diagonal
+    const int n_steps = n_q_steps - qs_first;
+    auto step_q0 = [&](int i) { return (down ? n_q_steps - 1 - i : qs_first + i) * kBwdQ; };
+    auto load_step = [&](int i, int st) {
+      const int q0 = step_q0(i);
+      load_tile<kBwdThreads, kBwdQ, DP>(sQ + st * kBwdQ * ld, pq, q0, s, d);
+      load_tile<kBwdThreads, kBwdQ, DP>(sdO + st * kBwdQ * ld, pdo, q0, s, d);
+      const int x = threadIdx.x & (kBwdQ - 1);
+      const bool ok = q0 + x < s;
+      if (threadIdx.x < kBwdQ) {
+        cp_async4(sL + st * kBwdQ + x, ok ? lse_row + q0 + x : lse_row, ok);
+      } else if (threadIdx.x < 2 * kBwdQ) {
+        cp_async4(sD + st * kBwdQ + x, ok ? dsum_row + q0 + x : dsum_row, ok);
+      }
+    };
 
-  const int wk0 = k0 + warp * 16;
-  const int krow[2] = {wk0 + g, wk0 + g + 8};  // the keys (rows of S^T) this thread holds
-  float dk[DP / 8][4], dv[DP / 8][4];
-#pragma unroll
-  for (int nt = 0; nt < DP / 8; ++nt) {
-    dk[nt][0] = dk[nt][1] = dk[nt][2] = dk[nt][3] = 0.0f;
-    dv[nt][0] = dv[nt][1] = dv[nt][2] = dv[nt][3] = 0.0f;
-  }
+    load_tile<kBwdThreads, kBwdKeys, DP>(sK, pk, k0, s, d);
+    load_tile<kBwdThreads, kBwdKeys, DP>(sV, pv, k0, s, d);
+    load_step(0, 0);
+    cp_async_commit();
 
-  for (int it = 0; it < n_it; ++it) {
-    if (it + 1 < n_it) {
-      load_q_step(it + 1, (it + 1) & 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
+    float dk[2][HD / 8][4], dv[2][HD / 8][4];
+    zero(dk);
+    zero(dv);
+
+    for (int i = 0; i < n_steps; ++i) {
       cp_async_wait<0>();
-    }
-    __syncthreads();
-    const int qs = (qb_first + it) * kBwdQueries;
-    if (wk0 <= qs + kBwdQueries - 1) {  // else every query of the step precedes every key here
-      const int st = it & 1;
-      const bf16* cQ = sQ + st * kBwdQueries * ld;
-      const bf16* cdO = sdO + st * kBwdQueries * ld;
-      const float* cL = sL + st * kBwdQueries;
-      const float* cD = sD + st * kBwdQueries;
-      // S^T = K·Q^T (16 keys × 64 queries).
-      float sc[kBwdQueries / 8][4];
-#pragma unroll
-      for (int nt = 0; nt < kBwdQueries / 8; ++nt)
-        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0;
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        uint32_t a[4];
-        load_a(sK, ld, warp * 16, kk * 16, a);
-#pragma unroll
-        for (int np = 0; np < kBwdQueries / 16; ++np) {
-          uint32_t b[4];
-          load_b_nk(cQ, ld, np * 16, kk * 16, b);
-          mma_bf16(sc[2 * np], a, b[0], b[1]);
-          mma_bf16(sc[2 * np + 1], a, b[2], b[3]);
-        }
+      __syncthreads();  // step i landed for all; every warp is done with step i - 1
+      if (i + 1 < n_steps) {
+        load_step(i + 1, (i + 1) & 1);
+        cp_async_commit();
       }
-      // P^T, rounded to bf16 and packed as A fragments (k = queries).
-      const bool need_mask = wk0 + 15 > qs || qs + kBwdQueries > s || wk0 + 16 > s;
-#pragma unroll
-      for (int nt = 0; nt < kBwdQueries / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int ql = nt * 8 + 2 * t + (e & 1);
-          const int key = krow[e >> 1];
-          float p = exp2f(sc[nt][e] * scale_log2 - cL[ql]);
-          if (need_mask && (key > qs + ql || qs + ql >= s || key >= s)) p = 0.0f;
-          sc[nt][e] = p;
-        }
-      }
-      uint32_t pa[kBwdQueries / 16][4];
-#pragma unroll
-      for (int j = 0; j < kBwdQueries / 16; ++j) acc_to_a(sc, j, pa[j]);
-        // dV += P^T·dO.
-#pragma unroll
-      for (int j = 0; j < kBwdQueries / 16; ++j) {
-#pragma unroll
-        for (int dd = 0; dd < DP / 16; ++dd) {
-          uint32_t b[4];
-          load_b_kn(cdO, ld, j * 16, dd * 16, b);
-          mma_bf16(dv[2 * dd], pa[j], b[0], b[1]);
-          mma_bf16(dv[2 * dd + 1], pa[j], b[2], b[3]);
-        }
-      }
-      // dP^T = V·dO^T.
-      float dpt[kBwdQueries / 8][4];
-#pragma unroll
-      for (int nt = 0; nt < kBwdQueries / 8; ++nt)
-        dpt[nt][0] = dpt[nt][1] = dpt[nt][2] = dpt[nt][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        uint32_t a[4];
-        load_a(sV, ld, warp * 16, kk * 16, a);
-#pragma unroll
-        for (int np = 0; np < kBwdQueries / 16; ++np) {
-          uint32_t b[4];
-          load_b_nk(cdO, ld, np * 16, kk * 16, b);
-          mma_bf16(dpt[2 * np], a, b[0], b[1]);
-          mma_bf16(dpt[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-      // dS^T = P^T ∘ (dP^T - dsum[query]), from the bf16 P^T; dK += dS^T·Q.
-#pragma unroll
-      for (int j = 0; j < kBwdQueries / 16; ++j) {
-        const int c0 = j * 16 + 2 * t;  // query column of regs 0/1; regs 2/3 are at c0 + 8
-        const float d00 = cD[c0], d01 = cD[c0 + 1], d10 = cD[c0 + 8], d11 = cD[c0 + 9];
-        uint32_t da[4];
-        da[0] = pack_bf16(bf16_lo(pa[j][0]) * (dpt[2 * j][0] - d00),
-                          bf16_hi(pa[j][0]) * (dpt[2 * j][1] - d01));
-        da[1] = pack_bf16(bf16_lo(pa[j][1]) * (dpt[2 * j][2] - d00),
-                          bf16_hi(pa[j][1]) * (dpt[2 * j][3] - d01));
-        da[2] = pack_bf16(bf16_lo(pa[j][2]) * (dpt[2 * j + 1][0] - d10),
-                          bf16_hi(pa[j][2]) * (dpt[2 * j + 1][1] - d11));
-        da[3] = pack_bf16(bf16_lo(pa[j][3]) * (dpt[2 * j + 1][2] - d10),
-                          bf16_hi(pa[j][3]) * (dpt[2 * j + 1][3] - d11));
-#pragma unroll
-        for (int dd = 0; dd < DP / 16; ++dd) {
-          uint32_t b[4];
-          load_b_kn(cQ, ld, j * 16, dd * 16, b);
-          mma_bf16(dk[2 * dd], da, b[0], b[1]);
-          mma_bf16(dk[2 * dd + 1], da, b[2], b[3]);
-        }
-      }
-    }
-    __syncthreads();
-  }
+      const int st = i & 1;
+      const int q0 = step_q0(i);
+      const bf16* cQ = sQ + st * kBwdQ * ld;
+      const bf16* cdO = sdO + st * kBwdQ * ld;
+      const float* cL = sL + st * kBwdQ;
+      const float* cD = sD + st * kBwdQ;
 
-  // Each warp reads only its own 16 rows of sK and sV: they are free for staging its results.
-  const Plane pdk = dm.qkv_plane(dqkv, bi, hh, 1);
-  const Plane pdv = dm.qkv_plane(dqkv, bi, hh, 2);
-  store_rows<DP>(dk, scale, scale, sK + warp * 16 * ld, const_cast<bf16*>(pdk.base), pdk.row_stride,
-                 wk0, s, d);
-  store_rows<DP>(dv, 1.0f, 1.0f, sV + warp * 16 * ld, const_cast<bf16*>(pdv.base), pdv.row_stride,
-                 wk0, s, d);
+      // ---- S = Q·K^T and dP = dO·V^T, 32 queries × 32 keys per warp.
+      float sacc[2][4][4], pacc[2][4][4];
+      zero(sacc);
+      zero(pacc);
+      const bool tile_live = k0 + wk * 32 <= q0 + wq * 32 + 31;  // some key <= some query
+      if (tile_live) {
+#pragma unroll
+        for (int kk = 0; kk < KT; ++kk) {
+          uint32_t a[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) load_a(cQ, ld, wq * 32 + mt * 16, kk * 16, a[mt]);
+#pragma unroll
+          for (int np = 0; np < 2; ++np) {
+            uint32_t b[4];
+            load_b_nk(sK, ld, wk * 32 + np * 16, kk * 16, b);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(sacc[mt][2 * np], a[mt], b[0], b[1]);
+              mma_bf16(sacc[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int kk = 0; kk < KT; ++kk) {
+          uint32_t a[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) load_a(cdO, ld, wq * 32 + mt * 16, kk * 16, a[mt]);
+#pragma unroll
+          for (int np = 0; np < 2; ++np) {
+            uint32_t b[4];
+            load_b_nk(sV, ld, wk * 32 + np * 16, kk * 16, b);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(pacc[mt][2 * np], a[mt], b[0], b[1]);
+              mma_bf16(pacc[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+          }
+        }
+      }
+
+      // ---- P = exp2(S·scale·log2e - lse·log2e), dS = P ∘ (dP - dsum); both to shared as bf16.
+      const bool need_mask = k0 + kBwdKeys - 1 > q0 || q0 + kBwdQ > s || k0 + kBwdKeys > s;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int lr = wq * 32 + mt * 16 + g + 8 * rr;  // row within the step
+          const int row = q0 + lr;
+          const float l2 = cL[lr] * kLog2e, dd = cD[lr];
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const int lk = wk * 32 + nt * 8 + 2 * t;  // key within the block
+            float p[2], ds[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float pe = exp2f(sacc[mt][nt][2 * rr + e] * scale_log2 - l2);
+              if (need_mask) {
+                const int key = k0 + lk + e;
+                if (key > row || row >= s || key >= s) pe = 0.0f;
+              }
+              p[e] = pe;
+              ds[e] = pe * (pacc[mt][nt][2 * rr + e] - dd);
+            }
+            *reinterpret_cast<uint32_t*>(sP + lr * ldp + lk) = pack_bf16(p[0], p[1]);
+            *reinterpret_cast<uint32_t*>(sdS + lr * ldp + lk) = pack_bf16(ds[0], ds[1]);
+          }
+        }
+      }
+      __syncthreads();  // P and dS complete
+
+      // ---- dV += P^T·dO, dK += dS^T·Q: 32 keys × DP/2 per warp; k = the 64 queries.
+      if (k0 + wk2 * 32 <= q0 + kBwdQ - 1) {  // else P, dS are zero for this warp's keys
+#pragma unroll
+        for (int kq = 0; kq < kBwdQ / 16; ++kq) {
+          uint32_t a[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) load_a_kmajor(sP, ldp, wk2 * 32 + mt * 16, kq * 16, a[mt]);
+#pragma unroll
+          for (int np = 0; np < HD / 16; ++np) {
+            uint32_t b[4];
+            load_b_kn(cdO, ld, kq * 16, wd * HD + np * 16, b);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(dv[mt][2 * np], a[mt], b[0], b[1]);
+              mma_bf16(dv[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+          }
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+            load_a_kmajor(sdS, ldp, wk2 * 32 + mt * 16, kq * 16, a[mt]);
+#pragma unroll
+          for (int np = 0; np < HD / 16; ++np) {
+            uint32_t b[4];
+            load_b_kn(cQ, ld, kq * 16, wd * HD + np * 16, b);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(dk[mt][2 * np], a[mt], b[0], b[1]);
+              mma_bf16(dk[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+          }
+        }
+      }
+
+      // ---- dQ_part = dS·K: C::kDqRows queries × C::kDqCols per warp; k = the 128 keys.
+      {
+        constexpr int MT = C::kDqRows / 16, NT = C::kDqCols / 8;
+        float dq[MT][NT][4];
+        zero(dq);
+        const int row_hi = q0 + wq3 * C::kDqRows + C::kDqRows - 1;  // this warp's last row
+#pragma unroll
+        for (int kk = 0; kk < kBwdKeys / 16; ++kk) {
+          if (k0 + kk * 16 > row_hi) break;  // dS is zero from here on for these rows
+          uint32_t a[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            load_a(sdS, ldp, wq3 * C::kDqRows + mt * 16, kk * 16, a[mt]);
+#pragma unroll
+          for (int np = 0; np < NT / 2; ++np) {
+            uint32_t b[4];
+            load_b_kn(sK, ld, kk * 16, wd3 * C::kDqCols + np * 16, b);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(dq[mt][2 * np], a[mt], b[0], b[1]);
+              mma_bf16(dq[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            const int row = q0 + wq3 * C::kDqRows + mt * 16 + g + 8 * rr;
+            if (row >= s) continue;
+            float* dst = part + static_cast<int64_t>(row) * DP + wd3 * C::kDqCols + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              if (first) {
+                *reinterpret_cast<float2*>(dst + nt * 8) =
+                    make_float2(dq[mt][nt][2 * rr], dq[mt][nt][2 * rr + 1]);
+              } else {
+                red_add_f32x2(dst + nt * 8, dq[mt][nt][2 * rr], dq[mt][nt][2 * rr + 1]);
+              }
+            }
+          }
+        }
+      }
+    }
+
+    // ---- dK (times scale) and dV of this key block: staged through sK / sV.
+    __syncthreads();  // every warp is done reading sK, sV, sP, sdS
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        const int rk = wk2 * 32 + mt * 16 + g, c = wd * HD + nt * 8 + 2 * t;
+        *reinterpret_cast<uint32_t*>(sK + rk * ld + c) =
+            pack_bf16(dk[mt][nt][0] * scale, dk[mt][nt][1] * scale);
+        *reinterpret_cast<uint32_t*>(sK + (rk + 8) * ld + c) =
+            pack_bf16(dk[mt][nt][2] * scale, dk[mt][nt][3] * scale);
+        *reinterpret_cast<uint32_t*>(sV + rk * ld + c) = pack_bf16(dv[mt][nt][0], dv[mt][nt][1]);
+        *reinterpret_cast<uint32_t*>(sV + (rk + 8) * ld + c) =
+            pack_bf16(dv[mt][nt][2], dv[mt][nt][3]);
+      }
+    }
+    __syncthreads();
+    {
+      const Plane pdk = dm.qkv_plane(dqkv, bi, hh, 1);
+      const Plane pdv = dm.qkv_plane(dqkv, bi, hh, 2);
+      constexpr int kChunks = DP / 8;
+#pragma unroll
+      for (int k = 0; k < kBwdKeys * kChunks / kBwdThreads; ++k) {
+        const int i = threadIdx.x + k * kBwdThreads;
+        const int rk = i / kChunks, c = i % kChunks;
+        if (k0 + rk < s && c * 8 < d) {
+          const int64_t off = static_cast<int64_t>(k0 + rk) * pdk.row_stride + c * 8;
+          *reinterpret_cast<uint4*>(const_cast<bf16*>(pdk.base) + off) =
+              *reinterpret_cast<const uint4*>(sK + rk * ld + c * 8);
+          *reinterpret_cast<uint4*>(const_cast<bf16*>(pdv.base) + off) =
+              *reinterpret_cast<const uint4*>(sV + rk * ld + c * 8);
+        }
+      }
+    }
+    __syncthreads();  // sK, sV free for the next key block
+  }
+}
+
+// dQ (bf16, slot 0 of dqkv) = scale · Σ_j part[j], j ascending, over the splits that cover the
+// row (split j covers rows >= 128·j). One thread per 8 columns of one row.
+__global__ void __launch_bounds__(256)
+    dq_finalize_kernel(const float* __restrict__ dq_part, int splits, int dp,
+                       bf16* __restrict__ dqkv, Dims dm, float scale) {
+  const int chunks = dm.d / 8;
+  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_bh * dm.s * chunks) return;
+  const int c = static_cast<int>(i % chunks);
+  const int64_t rest = i / chunks;
+  const int row = static_cast<int>(rest % dm.s);
+  const int bh = static_cast<int>(rest / dm.s);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int j = 0; j < splits; ++j) {
+    if (j * kBwdKeys > row) break;
+    const float* p = dq_part + ((j * n_bh + bh) * dm.s + row) * dp + c * 8;
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    const float4 y = *reinterpret_cast<const float4*>(p + 4);
+    acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
+    acc[4] += y.x, acc[5] += y.y, acc[6] += y.z, acc[7] += y.w;
+  }
+  uint4 o;
+  o.x = pack_bf16(acc[0] * scale, acc[1] * scale);
+  o.y = pack_bf16(acc[2] * scale, acc[3] * scale);
+  o.z = pack_bf16(acc[4] * scale, acc[5] * scale);
+  o.w = pack_bf16(acc[6] * scale, acc[7] * scale);
+  const Plane pdq = dm.qkv_plane(dqkv, bh / dm.heads, bh % dm.heads, 0);
+  *reinterpret_cast<uint4*>(const_cast<bf16*>(pdq.base) +
+                            static_cast<int64_t>(row) * pdq.row_stride + c * 8) = o;
 }
 
 template <class F>
@@ -559,6 +652,8 @@ void dispatch_dp(int d, F&& f) {
   }
 }
 
+int padded_dim(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
 // Raises a kernel's dynamic shared-memory limit (a per-device setting: done at every launch, as
 // one process may drive several devices; it costs a host call).
 template <class K>
@@ -571,6 +666,40 @@ Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
           static_cast<int>(sh.d)};
 }
+
+// The backward's work split, a function of the shape only (so results do not depend on the
+// device): the number of blocks per (batch, head) that minimizes (waves on kSlots resident
+// blocks) × (the largest block's causal work), smallest on ties, with at most kMaxPartBytes of
+// dQ partial sums. kSlots is an H100/H200's SM count (one backward block per SM); another
+// count changes only the speed.
+constexpr int64_t kSlots = 132;
+constexpr int64_t kMaxPartBytes = int64_t{1} << 30;
+
+int64_t bwd_splits(const AttentionShape& sh) {
+  const int64_t n_kb = (sh.s + kBwdKeys - 1) / kBwdKeys;
+  const int64_t n_qs = (sh.s + kBwdQ - 1) / kBwdQ;
+  const int64_t bh = sh.b * sh.heads;
+  const int64_t per_split = bh * sh.s * padded_dim(sh.d) * 4;
+  int64_t best = 1, best_cost = -1;
+  for (int64_t p = 1; p <= std::min<int64_t>(n_kb, 64); ++p) {
+    if (p > 1 && p * per_split > kMaxPartBytes) break;
+    int64_t worst = 0;
+    for (int64_t j = 0; j < p; ++j) {
+      int64_t w = 0;
+      for (int64_t r = 0;; ++r) {
+        const int64_t kb = (r >> 1) * 2 * p + ((r & 1) ? 2 * p - 1 - j : j);
+        if (kb >= n_kb) break;
+        w += n_qs - kb * (kBwdKeys / kBwdQ) + 1;  // steps, plus one for the block's overheads
+      }
+      worst = std::max(worst, w);
+    }
+    const int64_t cost = (bh * p + kSlots - 1) / kSlots * worst;
+    if (best_cost < 0 || cost < best_cost) best = p, best_cost = cost;
+  }
+  return best;
+}
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 }  // namespace
 
@@ -588,19 +717,23 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
   }
   const Dims dm = dims_of(sh);
   dim3 grid(static_cast<unsigned>(sh.b * sh.heads),
-            static_cast<unsigned>((sh.s + kBlockM - 1) / kBlockM));
+            static_cast<unsigned>((sh.s + kFwdRows - 1) / kFwdRows));
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
     constexpr int smem = fwd_smem_bytes<DP>();
     allow_smem(flash_fwd_kernel<DP>, smem);
-    flash_fwd_kernel<DP><<<grid, kThreads, smem, stream>>>(
+    flash_fwd_kernel<DP><<<grid, kFwdThreads, smem, stream>>>(
         static_cast<const bf16*>(qkv), static_cast<bf16*>(out), lse, dm, scale * kLog2e);
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 size_t attention_backward_scratch_bytes(const AttentionShape& sh) {
-  return static_cast<size_t>(sh.b * sh.heads * sh.s) * sizeof(float);
+  const size_t dsum_bytes = static_cast<size_t>(sh.b * sh.heads * sh.s) * sizeof(float);
+  if (!attention_fast_supported(sh, DType::kBF16)) return dsum_bytes;
+  return align256(dsum_bytes) +
+         static_cast<size_t>(bwd_splits(sh) * sh.b * sh.heads * sh.s * padded_dim(sh.d)) *
+             sizeof(float);
 }
 
 void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
@@ -615,22 +748,22 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
     return;
   }
   const Dims dm = dims_of(sh);
-  const unsigned bh = static_cast<unsigned>(sh.b * sh.heads);
+  const int64_t splits = bwd_splits(sh);
+  const int64_t bh = sh.b * sh.heads;
+  float* dq_part = reinterpret_cast<float*>(
+      static_cast<char*>(scratch) + align256(static_cast<size_t>(bh * sh.s) * sizeof(float)));
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
-    constexpr int smem_kv = dkdv_smem_bytes<DP>();
-    allow_smem(flash_bwd_dkdv_kernel<DP>, smem_kv);
-    flash_bwd_dkdv_kernel<DP>
-        <<<dim3(bh, static_cast<unsigned>((sh.s + kBwdKeys - 1) / kBwdKeys)), kThreads, smem_kv,
-           stream>>>(static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-                     static_cast<bf16*>(dqkv), dm, scale * kLog2e, scale);
+    constexpr int smem = BwdCfg<DP>::kSmemBytes;
+    allow_smem(flash_bwd_kernel<DP>, smem);
+    flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(bh), static_cast<unsigned>(splits)),
+                           kBwdThreads, smem, stream>>>(
+        static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
+        static_cast<bf16*>(dqkv), dq_part, dm, static_cast<int>(splits), scale * kLog2e, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
-    constexpr int smem_q = dq_smem_bytes<DP>();
-    allow_smem(flash_bwd_dq_kernel<DP>, smem_q);
-    flash_bwd_dq_kernel<DP>
-        <<<dim3(bh, static_cast<unsigned>((sh.s + kBlockM - 1) / kBlockM)), kThreads, smem_q,
-           stream>>>(static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-                     static_cast<bf16*>(dqkv), dm, scale * kLog2e, scale);
+    const int64_t n = bh * sh.s * (sh.d / 8);
+    dq_finalize_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
+        dq_part, static_cast<int>(splits), DP, static_cast<bf16*>(dqkv), dm, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
   });
 }

@@ -2,7 +2,10 @@
 // warp per row; rows with h % 8 == 0 and h <= 2048 keep the row in registers (16-byte loads,
 // two-pass mean/variance from registers), others take a plain three-pass loop. The weight
 // gradients (dgamma = sum dy·xhat, dbeta = sum dy) are column sums: per-block partials over a
-// row partition fixed by the shape, then an ordered pass adding into the f32 outputs.
+// row partition fixed by the shape, then an ordered pass adding into the f32 outputs. On the
+// register path the backward is one pass over dy and x: each block computes dx for its rows and
+// its dgamma/dbeta partials together (each lane sums its own columns; the warps' sums are added
+// in warp order), so results do not depend on timing.
 #include <algorithm>
 
 #include "exec/cuda/device_utils.cuh"
@@ -159,6 +162,123 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// dx, and the dgamma/dbeta partials of one row part (the register path: kVpl > 0, 16-byte
+// aligned). Block p takes rows [p·rows_per_part, ...), warp w every kWarps-th of them from w; a
+// lane owns the columns (lane + 32·i)·8 + [0, 8) of every row, so it sums dy·xhat and dy of
+// those columns over its warp's rows in registers. The warps then add their sums into shared
+// memory in warp order, and the block writes partials pg[p], pb[p] (h floats each).
+template <class T, int kVpl>
+__global__ void __launch_bounds__(kWarps * 32)
+    ln_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                             const T* __restrict__ gamma, const float* __restrict__ mean_in,
+                             const float* __restrict__ rstd_in, T* __restrict__ dx, int64_t rows,
+                             int h, int64_t rows_per_part, float* __restrict__ pg,
+                             float* __restrict__ pb) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* sum_g = reinterpret_cast<float*>(smem);  // h
+  float* sum_b = sum_g + h;                       // h
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t r_begin = static_cast<int64_t>(blockIdx.x) * rows_per_part;
+  const int64_t r_end = min(rows, r_begin + rows_per_part);
+  const float inv_h = 1.0f / static_cast<float>(h);
+  float ag[kVpl][8], ab[kVpl][8];
+#pragma unroll
+  for (int i = 0; i < kVpl; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
+
+  for (int64_t row = r_begin + warp; row < r_end; row += kWarps) {
+    const T* xr = x + row * h;
+    const T* dyr = dy + row * h;
+    T* dxr = dx + row * h;
+    const float mean = mean_in[row], rstd = rstd_in[row];
+    Raw8<T> xraw[kVpl], graw[kVpl];
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        xraw[i] = ld_raw8(xr + c);
+        graw[i] = ld_raw8(dyr + c);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        float xv[8], dv[8], gv[8];
+        unpack8(xraw[i], xv);
+        unpack8(graw[i], dv);
+        load8(gamma + c, gv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xhat = (xv[j] - mean) * rstd;
+          const float g = dv[j] * gv[j];
+          s1 += g;
+          s2 += g * xhat;
+          ag[i][j] += dv[j] * xhat;
+          ab[i][j] += dv[j];
+        }
+      }
+    }
+    const float c1 = warp_sum(s1) * inv_h;
+    const float c2 = warp_sum(s2) * inv_h;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (lane + 32 * i) * 8;
+      if (c < h) {
+        float xv[8], dv[8], gv[8], o[8];
+        unpack8(xraw[i], xv);
+        unpack8(graw[i], dv);
+        load8(gamma + c, gv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xhat = (xv[j] - mean) * rstd;
+          o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
+        }
+        store8(dxr + c, o);
+      }
+    }
+  }
+
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int i = 0; i < kVpl; ++i) {
+        const int c = (lane + 32 * i) * 8;
+        if (c < h) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            sum_g[c + j] = (w == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
+            sum_b[c + j] = (w == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int c = threadIdx.x; c < h; c += kWarps * 32) {
+    pg[static_cast<int64_t>(blockIdx.x) * h + c] = sum_g[c];
+    pb[static_cast<int64_t>(blockIdx.x) * h + c] = sum_b[c];
+  }
+}
+
+// dgamma[c] += Σ_p pg[p][c], dbeta[c] += Σ_p pb[p][c], parts in order: one thread per column
+// of the two outputs.
+__global__ void __launch_bounds__(256)
+    ln_weight_finalize_kernel(const float* __restrict__ pg, const float* __restrict__ pb,
+                              int64_t parts, int64_t h, float* __restrict__ dgamma,
+                              float* __restrict__ dbeta) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= 2 * h) return;
+  const bool is_b = i >= h;
+  const int64_t c = is_b ? i - h : i;
+  const float* p = is_b ? pb : pg;
+  float s = 0.0f;
+  for (int64_t k = 0; k < parts; ++k) s += p[k * h + c];
+  (is_b ? dbeta : dgamma)[c] += s;
+}
+
 // Partials of dgamma and dbeta: block (32 column groups of 8, 8 row lanes) over one row part.
 constexpr int kColGroups = 32;
 constexpr int kRowLanes = 8;
@@ -261,8 +381,27 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* pg = static_cast<float*>(scratch);
   float* pb = pg + parts * h;
+  // f32 rows hold twice the registers: past 1024 columns they would spill.
+  const bool fused = vec && h % 8 == 0 && h <= (t == DType::kBF16 ? 2048 : 1024);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
+    if (fused) {
+      dispatch_vpl<T>(h, vec, [&](auto vpl) {
+        constexpr int kVpl = decltype(vpl)::value;
+        if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4)) {
+          ln_backward_fused_kernel<T, kVpl>
+              <<<static_cast<unsigned>(parts), kWarps * 32, 2 * h * sizeof(float), stream>>>(
+                  static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
+                  mean, rstd, static_cast<T*>(dx), rows, static_cast<int>(h), rows_per_part, pg,
+                  pb);
+        }
+      });
+      MPLAN_CUDA_LAUNCH_CHECK();
+      ln_weight_finalize_kernel<<<blocks_for(2 * h, 256), 256, 0, stream>>>(pg, pb, parts, h,
+                                                                            dgamma, dbeta);
+      MPLAN_CUDA_LAUNCH_CHECK();
+      return;
+    }
     dispatch_vpl<T>(h, vec, [&](auto vpl) {
       ln_backward_dx_kernel<T, decltype(vpl)::value>
           <<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
@@ -275,9 +414,9 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
         static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, rows, h, rows_per_part,
         vec && h % 8 == 0, pg, pb);
     MPLAN_CUDA_LAUNCH_CHECK();
+    launch_column_partials_finalize(pg, parts, h, dgamma, stream);
+    launch_column_partials_finalize(pb, parts, h, dbeta, stream);
   });
-  launch_column_partials_finalize(pg, parts, h, dgamma, stream);
-  launch_column_partials_finalize(pb, parts, h, dbeta, stream);
 }
 
 }  // namespace mplan::exec::cuda

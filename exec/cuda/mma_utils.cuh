@@ -22,6 +22,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
                "r"(src_bytes));
 }
+// 4 bytes global -> shared (cp.async.ca: the .cg form takes only 16); zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -57,6 +63,14 @@ __device__ __forceinline__ void load_a(const __nv_bfloat16* tile, int ld, int ro
   const int lane = threadIdx.x & 31;
   ldsm_x4(tile + (row0 + (lane & 15)) * ld + col0 + (lane >> 4) * 8, a[0], a[1], a[2], a[3]);
 }
+// The A fragment of the 16×16 block (rows m0.., columns k0..) of A from a tile stored (k, m),
+// i.e. A = T^T for a row-major T (e.g. P^T from P stored (query, key)), through ldmatrix.trans.
+__device__ __forceinline__ void load_a_kmajor(const __nv_bfloat16* tile, int ld, int m0, int k0,
+                                              uint32_t (&a)[4]) {
+  const int lane = threadIdx.x & 31, mat = lane >> 3;
+  ldsm_x4_trans(tile + (k0 + (lane & 7) + (mat >> 1) * 8) * ld + m0 + (mat & 1) * 8, a[0], a[1],
+                a[2], a[3]);
+}
 // B fragments of n-tiles n0 and n0 + 8 at k-step k0, from a tile stored (n, k) (B transposed,
 // e.g. K for S = Q·K^T): {b[0], b[1]} for n0, {b[2], b[3]} for n0 + 8.
 __device__ __forceinline__ void load_b_nk(const __nv_bfloat16* tile, int ld, int n0, int k0,
@@ -73,6 +87,11 @@ __device__ __forceinline__ void load_b_kn(const __nv_bfloat16* tile, int ld, int
                 b[1], b[2], b[3]);
 }
 
+// p[0..1] += {a, b} in global memory (one vector reduction, sm_90; relaxed, performed at L2).
+// Two such operations on one address from one thread apply in program order.
+__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);

@@ -600,6 +600,7 @@ bool OpChecker::run_all() {
   ok = layernorm(20, 100, bf) && ok;  // h % 8 != 0: the generic kernels
   ok = layernorm(9, 3000, bf) && ok;  // h > 2048: the generic kernels
   ok = layernorm(33, 256, f32) && ok;
+  ok = layernorm(1000, 2048, bf) && ok;  // 16 row parts of the one-pass backward
   for (bool naive : {false, true}) {
     ok = attention(128, 2, 2, 128, bf, naive) && ok;
     ok = attention(200, 1, 3, 64, bf, naive) && ok;
@@ -608,6 +609,8 @@ bool OpChecker::run_all() {
     ok = attention(1, 1, 1, 8, bf, naive) && ok;
   }
   ok = attention(65, 1, 2, 24, f32, true) && ok;
+  // b·heads 140 > 132: a backward block takes several key blocks (dQ partial sums added).
+  ok = attention(384, 2, 70, 64, bf, false) && ok;
   ok = embedding(300, 50, 10, 64, bf, false) && ok;
   ok = embedding(100, 20, 0, 20, f32, false) && ok;
   ok = embedding(257, 40, 5, 32, bf, true) && ok;
@@ -621,6 +624,7 @@ bool OpChecker::run_all() {
   ok = adamw(1003, true, 0.1f) && ok;
   ok = adamw(4096, false, 0.0f) && ok;
   ok = determinism(192, 2, 2, 128) && ok;
+  ok = determinism(384, 2, 70, 64) && ok;
   return ok;
 }
 

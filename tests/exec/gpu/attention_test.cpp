@@ -1,7 +1,8 @@
 // The flash-attention kernels (tensor cores) and the reference kernels against the CPU backend:
 // forward output and log-sum-exp, backward dQ/dK/dV, for head dims 8..128 and sequence lengths
-// that are not multiples of the 64/128-row tiles; bitwise determinism of two runs; and the fast
-// kernels against the reference kernels at the reference workload's head dim.
+// that are not multiples of the 64/128-row tiles; many heads (several key blocks per backward
+// block); bitwise determinism of two runs; and the fast kernels against the reference kernels at
+// the reference workload's head dim.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -35,6 +36,14 @@ TEST_F(AttentionTest, SmallerHeadDims) {
 TEST_F(AttentionTest, ReferenceKernelsMatchCpu) {
   check().attention(130, 2, 2, 128, DType::kBF16, true);
   check().attention(65, 1, 2, 24, DType::kF32, true);
+  expect_all_pass();
+}
+
+// b·heads = 140 is more than the 132 blocks the backward keeps resident, so one backward block
+// takes several key blocks and adds their dQ partial sums into those of its first.
+TEST_F(AttentionTest, ManyHeadsDealSeveralKeyBlocksToOneBackwardBlock) {
+  check().attention(384, 2, 70, 64, DType::kBF16, false);
+  check().determinism(384, 2, 70, 64);
   expect_all_pass();
 }
 
