@@ -17,6 +17,7 @@
 // per-split f32 buffer; a last kernel sums the splits in a fixed order into dQ.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
@@ -122,14 +123,13 @@ constexpr int kFwdWarps = 4;
 constexpr int kFwdThreads = kFwdWarps * 32;
 constexpr int kFwdRows = 128;  // query rows per block (32 per warp)
 constexpr int kFwdKeys = 64;   // keys per step (one K/V stage)
-constexpr int kFwdHalf = 32;   // keys per softmax update
 
 template <int DP>
 constexpr int fwd_smem_bytes() {
   return (kFwdRows + 4 * kFwdKeys) * (DP + 8) * 2;  // Q, 2 stages of K and V
 }
 
-template <int DP>
+template <int DP, int SUB>
 __global__ void __launch_bounds__(kFwdThreads, 2)
     flash_fwd_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ out, float* __restrict__ lse,
                      Dims dm, float scale_log2) {
@@ -181,26 +181,43 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
     if (k0 > wq0 + 31) continue;  // every key of this step is after every row of this warp
     const bf16* cK = sK + (it & 1) * kFwdKeys * ld;
     const bf16* cV = sV + (it & 1) * kFwdKeys * ld;
-    // The 64 keys in two halves of 32, each a full online-softmax update: S for 32 keys needs
-    // 32 accumulator registers instead of 64, which keeps the kernel at 255 registers with no
-    // spills next to the 128 of O (the price: Q fragments are read twice per step).
+    // The 64 keys in kFwdKeys / SUB parts of SUB keys, each a full online-softmax update.
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int kh = k0 + half * kFwdHalf;
+    for (int half = 0; half < kFwdKeys / SUB; ++half) {
+      const int kh = k0 + half * SUB;
       if (kh > wq0 + 31) break;
 
       // S = Q·K^T: 32 rows × 32 keys per warp. The k-loop is software-pipelined by hand (two
       // fragment buffers, rolled by pairs): fully unrolled, the compiler's own look-ahead loads
       // push the kernel past 255 registers.
-      float sc[2][kFwdHalf / 8][4];
+      constexpr int NP = SUB / 16;
+      float sc[2][SUB / 8][4];
       zero(sc);
-      uint32_t qa[2][2][4], kb[2][2][4];
+      if constexpr (SUB == 64) {
+#pragma unroll
+        for (int kk = 0; kk < KT; ++kk) {
+          uint32_t qa[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[mt]);
+#pragma unroll
+          for (int np = 0; np < NP; ++np) {
+            uint32_t kb[4];
+            load_b_nk(cK, ld, half * SUB + np * 16, kk * 16, kb);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_bf16(sc[mt][2 * np], qa[mt], kb[0], kb[1]);
+              mma_bf16(sc[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+            }
+          }
+        }
+      } else {
+      uint32_t qa[2][2][4], kb[2][NP][4];
       auto load_k_step = [&](int kk, int buf) {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[buf][mt]);
 #pragma unroll
-        for (int np = 0; np < 2; ++np)
-          load_b_nk(cK, ld, half * kFwdHalf + np * 16, kk * 16, kb[buf][np]);
+        for (int np = 0; np < NP; ++np)
+          load_b_nk(cK, ld, half * SUB + np * 16, kk * 16, kb[buf][np]);
       };
       load_k_step(0, 0);
 #pragma unroll 1
@@ -209,7 +226,7 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
         for (int u = 0; u < 2; ++u) {
           if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
 #pragma unroll
-          for (int np = 0; np < 2; ++np)
+          for (int np = 0; np < NP; ++np)
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
               mma_bf16(sc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
@@ -217,15 +234,16 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
             }
         }
       }
+      }
 
       // Online softmax in log2 units (only the diagonal and the sequence tail are masked); P is
       // packed to bf16 A fragments straight from the accumulators (no shared memory).
-      const bool need_mask = kh + kFwdHalf - 1 > wq0 || kh + kFwdHalf > s;
-      uint32_t pa[kFwdHalf / 16][2][4];
+      const bool need_mask = kh + SUB - 1 > wq0 || kh + SUB > s;
+      uint32_t pa[SUB / 16][2][4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-        for (int nt = 0; nt < kFwdHalf / 8; ++nt) {
+        for (int nt = 0; nt < SUB / 8; ++nt) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float v = sc[mt][nt][e] * scale_log2;
@@ -242,7 +260,7 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
         for (int r = 0; r < 2; ++r) {
           float mx = row_m[mt][r];
 #pragma unroll
-          for (int nt = 0; nt < kFwdHalf / 8; ++nt)
+          for (int nt = 0; nt < SUB / 8; ++nt)
             mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -257,7 +275,7 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
           }
         }
 #pragma unroll
-        for (int nt = 0; nt < kFwdHalf / 8; ++nt) {
+        for (int nt = 0; nt < SUB / 8; ++nt) {
           float e[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) e[i] = exp2f(sc[mt][nt][i] - base[i >> 1]);
@@ -271,11 +289,11 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
 
       // O += P·V; each V fragment feeds both m-tiles.
 #pragma unroll
-      for (int j = 0; j < kFwdHalf / 16; ++j) {
+      for (int j = 0; j < SUB / 16; ++j) {
 #pragma unroll
         for (int dp = 0; dp < KT; ++dp) {
           uint32_t b[4];
-          load_b_kn(cV, ld, half * kFwdHalf + j * 16, dp * 16, b);
+          load_b_kn(cV, ld, half * SUB + j * 16, dp * 16, b);
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             mma_bf16(o[mt][2 * dp], pa[j][mt], b[0], b[1]);
@@ -721,9 +739,21 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
     constexpr int smem = fwd_smem_bytes<DP>();
-    allow_smem(flash_fwd_kernel<DP>, smem);
-    flash_fwd_kernel<DP><<<grid, kFwdThreads, smem, stream>>>(
-        static_cast<const bf16*>(qkv), static_cast<bf16*>(out), lse, dm, scale * kLog2e);
+    auto run = [&](auto kernel) {
+      allow_smem(kernel, smem);
+      kernel<<<grid, kFwdThreads, smem, stream>>>(static_cast<const bf16*>(qkv),
+                                                  static_cast<bf16*>(out), lse, dm,
+                                                  scale * kLog2e);
+    };
+    static const int sub = [] {
+      const char* e = std::getenv("MPLAN_ATTN_FWD_SUB");
+      return e ? std::atoi(e) : 32;
+    }();
+    if (sub == 64) {
+      run(flash_fwd_kernel<DP, 64>);
+    } else {
+      run(flash_fwd_kernel<DP, 32>);
+    }
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }

@@ -163,21 +163,30 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // dx, and the dgamma/dbeta partials of one row part (the register path: kVpl > 0, 16-byte
-// aligned). Block p takes rows [p·rows_per_part, ...), warp w every kWarps-th of them from w; a
-// lane owns the columns (lane + 32·i)·8 + [0, 8) of every row, so it sums dy·xhat and dy of
-// those columns over its warp's rows in registers. The warps then add their sums into shared
-// memory in warp order, and the block writes partials pg[p], pb[p] (h floats each).
-template <class T, int kVpl>
+// aligned). The block's kWarps warps form kWarps / W groups of W warps; a group takes one row at
+// a time (block p: rows [p·rows_per_part, ...), group q every (kWarps / W)-th of them from q).
+// Lane l of warp w of a group owns the columns (32·w + l + 32·W·i)·8 + [0, 8), i < kVpl, of
+// every row, and sums dy·xhat and dy of those columns over its group's rows in registers. The
+// two row sums that dx needs are added across a group's warps through shared memory in warp
+// order. At the end the groups add their column sums into shared memory in group order and the
+// block writes partials pg[p], pb[p] (h floats each). Several warps per row keep the registers
+// per thread low enough for several blocks per SM.
+template <class T, int kVpl, int W>
 __global__ void __launch_bounds__(kWarps * 32)
     ln_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                              const T* __restrict__ gamma, const float* __restrict__ mean_in,
                              const float* __restrict__ rstd_in, T* __restrict__ dx, int64_t rows,
                              int h, int64_t rows_per_part, float* __restrict__ pg,
                              float* __restrict__ pb) {
+  constexpr int G = kWarps / W;  // row groups per block
+  static_assert(kWarps % W == 0, "W must divide kWarps");
   extern __shared__ __align__(16) unsigned char smem[];
   float* sum_g = reinterpret_cast<float*>(smem);  // h
   float* sum_b = sum_g + h;                       // h
+  __shared__ float red[2][G][W][2];               // per-row sums, double-buffered by parity
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int grp = warp / W, wi = warp % W;
+  const int glane = wi * 32 + lane;
   const int64_t r_begin = static_cast<int64_t>(blockIdx.x) * rows_per_part;
   const int64_t r_end = min(rows, r_begin + rows_per_part);
   const float inv_h = 1.0f / static_cast<float>(h);
@@ -187,25 +196,29 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
 
-  for (int64_t row = r_begin + warp; row < r_end; row += kWarps) {
+  int par = 0;
+  // Every group runs the same number of iterations (the barrier below is block-wide).
+  for (int64_t base = r_begin; base < r_end; base += G, par ^= 1) {
+    const int64_t row = base + grp;
+    const bool valid = row < r_end;
     const T* xr = x + row * h;
     const T* dyr = dy + row * h;
     T* dxr = dx + row * h;
-    const float mean = mean_in[row], rstd = rstd_in[row];
+    const float mean = valid ? mean_in[row] : 0.0f, rstd = valid ? rstd_in[row] : 0.0f;
     Raw8<T> xraw[kVpl], graw[kVpl];
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) {
+      const int c = (glane + 32 * W * i) * 8;
+      if (valid && c < h) {
         xraw[i] = ld_raw8(xr + c);
         graw[i] = ld_raw8(dyr + c);
       }
     }
 #pragma unroll
     for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) {
+      const int c = (glane + 32 * W * i) * 8;
+      if (valid && c < h) {
         float xv[8], dv[8], gv[8];
         unpack8(xraw[i], xv);
         unpack8(graw[i], dv);
@@ -221,12 +234,22 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
       }
     }
-    const float c1 = warp_sum(s1) * inv_h;
-    const float c2 = warp_sum(s2) * inv_h;
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    float c1 = s1, c2 = s2;
+    if constexpr (W > 1) {
+      if (lane == 0) red[par][grp][wi][0] = s1, red[par][grp][wi][1] = s2;
+      __syncthreads();  // with the parity buffer, also orders the reads of two rows back
+      c1 = c2 = 0.0f;
+#pragma unroll
+      for (int w = 0; w < W; ++w) c1 += red[par][grp][w][0], c2 += red[par][grp][w][1];
+    }
+    c1 *= inv_h;
+    c2 *= inv_h;
 #pragma unroll
     for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) {
+      const int c = (glane + 32 * W * i) * 8;
+      if (valid && c < h) {
         float xv[8], dv[8], gv[8], o[8];
         unpack8(xraw[i], xv);
         unpack8(graw[i], dv);
@@ -241,16 +264,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
 
-  for (int w = 0; w < kWarps; ++w) {
-    if (warp == w) {
+  for (int q = 0; q < G; ++q) {
+    if (grp == q) {
 #pragma unroll
       for (int i = 0; i < kVpl; ++i) {
-        const int c = (lane + 32 * i) * 8;
+        const int c = (glane + 32 * W * i) * 8;
         if (c < h) {
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
-            sum_g[c + j] = (w == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
-            sum_b[c + j] = (w == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
+            sum_g[c + j] = (q == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
+            sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
           }
         }
       }
@@ -366,8 +389,28 @@ void launch_layernorm_forward(const void* x, const void* gamma, const void* beta
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
+namespace {
+// Row parts of the weight-gradient partial sums: 16 rows each, at most 512 (a fixed function of
+// the shape, so the summation order does not depend on the device).
+int64_t ln_parts(int64_t rows) { return std::max<int64_t>(1, std::min<int64_t>(512, (rows + 15) / 16)); }
+
+// Warps per row of the fused backward: enough that a lane holds few 8-column vectors.
+int ln_warps_per_row(int64_t h) { return h <= 512 ? 1 : h <= 4096 ? 4 : 8; }
+
+template <class F>
+void dispatch_w(int w, F&& f) {
+  if (w == 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (w == 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
+  }
+}
+}  // namespace
+
 size_t layernorm_backward_scratch_bytes(int64_t rows, int64_t h) {
-  return 2 * static_cast<size_t>(column_parts(rows) * h) * sizeof(float);
+  return 2 * static_cast<size_t>(ln_parts(rows) * h) * sizeof(float);
 }
 
 void launch_layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
@@ -377,24 +420,35 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
   if (rows <= 0) return;
   MPLAN_CHECK(h > 0 && h < (1 << 30), "layernorm: h=", h);
   const bool vec = aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx);
-  const int64_t parts = column_parts(rows);
+  const int64_t parts = ln_parts(rows);
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* pg = static_cast<float*>(scratch);
   float* pb = pg + parts * h;
-  // f32 rows hold twice the registers: past 1024 columns they would spill.
-  const bool fused = vec && h % 8 == 0 && h <= (t == DType::kBF16 ? 2048 : 1024);
+  const int w = ln_warps_per_row(h);
+  const int64_t h_per_warp = ((h + w - 1) / w + 7) / 8 * 8;
+  // The fused path keeps at most 8 (bf16) or 4 (f32: twice the registers) vectors per lane.
+  const bool fused = vec && h % 8 == 0 && h_per_warp <= (t == DType::kBF16 ? 2048 : 1024);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
     if (fused) {
-      dispatch_vpl<T>(h, vec, [&](auto vpl) {
-        constexpr int kVpl = decltype(vpl)::value;
-        if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4)) {
-          ln_backward_fused_kernel<T, kVpl>
-              <<<static_cast<unsigned>(parts), kWarps * 32, 2 * h * sizeof(float), stream>>>(
-                  static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
-                  mean, rstd, static_cast<T*>(dx), rows, static_cast<int>(h), rows_per_part, pg,
-                  pb);
-        }
+      dispatch_w(w, [&](auto wc) {
+        constexpr int W = decltype(wc)::value;
+        dispatch_vpl<T>(h_per_warp, vec, [&](auto vpl) {
+          constexpr int kVpl = decltype(vpl)::value;
+          if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4) && (W > 1 || kVpl <= 2)) {
+            const int smem = static_cast<int>(2 * h * sizeof(float));
+            if (smem > 48 * 1024) {
+              MPLAN_CUDA_CHECK(cudaFuncSetAttribute(ln_backward_fused_kernel<T, kVpl, W>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    smem));
+            }
+            ln_backward_fused_kernel<T, kVpl, W>
+                <<<static_cast<unsigned>(parts), kWarps * 32, smem, stream>>>(
+                    static_cast<const T*>(dy), static_cast<const T*>(x),
+                    static_cast<const T*>(gamma), mean, rstd, static_cast<T*>(dx), rows,
+                    static_cast<int>(h), rows_per_part, pg, pb);
+          }
+        });
       });
       MPLAN_CUDA_LAUNCH_CHECK();
       ln_weight_finalize_kernel<<<blocks_for(2 * h, 256), 256, 0, stream>>>(pg, pb, parts, h,
