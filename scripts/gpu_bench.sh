@@ -12,11 +12,13 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 out=${OUT:-bench-logs}
 mkdir -p "$out"
 iters=${ITERS:-20} warmup=${WARMUP:-5}
+xargs_env=(-x NCCL_NVLS_ENABLE)  # and every MPLAN_* setting (kernel variants) to every rank
+for v in $(compgen -e | grep '^MPLAN_' || true); do xargs_env+=(-x "$v"); done
 for plan in "$@"; do
   name=$(basename "$plan" .json)
   np=$("$bin/mplan" validate "$plan" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["world_size"])')
   echo "== mplan run $name on $np GPU(s)"
-  timeout 300 mpirun --oversubscribe --bind-to none -np "$np" -x NCCL_NVLS_ENABLE \
+  timeout 300 mpirun --oversubscribe --bind-to none -np "$np" "${xargs_env[@]}" \
     "$bin/mplan" run "$plan" --iters "$iters" --warmup "$warmup" --json "$out/run-$name.json" \
     2>&1 | tee "$out/run-$name.log" | grep -vE '^iter ([2-9]|1[0-9])/' 
 done
