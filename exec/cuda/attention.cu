@@ -10,6 +10,9 @@
 // Forward: a block of 4 warps owns 128 query rows (32 per warp: two 16-row MMA tiles, so each
 // K/V fragment read from shared memory feeds two MMAs) and walks key blocks of 64 up to its
 // diagonal, K/V double-buffered with cp.async; 2 blocks per SM. Heaviest query blocks first.
+// One online-softmax update per 64 keys (0.347 ms on an H200 at the reference shape); the
+// variant with two updates of 32 keys (fewer registers, Q fragments read twice; 0.403 ms) stays
+// selectable with MPLAN_ATTN_FWD_SUB=32 for comparison.
 // Backward: dsum = rowsum(dO∘O); then one kernel over key blocks of 128 (8 warps) walking query
 // steps of 64: S = Q·K^T and dP = dO·V^T (warps 2 × 4 over queries × keys), P and dS to shared
 // memory as bf16, dV += P^T·dO and dK += dS^T·Q (warps 4 × 2 over keys × d, accumulators in
@@ -187,9 +190,10 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
       const int kh = k0 + half * SUB;
       if (kh > wq0 + 31) break;
 
-      // S = Q·K^T: 32 rows × 32 keys per warp. The k-loop is software-pipelined by hand (two
-      // fragment buffers, rolled by pairs): fully unrolled, the compiler's own look-ahead loads
-      // push the kernel past 255 registers.
+      // S = Q·K^T: 32 rows × SUB keys per warp. With SUB = 64 the k-loop is fully unrolled with
+      // one fragment buffer (the compiler schedules the loads; a few bytes spill outside the
+      // loop); with SUB = 32 it is software-pipelined by hand (two fragment buffers, rolled by
+      // pairs): fully unrolled, the compiler's own look-ahead loads pass 255 registers.
       constexpr int NP = SUB / 16;
       float sc[2][SUB / 8][4];
       zero(sc);
@@ -747,7 +751,7 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
     };
     static const int sub = [] {
       const char* e = std::getenv("MPLAN_ATTN_FWD_SUB");
-      return e ? std::atoi(e) : 32;
+      return e ? std::atoi(e) : 64;
     }();
     if (sub == 64) {
       run(flash_fwd_kernel<DP, 64>);

@@ -286,22 +286,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// dgamma[c] += Σ_p pg[p][c], dbeta[c] += Σ_p pb[p][c], parts in order: one thread per column
-// of the two outputs.
-__global__ void __launch_bounds__(256)
-    ln_weight_finalize_kernel(const float* __restrict__ pg, const float* __restrict__ pb,
-                              int64_t parts, int64_t h, float* __restrict__ dgamma,
-                              float* __restrict__ dbeta) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= 2 * h) return;
-  const bool is_b = i >= h;
-  const int64_t c = is_b ? i - h : i;
-  const float* p = is_b ? pb : pg;
-  float s = 0.0f;
-  for (int64_t k = 0; k < parts; ++k) s += p[k * h + c];
-  (is_b ? dbeta : dgamma)[c] += s;
-}
-
 // Partials of dgamma and dbeta: block (32 column groups of 8, 8 row lanes) over one row part.
 constexpr int kColGroups = 32;
 constexpr int kRowLanes = 8;
@@ -451,9 +435,8 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
         });
       });
       MPLAN_CUDA_LAUNCH_CHECK();
-      ln_weight_finalize_kernel<<<blocks_for(2 * h, 256), 256, 0, stream>>>(pg, pb, parts, h,
-                                                                            dgamma, dbeta);
-      MPLAN_CUDA_LAUNCH_CHECK();
+      launch_column_partials_finalize(pg, parts, h, dgamma, stream);
+      launch_column_partials_finalize(pb, parts, h, dbeta, stream);
       return;
     }
     dispatch_vpl<T>(h, vec, [&](auto vpl) {

@@ -45,13 +45,32 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
   }
 }
 
-__global__ void column_finalize_kernel(const float* partials, int64_t parts, int64_t cols,
-                                       float* out) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
+// out[c] += Σ_p partials[p][c]. A block takes 32 columns; its 8 warps sum fixed eighths of the
+// parts (each warp one column per lane, parts in order), then one lane per column adds the eight
+// eighths in order: a fixed order whatever the device, with every SM busy.
+constexpr int kFinCols = 32;
+constexpr int kFinSlices = 8;
+
+__global__ void __launch_bounds__(kFinCols* kFinSlices)
+    column_finalize_kernel(const float* __restrict__ partials, int64_t parts, int64_t cols,
+                           float* __restrict__ out) {
+  __shared__ float slice_sum[kFinSlices][kFinCols];
+  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kFinCols + lane;
+  const int64_t per = (parts + kFinSlices - 1) / kFinSlices;
+  const int64_t p0 = slice * per, p1 = min(parts, p0 + per);
   float s = 0.0f;
-  for (int64_t p = 0; p < parts; ++p) s += partials[p * cols + c];
-  out[c] += s;
+  if (c < cols) {
+    for (int64_t p = p0; p < p1; ++p) s += partials[p * cols + c];
+  }
+  slice_sum[slice][lane] = s;
+  __syncthreads();
+  if (slice == 0 && c < cols) {
+    float t = slice_sum[0][lane];
+#pragma unroll
+    for (int k = 1; k < kFinSlices; ++k) t += slice_sum[k][lane];
+    out[c] += t;
+  }
 }
 
 constexpr int kSumThreads = 256;
@@ -105,7 +124,8 @@ size_t column_sum_scratch_bytes(int64_t rows, int64_t cols) {
 
 void launch_column_partials_finalize(const float* partials, int64_t parts, int64_t cols, float* out,
                                      cudaStream_t stream) {
-  column_finalize_kernel<<<blocks_for(cols, 256), 256, 0, stream>>>(partials, parts, cols, out);
+  column_finalize_kernel<<<blocks_for(cols, kFinCols), kFinCols * kFinSlices, 0, stream>>>(
+      partials, parts, cols, out);
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
