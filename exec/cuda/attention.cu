@@ -215,29 +215,29 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
           }
         }
       } else {
-      uint32_t qa[2][2][4], kb[2][NP][4];
-      auto load_k_step = [&](int kk, int buf) {
+        uint32_t qa[2][2][4], kb[2][NP][4];
+        auto load_k_step = [&](int kk, int buf) {
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[buf][mt]);
-#pragma unroll
-        for (int np = 0; np < NP; ++np)
-          load_b_nk(cK, ld, half * SUB + np * 16, kk * 16, kb[buf][np]);
-      };
-      load_k_step(0, 0);
-#pragma unroll 1
-      for (int kk = 0; kk < KT; kk += 2) {
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
+          for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[buf][mt]);
 #pragma unroll
           for (int np = 0; np < NP; ++np)
+            load_b_nk(cK, ld, half * SUB + np * 16, kk * 16, kb[buf][np]);
+        };
+        load_k_step(0, 0);
+#pragma unroll 1
+        for (int kk = 0; kk < KT; kk += 2) {
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_bf16(sc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
-              mma_bf16(sc[mt][2 * np + 1], qa[u][mt], kb[u][np][2], kb[u][np][3]);
-            }
+          for (int u = 0; u < 2; ++u) {
+            if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
+#pragma unroll
+            for (int np = 0; np < NP; ++np)
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) {
+                mma_bf16(sc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
+                mma_bf16(sc[mt][2 * np + 1], qa[u][mt], kb[u][np][2], kb[u][np][3]);
+              }
+          }
         }
-      }
       }
 
       // Online softmax in log2 units (only the diagonal and the sequence tail are masked); P is
@@ -746,8 +746,7 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
     auto run = [&](auto kernel) {
       allow_smem(kernel, smem);
       kernel<<<grid, kFwdThreads, smem, stream>>>(static_cast<const bf16*>(qkv),
-                                                  static_cast<bf16*>(out), lse, dm,
-                                                  scale * kLog2e);
+                                                  static_cast<bf16*>(out), lse, dm, scale * kLog2e);
     };
     static const int sub = [] {
       const char* e = std::getenv("MPLAN_ATTN_FWD_SUB");

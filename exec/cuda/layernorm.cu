@@ -376,7 +376,9 @@ void launch_layernorm_forward(const void* x, const void* gamma, const void* beta
 namespace {
 // Row parts of the weight-gradient partial sums: 16 rows each, at most 512 (a fixed function of
 // the shape, so the summation order does not depend on the device).
-int64_t ln_parts(int64_t rows) { return std::max<int64_t>(1, std::min<int64_t>(512, (rows + 15) / 16)); }
+int64_t ln_parts(int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(512, (rows + 15) / 16));
+}
 
 // Warps per row of the fused backward: enough that a lane holds few 8-column vectors.
 int ln_warps_per_row(int64_t h) { return h <= 512 ? 1 : h <= 4096 ? 4 : 8; }
