@@ -340,7 +340,8 @@ int run(int argc, char** argv) {
           "usage: mplan_gpu_bench [--checks-only | --no-checks] [--device N] [--reps N]\n"
           "  Checks every CUDA op against the CPU backend, then times the kernels at the\n"
           "  reference workload's shapes. Env: MPLAN_NAIVE_ATTENTION=1 (reference attention\n"
-          "  kernels everywhere), MPLAN_NO_GEMM_EPILOGUE=1 (unfused GEMM epilogues).\n");
+          "  kernels everywhere), MPLAN_NO_GEMM_EPILOGUE=1 (unfused GEMM epilogues),\n"
+          "  MPLAN_ATTN_FWD_SUB=32 (attention forward with two 32-key softmax updates).\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
