@@ -116,6 +116,9 @@ class Backend {
   // y = gelu_tanh(x); dx = dy · gelu_tanh'(x).
   virtual void gelu_forward(Tensor x, Tensor y) = 0;
   virtual void gelu_backward(Tensor dy, Tensor x, Tensor dx) = 0;
+  // gelu_backward, then db(n) += column sums of dx as stored (dy, x, dx: rows × n). Backends
+  // may fuse the two passes; the default runs them one after the other.
+  virtual void gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db);
 
   // ---- normalization -------------------------------------------------------------------------
   // x, y: (T, h) act; gamma, beta: (h) act; mean, rstd: (T) f32 saved for backward.
@@ -124,6 +127,11 @@ class Backend {
   // dx = dL/dx (overwrites); dgamma, dbeta: (h) f32, accumulated (+=).
   virtual void layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                   Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
+  // dres = dres + dL/dx (the residual stream's gradient), dx rounded to the act dtype before the
+  // add; dx: scratch of dres's shape, which a backend that fuses the add may leave untouched.
+  // The default runs layernorm_backward into dx, then add.
+  virtual void layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
+                                      Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres);
 
   // ---- attention -----------------------------------------------------------------------------
   // Causal self-attention for one tensor-parallel shard of heads. qkv: (s, b, 3, heads, d) act:

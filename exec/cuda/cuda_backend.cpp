@@ -289,6 +289,19 @@ void CudaBackend::gelu_backward(Tensor dy, Tensor x, Tensor dx) {
   launch_gelu_backward(dy.data, x.data, dx.data, x.dtype, x.numel(), compute_);
 }
 
+void CudaBackend::gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db) {
+  const int64_t n = db.numel();
+  MPLAN_CHECK(dy.numel() == x.numel() && dx.numel() == x.numel() && dy.dtype == x.dtype &&
+                  dx.dtype == x.dtype && is_act(x.dtype) && db.dtype == DType::kF32 && n > 0 &&
+                  x.numel() % n == 0,
+              "gelu_backward_bias_grad: ", shape_str(dy), " ", shape_str(x), " ", shape_str(dx),
+              " db ", shape_str(db));
+  const int64_t rows = x.numel() / n;
+  void* s = scratch(column_sum_scratch_bytes(rows, n));
+  launch_gelu_backward_column_sum(dy.data, x.data, dx.data, x.dtype, rows, n, db.as<float>(), s,
+                                  compute_);
+}
+
 // ---- normalization ------------------------------------------------------------------------------
 
 void CudaBackend::layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y,
@@ -321,6 +334,31 @@ void CudaBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor m
   launch_layernorm_backward(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
                             rstd.as<float>(), rows, h, dx.data, dgamma.as<float>(),
                             dbeta.as<float>(), s, compute_);
+}
+
+void CudaBackend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean,
+                                         Tensor rstd, Tensor dx, Tensor dgamma, Tensor dbeta,
+                                         Tensor dres) {
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(dres.numel() == x.numel() && dres.dtype == x.dtype, "layernorm_backward_add: x ",
+              shape_str(x), " dres ", shape_str(dres));
+  if (!layernorm_backward_fuses_add(h, x.dtype, dy.data, x.data, gamma.data, dres.data)) {
+    Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres);
+    return;
+  }
+  // Same checks as layernorm_backward, with dres in the place of dx.
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_backward_add: x ", shape_str(x), " h ", h);
+  const int64_t rows = x.numel() / h;
+  MPLAN_CHECK(dy.numel() == x.numel() && mean.numel() == rows && rstd.numel() == rows &&
+                  dgamma.numel() == h && dbeta.numel() == h && dy.dtype == x.dtype &&
+                  gamma.dtype == x.dtype && dgamma.dtype == DType::kF32 &&
+                  dbeta.dtype == DType::kF32,
+              "layernorm_backward_add: x ", shape_str(x), " dy ", shape_str(dy), " dgamma ",
+              shape_str(dgamma));
+  void* s = scratch(layernorm_backward_scratch_bytes(rows, h));
+  launch_layernorm_backward_add(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
+                                rstd.as<float>(), rows, h, dres.data, dgamma.as<float>(),
+                                dbeta.as<float>(), s, compute_);
 }
 
 // ---- attention ----------------------------------------------------------------------------------

@@ -50,11 +50,14 @@ class CudaBackend final : public Backend {
   void scale(Tensor t, float factor) override;
   void gelu_forward(Tensor x, Tensor y) override;
   void gelu_backward(Tensor dy, Tensor x, Tensor dx) override;
+  void gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db) override;
 
   void layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y, Tensor mean,
                          Tensor rstd) override;
   void layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd, Tensor dx,
                           Tensor dgamma, Tensor dbeta) override;
+  void layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
+                              Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres) override;
 
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
   void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,

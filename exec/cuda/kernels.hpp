@@ -39,6 +39,10 @@ int64_t column_parts(int64_t rows);
 size_t column_sum_scratch_bytes(int64_t rows, int64_t cols);
 void launch_column_sum_accumulate(const void* x, DType t, int64_t rows, int64_t cols, float* out,
                                   void* scratch, cudaStream_t stream);
+// dx = dy · gelu_tanh'(x) (rows × cols, t), and out(cols) += column sums of dx as stored, in the
+// same partition and order as launch_column_sum_accumulate (one pass over dx instead of two).
+void launch_gelu_backward_column_sum(const void* dy, const void* x, void* dx, DType t, int64_t rows,
+                                     int64_t cols, float* out, void* scratch, cudaStream_t stream);
 // out(cols) += sum over p of partials(p, cols), p in order.
 void launch_column_partials_finalize(const float* partials, int64_t parts, int64_t cols, float* out,
                                      cudaStream_t stream);
@@ -56,6 +60,15 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                const float* mean, const float* rstd, int64_t rows, int64_t h,
                                void* dx, float* dgamma, float* dbeta, void* scratch,
                                cudaStream_t stream);
+// Whether launch_layernorm_backward_add takes the one-pass path for this shape and these
+// pointers (else the caller runs launch_layernorm_backward and an add).
+bool layernorm_backward_fuses_add(int64_t h, DType t, const void* dy, const void* x,
+                                  const void* gamma, const void* dres);
+// dres = dres + bf16/f32-rounded dL/dx in the one-pass kernel (layernorm_backward_fuses_add).
+void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
+                                   const float* mean, const float* rstd, int64_t rows, int64_t h,
+                                   void* dres, float* dgamma, float* dbeta, void* scratch,
+                                   cudaStream_t stream);
 
 // ---- embeddings (embedding.cu) --------------------------------------------------------------
 // tokens (T) i32; wte (vocab_local, h) t; out (T, h) t.

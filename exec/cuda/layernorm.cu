@@ -170,12 +170,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 // two row sums that dx needs are added across a group's warps through shared memory in warp
 // order. At the end the groups add their column sums into shared memory in group order and the
 // block writes partials pg[p], pb[p] (h floats each). Several warps per row keep the registers
-// per thread low enough for several blocks per SM.
+// per thread low enough for several blocks per SM. With resid (which may be dx itself), dx =
+// resid + dL/dx with dL/dx rounded to T first, as a separate add would do it.
 template <class T, int kVpl, int W>
 __global__ void __launch_bounds__(kWarps * 32)
     ln_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                              const T* __restrict__ gamma, const float* __restrict__ mean_in,
-                             const float* __restrict__ rstd_in, T* __restrict__ dx, int64_t rows,
+                             const float* __restrict__ rstd_in, T* dx, const T* resid, int64_t rows,
                              int h, int64_t rows_per_part, float* __restrict__ pg,
                              float* __restrict__ pb) {
   constexpr int G = kWarps / W;  // row groups per block
@@ -258,6 +259,12 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int j = 0; j < 8; ++j) {
           const float xhat = (xv[j] - mean) * rstd;
           o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
+        }
+        if (resid != nullptr) {
+          float rv[8];
+          load8(resid + row * h + c, rv);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) o[j] = rv[j] + to_f32(from_f32<T>(o[j]));
         }
         store8(dxr + c, o);
       }
@@ -399,21 +406,31 @@ size_t layernorm_backward_scratch_bytes(int64_t rows, int64_t h) {
   return 2 * static_cast<size_t>(ln_parts(rows) * h) * sizeof(float);
 }
 
-void launch_layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
-                               const float* mean, const float* rstd, int64_t rows, int64_t h,
-                               void* dx, float* dgamma, float* dbeta, void* scratch,
-                               cudaStream_t stream) {
+namespace {
+// The fused path's conditions: 16-byte aligned rows of h % 8 == 0 columns, at most 8 (bf16) or 4
+// (f32: twice the registers) vectors of 8 per lane.
+bool ln_backward_fused_ok(int64_t h, DType t, bool vec) {
+  const int w = ln_warps_per_row(h);
+  const int64_t h_per_warp = ((h + w - 1) / w + 7) / 8 * 8;
+  return vec && h % 8 == 0 && h_per_warp <= (t == DType::kBF16 ? 2048 : 1024);
+}
+
+void layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
+                        const float* mean, const float* rstd, int64_t rows, int64_t h, void* dx,
+                        const void* resid, float* dgamma, float* dbeta, void* scratch,
+                        cudaStream_t stream) {
   if (rows <= 0) return;
   MPLAN_CHECK(h > 0 && h < (1 << 30), "layernorm: h=", h);
-  const bool vec = aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx);
+  const bool vec = aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx) &&
+                   (resid == nullptr || aligned16(resid));
   const int64_t parts = ln_parts(rows);
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* pg = static_cast<float*>(scratch);
   float* pb = pg + parts * h;
   const int w = ln_warps_per_row(h);
   const int64_t h_per_warp = ((h + w - 1) / w + 7) / 8 * 8;
-  // The fused path keeps at most 8 (bf16) or 4 (f32: twice the registers) vectors per lane.
-  const bool fused = vec && h % 8 == 0 && h_per_warp <= (t == DType::kBF16 ? 2048 : 1024);
+  const bool fused = ln_backward_fused_ok(h, t, vec);
+  MPLAN_CHECK(fused || resid == nullptr, "layernorm: the residual add needs the fused path");
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
     if (fused) {
@@ -431,8 +448,8 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
             ln_backward_fused_kernel<T, kVpl, W>
                 <<<static_cast<unsigned>(parts), kWarps * 32, smem, stream>>>(
                     static_cast<const T*>(dy), static_cast<const T*>(x),
-                    static_cast<const T*>(gamma), mean, rstd, static_cast<T*>(dx), rows,
-                    static_cast<int>(h), rows_per_part, pg, pb);
+                    static_cast<const T*>(gamma), mean, rstd, static_cast<T*>(dx),
+                    static_cast<const T*>(resid), rows, static_cast<int>(h), rows_per_part, pg, pb);
           }
         });
       });
@@ -456,6 +473,30 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
     launch_column_partials_finalize(pg, parts, h, dgamma, stream);
     launch_column_partials_finalize(pb, parts, h, dbeta, stream);
   });
+}
+
+}  // namespace
+
+void launch_layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
+                               const float* mean, const float* rstd, int64_t rows, int64_t h,
+                               void* dx, float* dgamma, float* dbeta, void* scratch,
+                               cudaStream_t stream) {
+  layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dx, nullptr, dgamma, dbeta, scratch,
+                     stream);
+}
+
+bool layernorm_backward_fuses_add(int64_t h, DType t, const void* dy, const void* x,
+                                  const void* gamma, const void* dres) {
+  return ln_backward_fused_ok(h, t,
+                              aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dres));
+}
+
+void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
+                                   const float* mean, const float* rstd, int64_t rows, int64_t h,
+                                   void* dres, float* dgamma, float* dbeta, void* scratch,
+                                   cudaStream_t stream) {
+  layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dres, dres, dgamma, dbeta, scratch,
+                     stream);
 }
 
 }  // namespace mplan::exec::cuda

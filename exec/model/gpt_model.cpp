@@ -182,10 +182,9 @@ void GptModel::row_backward(Tensor dy_shard, Tensor x, int w, int b, Tensor dx) 
   be_.gemm(gemm_args(false, false, T, k, h), dy, weight(w), dx);    // dx (T, k) = dy W
 }
 
-void GptModel::column_backward(Tensor dy, Tensor x_full, int w, int b, Tensor dx_partial) {
+void GptModel::column_backward(Tensor dy, Tensor x_full, int w, Tensor dx_partial) {
   const int64_t T = dims_.tokens(), h = dims_.hidden;
   const int64_t n = dy.numel() / T;
-  be_.bias_grad_accumulate(dy, grad(b));
   be_.gemm(gemm_args(true, false, n, h, T, 1.0f), dy, x_full, grad(w));   // dW (n, h) += dy^T x
   be_.gemm(gemm_args(false, false, T, h, n), dy, weight(w), dx_partial);  // (T, h) = dy W
 }
@@ -290,33 +289,33 @@ void GptModel::layer_backward(int64_t l) {
   row_backward(d_res_, a.fc1_act, p.fc2_w, p.fc2_b, d_h_);
   sync.mark_final(p.fc2_b);
   sync.mark_final(p.fc2_w);
-  be_.gelu_backward(d_h_, a.fc1_pre, d_pre_);
+  be_.gelu_backward_bias_grad(d_h_, a.fc1_pre, d_pre_, grad(p.fc1_b));
   Tensor y2 = gather_sequence(a.y2, gathered_);
-  column_backward(d_pre_, y2, p.fc1_w, p.fc1_b, partial_);
+  column_backward(d_pre_, y2, p.fc1_w, partial_);
   sync.mark_final(p.fc1_b);
   sync.mark_final(p.fc1_w);
   Tensor dy2 = reduce_partial(partial_, reduced_);
-  be_.layernorm_backward(dy2, a.x_mid, weight(p.ln2_w), a.ln2_mean, a.ln2_rstd, d_norm_,
-                         grad(p.ln2_w), grad(p.ln2_b));
+  be_.layernorm_backward_add(dy2, a.x_mid, weight(p.ln2_w), a.ln2_mean, a.ln2_rstd, d_norm_,
+                             grad(p.ln2_w), grad(p.ln2_b), d_res_);  // d_res_: dL/dx_mid
   sync.mark_final(p.ln2_b);
   sync.mark_final(p.ln2_w);
-  be_.add(d_res_, d_res_, d_norm_);  // dL/dx_mid
   // Attention: x_mid = x_[l] + proj(attention(qkv(ln1(x_[l])))).
   row_backward(d_res_, a.ctx, p.proj_w, p.proj_b, d_ctx_);
   sync.mark_final(p.proj_b);
   sync.mark_final(p.proj_w);
   be_.attention_backward(a.qkv, a.ctx, d_ctx_, a.lse,
                          1.0f / std::sqrt(static_cast<float>(d.head_dim)), d_qkv_);
+  be_.bias_grad_accumulate(d_qkv_, grad(p.qkv_b));
   Tensor y1 = gather_sequence(a.y1, gathered_);
-  column_backward(d_qkv_, y1, p.qkv_w, p.qkv_b, partial_);
+  column_backward(d_qkv_, y1, p.qkv_w, partial_);
   sync.mark_final(p.qkv_b);
   sync.mark_final(p.qkv_w);
   Tensor dy1 = reduce_partial(partial_, reduced_);
-  be_.layernorm_backward(dy1, x_[static_cast<size_t>(l)], weight(p.ln1_w), a.ln1_mean, a.ln1_rstd,
-                         d_norm_, grad(p.ln1_w), grad(p.ln1_b));
+  be_.layernorm_backward_add(dy1, x_[static_cast<size_t>(l)], weight(p.ln1_w), a.ln1_mean,
+                             a.ln1_rstd, d_norm_, grad(p.ln1_w), grad(p.ln1_b),
+                             d_res_);  // d_res_: dL/dx_[l]
   sync.mark_final(p.ln1_b);
   sync.mark_final(p.ln1_w);
-  be_.add(d_res_, d_res_, d_norm_);  // dL/dx_[l]
 }
 
 void GptModel::finish_grads() {

@@ -83,8 +83,9 @@ class GptModel {
   // Row-parallel output / column-parallel input-gradient: the TP sum of `partial` (s, b, h),
   // as this rank's sequence shard with SP (reduce-scatter into `shard_out`) or in place.
   Tensor reduce_partial(Tensor partial, Tensor shard_out);
-  // Column-parallel linear backward: weight/bias grads and the partial input gradient.
-  void column_backward(Tensor dy, Tensor x_full, int w, int b, Tensor dx_partial);
+  // Column-parallel linear backward: the weight grad and the partial input gradient (the caller
+  // accumulates the bias grad, fused with the GeLU backward where there is one).
+  void column_backward(Tensor dy, Tensor x_full, int w, Tensor dx_partial);
   // Row-parallel linear forward into partial_ (bias added once, by TP rank 0), then reduced.
   Tensor row_forward(Tensor x, int w, int b);
   void row_backward(Tensor dy_shard, Tensor x, int w, int b, Tensor dx);

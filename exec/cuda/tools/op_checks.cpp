@@ -233,6 +233,33 @@ bool OpChecker::bias_grad(int64_t rows, int64_t n, DType act) {
   return ok;
 }
 
+bool OpChecker::gelu_bias_grad(int64_t rows, int64_t n, DType act) {
+  const std::string sfx =
+      " rows=" + std::to_string(rows) + " n=" + std::to_string(n) + " " + dt(act);
+  Pair dy = random_pair(act, {rows, n});
+  Pair x = random_pair(act, {rows, n}, -3.0f, 3.0f);
+  Pair dx = alloc(act, {rows, n});
+  Pair db = random_pair(DType::kF32, {n});
+  poison(dx);
+  const std::vector<float> db0 = read_cpu(db);
+  gpu_.gelu_backward_bias_grad(dy.gpu, x.gpu, dx.gpu, db.gpu);
+  cpu_.gelu_backward_bias_grad(dy.cpu, x.cpu, dx.cpu, db.cpu);
+  bool ok = compare("gelu_backward_bias_grad" + sfx + ": dx", dx, kBf16Tol);
+  ok = compare("gelu_backward_bias_grad" + sfx + ": db", db, kF32AccTol) && ok;
+  // The GPU's two separate passes from the same start: bitwise the same dx and db.
+  const std::vector<float> fused_dx = read_gpu(dx), fused_db = read_gpu(db);
+  Pair dx2 = alloc(act, {rows, n});
+  set(db, db0);
+  gpu_.gelu_backward(dy.gpu, x.gpu, dx2.gpu);
+  gpu_.bias_grad_accumulate(dx2.gpu, db.gpu);
+  ok = bitwise_same("gelu_backward_bias_grad" + sfx + ": dx = unfused", fused_dx, read_gpu(dx2)) &&
+       ok;
+  ok = bitwise_same("gelu_backward_bias_grad" + sfx + ": db = unfused", fused_db, read_gpu(db)) &&
+       ok;
+  for (Pair* p : {&dy, &x, &dx, &db, &dx2}) release(*p);
+  return ok;
+}
+
 bool OpChecker::elementwise(int64_t n, DType act) {
   const std::string sfx = " n=" + std::to_string(n) + " " + dt(act);
   bool ok = true;
@@ -333,7 +360,32 @@ bool OpChecker::layernorm(int64_t rows, int64_t h, DType act) {
   ok = compare("layernorm_backward" + sfx + ": dx", dx, kBf16Tol) && ok;
   ok = compare("layernorm_backward" + sfx + ": dgamma", dgamma, kF32AccTol) && ok;
   ok = compare("layernorm_backward" + sfx + ": dbeta", dbeta, kF32AccTol) && ok;
-  for (Pair* p : {&x, &gamma, &beta, &y, &mean, &rstd, &dy, &dx, &dgamma, &dbeta}) release(*p);
+
+  // The residual add fused in: dres += dx, against the CPU and against the GPU's two passes.
+  Pair dres = random_pair(act, {rows, h});
+  const std::vector<float> dres0 = read_cpu(dres), dg0 = read_gpu(dgamma), db0 = read_gpu(dbeta);
+  set(dgamma, dg0);  // both sides start from the same accumulators
+  set(dbeta, db0);
+  gpu_.layernorm_backward_add(dy.gpu, x.gpu, gamma.gpu, mean.gpu, rstd.gpu, dx.gpu, dgamma.gpu,
+                              dbeta.gpu, dres.gpu);
+  cpu_.layernorm_backward_add(dy.cpu, x.cpu, gamma.cpu, mean.cpu, rstd.cpu, dx.cpu, dgamma.cpu,
+                              dbeta.cpu, dres.cpu);
+  ok = compare("layernorm_backward_add" + sfx + ": dres", dres, kBf16Tol) && ok;
+  ok = compare("layernorm_backward_add" + sfx + ": dgamma", dgamma, kF32AccTol) && ok;
+  const std::vector<float> fused = read_gpu(dres), fused_dg = read_gpu(dgamma);
+  set(dres, dres0);
+  set(dgamma, dg0);
+  set(dbeta, db0);
+  gpu_.layernorm_backward(dy.gpu, x.gpu, gamma.gpu, mean.gpu, rstd.gpu, dx.gpu, dgamma.gpu,
+                          dbeta.gpu);
+  gpu_.add(dres.gpu, dres.gpu, dx.gpu);
+  ok = bitwise_same("layernorm_backward_add" + sfx + ": dres = unfused", fused, read_gpu(dres)) &&
+       ok;
+  ok = bitwise_same("layernorm_backward_add" + sfx + ": dgamma = unfused", fused_dg,
+                    read_gpu(dgamma)) &&
+       ok;
+  for (Pair* p : {&x, &gamma, &beta, &y, &mean, &rstd, &dy, &dx, &dgamma, &dbeta, &dres})
+    release(*p);
   return ok;
 }
 
@@ -593,14 +645,18 @@ bool OpChecker::run_all() {
   }
   ok = bias_grad(300, 96, bf) && ok;
   ok = bias_grad(77, 50, f32) && ok;
+  ok = gelu_bias_grad(300, 96, bf) && ok;
+  ok = gelu_bias_grad(77, 50, f32) && ok;  // n % 8 != 0: the scalar path
+  ok = gelu_bias_grad(130, 200, bf) && ok;
   ok = elementwise(1000, bf) && ok;
   ok = elementwise(1003, f32) && ok;
   ok = layernorm(64, 2048, bf) && ok;
   ok = layernorm(50, 96, bf) && ok;
   ok = layernorm(20, 100, bf) && ok;  // h % 8 != 0: the generic kernels
-  ok = layernorm(9, 3000, bf) && ok;  // h > 2048: the generic kernels
+  ok = layernorm(9, 3000, bf) && ok;  // 4 warps per row, some lanes without columns
   ok = layernorm(33, 256, f32) && ok;
-  ok = layernorm(1000, 2048, bf) && ok;  // 16 row parts of the one-pass backward
+  ok = layernorm(1000, 2048, bf) && ok;  // 63 row parts of the one-pass backward
+  ok = layernorm(20, 12288, bf) && ok;   // 8 warps per row, 96 KB of shared memory
   for (bool naive : {false, true}) {
     ok = attention(128, 2, 2, 128, bf, naive) && ok;
     ok = attention(200, 1, 3, 64, bf, naive) && ok;

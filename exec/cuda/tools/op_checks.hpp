@@ -51,7 +51,11 @@ class OpChecker {
             float alpha, float beta);
   bool gemm_epilogue(Epilogue epi, int64_t m, int64_t n, int64_t k, bool fused);
   bool bias_grad(int64_t rows, int64_t n, DType act);
+  // gelu_backward_bias_grad against the CPU, and bitwise against the GPU's two separate passes.
+  bool gelu_bias_grad(int64_t rows, int64_t n, DType act);
   bool elementwise(int64_t n, DType act);  // fill, copy, cast both ways, add, scale, gelu fwd/bwd
+  // Forward, backward and layernorm_backward_add (against the CPU, and bitwise against the GPU's
+  // layernorm_backward followed by add).
   bool layernorm(int64_t rows, int64_t h, DType act);
   // qkv (s, b, 3, heads, d); naive selects the reference kernels on the GPU.
   bool attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType act, bool naive);
