@@ -206,7 +206,11 @@ void bench_memory_bound(Bench& b) {
     b.add("layernorm bwd (dx, dgamma, dbeta)", dims({kT, kH}), 0, 3 * kT * kH * e,
           [&] { g.layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db); });
     b.add("add (residual)", dims({kT, kH}), 0, 3 * kT * kH * e, [&] { g.add(y, x, dy); });
-    for (Tensor* t : {&x, &y, &gamma, &beta, &mean, &rstd, &dy, &dx, &dg, &db}) g.release(*t);
+    Tensor dres = b.rand(bf, {kT, kH});
+    b.add("layernorm bwd + residual add (fused)", dims({kT, kH}), 0, 4 * kT * kH * e,
+          [&] { g.layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dg, db, dres); });
+    for (Tensor* t : {&x, &y, &gamma, &beta, &mean, &rstd, &dy, &dx, &dg, &db, &dres})
+      g.release(*t);
   }
   {
     Tensor x = b.rand(bf, {kT, kF}, -3, 3), y = g.alloc(bf, {kT, kF}, "bench");
@@ -216,6 +220,8 @@ void bench_memory_bound(Bench& b) {
     b.add("gelu bwd", dims({kT, kF}), 0, 3 * kT * kF * e, [&] { g.gelu_backward(dy, x, dx); });
     b.add("bias_grad (fc1)", dims({kT, kF}), 0, kT * kF * e,
           [&] { g.bias_grad_accumulate(dy, db); });
+    b.add("gelu bwd + bias_grad (fused)", dims({kT, kF}), 0, 3 * kT * kF * e,
+          [&] { g.gelu_backward_bias_grad(dy, x, dx, db); });
     for (Tensor* t : {&x, &y, &dy, &dx, &db}) g.release(*t);
   }
   {
