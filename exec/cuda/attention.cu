@@ -120,6 +120,30 @@ __device__ __forceinline__ void zero(float (&a)[N][M][4]) {
     for (int j = 0; j < M; ++j) a[i][j][0] = a[i][j][1] = a[i][j][2] = a[i][j][3] = 0.0f;
 }
 
+// acc += A·B^T for one warp: A is 32 rows from a_row0 of a tile stored (m, k), B is 16·NP rows
+// from b_row0 of a tile stored (n, k) (e.g. K for S = Q·K^T), both KT k-steps of 16 wide; acc is
+// [m-tile][n-tile] in C fragments. Each B fragment feeds both m-tiles.
+template <int KT, int NP>
+__device__ __forceinline__ void warp_mma_abt(const bf16* ta, int a_row0, const bf16* tb, int b_row0,
+                                             int ld, float (&acc)[2][2 * NP][4]) {
+#pragma unroll
+  for (int kk = 0; kk < KT; ++kk) {
+    uint32_t a[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) load_a(ta, ld, a_row0 + mt * 16, kk * 16, a[mt]);
+#pragma unroll
+    for (int np = 0; np < NP; ++np) {
+      uint32_t b[4];
+      load_b_nk(tb, ld, b_row0 + np * 16, kk * 16, b);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma_bf16(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma_bf16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Forward. grid (b·heads, query blocks); block 128 threads; 2 blocks per SM.
 constexpr int kFwdWarps = 4;
@@ -198,22 +222,7 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
       float sc[2][SUB / 8][4];
       zero(sc);
       if constexpr (SUB == 64) {
-#pragma unroll
-        for (int kk = 0; kk < KT; ++kk) {
-          uint32_t qa[2][4];
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[mt]);
-#pragma unroll
-          for (int np = 0; np < NP; ++np) {
-            uint32_t kb[4];
-            load_b_nk(cK, ld, half * SUB + np * 16, kk * 16, kb);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_bf16(sc[mt][2 * np], qa[mt], kb[0], kb[1]);
-              mma_bf16(sc[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
-            }
-          }
-        }
+        warp_mma_abt<KT, NP>(sQ, warp * 32, cK, half * SUB, ld, sc);
       } else {
         uint32_t qa[2][2][4], kb[2][NP][4];
         auto load_k_step = [&](int kk, int buf) {
@@ -451,38 +460,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       zero(pacc);
       const bool tile_live = k0 + wk * 32 <= q0 + wq * 32 + 31;  // some key <= some query
       if (tile_live) {
-#pragma unroll
-        for (int kk = 0; kk < KT; ++kk) {
-          uint32_t a[2][4];
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) load_a(cQ, ld, wq * 32 + mt * 16, kk * 16, a[mt]);
-#pragma unroll
-          for (int np = 0; np < 2; ++np) {
-            uint32_t b[4];
-            load_b_nk(sK, ld, wk * 32 + np * 16, kk * 16, b);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_bf16(sacc[mt][2 * np], a[mt], b[0], b[1]);
-              mma_bf16(sacc[mt][2 * np + 1], a[mt], b[2], b[3]);
-            }
-          }
-        }
-#pragma unroll
-        for (int kk = 0; kk < KT; ++kk) {
-          uint32_t a[2][4];
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) load_a(cdO, ld, wq * 32 + mt * 16, kk * 16, a[mt]);
-#pragma unroll
-          for (int np = 0; np < 2; ++np) {
-            uint32_t b[4];
-            load_b_nk(sV, ld, wk * 32 + np * 16, kk * 16, b);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_bf16(pacc[mt][2 * np], a[mt], b[0], b[1]);
-              mma_bf16(pacc[mt][2 * np + 1], a[mt], b[2], b[3]);
-            }
-          }
-        }
+        warp_mma_abt<KT, 2>(cQ, wq * 32, sK, wk * 32, ld, sacc);
+        warp_mma_abt<KT, 2>(cdO, wq * 32, sV, wk * 32, ld, pacc);
       }
 
       // ---- P = exp2(S·scale·log2e - lse·log2e), dS = P ∘ (dP - dsum); both to shared as bf16.
