@@ -319,17 +319,28 @@ void CudaBackend::layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float e
                            mean.as<float>(), rstd.as<float>(), compute_);
 }
 
+namespace {
+// The shapes and dtypes the layernorm backward needs (dx: where dL/dx goes); the row count.
+int64_t layernorm_backward_rows(const char* op, Tensor dy, Tensor x, Tensor gamma, Tensor mean,
+                                Tensor rstd, Tensor dx, Tensor dgamma, Tensor dbeta) {
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, op, ": x ", shape_str(x), " h ", h);
+  const int64_t rows = x.numel() / h;
+  MPLAN_CHECK(dy.numel() == x.numel() && dx.numel() == x.numel() && mean.numel() == rows &&
+                  rstd.numel() == rows && dgamma.numel() == h && dbeta.numel() == h &&
+                  dy.dtype == x.dtype && dx.dtype == x.dtype && gamma.dtype == x.dtype &&
+                  dgamma.dtype == DType::kF32 && dbeta.dtype == DType::kF32,
+              op, ": x ", shape_str(x), " dy ", shape_str(dy), " dx ", shape_str(dx), " dgamma ",
+              shape_str(dgamma));
+  return rows;
+}
+}  // namespace
+
 void CudaBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                      Tensor dx, Tensor dgamma, Tensor dbeta) {
   const int64_t h = gamma.numel();
-  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_backward: x ", shape_str(x), " h ", h);
-  const int64_t rows = x.numel() / h;
-  MPLAN_CHECK(
-      dy.numel() == x.numel() && dx.numel() == x.numel() && gamma.numel() == h &&
-          mean.numel() == rows && rstd.numel() == rows && dgamma.numel() == h &&
-          dbeta.numel() == h && dy.dtype == x.dtype && dx.dtype == x.dtype &&
-          gamma.dtype == x.dtype && dgamma.dtype == DType::kF32 && dbeta.dtype == DType::kF32,
-      "layernorm_backward: x ", shape_str(x), " dy ", shape_str(dy), " dgamma ", shape_str(dgamma));
+  const int64_t rows =
+      layernorm_backward_rows("layernorm_backward", dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   void* s = scratch(layernorm_backward_scratch_bytes(rows, h));
   launch_layernorm_backward(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
                             rstd.as<float>(), rows, h, dx.data, dgamma.as<float>(),
@@ -340,21 +351,13 @@ void CudaBackend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tens
                                          Tensor rstd, Tensor dx, Tensor dgamma, Tensor dbeta,
                                          Tensor dres) {
   const int64_t h = gamma.numel();
-  MPLAN_CHECK(dres.numel() == x.numel() && dres.dtype == x.dtype, "layernorm_backward_add: x ",
-              shape_str(x), " dres ", shape_str(dres));
   if (!layernorm_backward_fuses_add(h, x.dtype, dy.data, x.data, gamma.data, dres.data)) {
     Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres);
     return;
   }
-  // Same checks as layernorm_backward, with dres in the place of dx.
-  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "layernorm_backward_add: x ", shape_str(x), " h ", h);
-  const int64_t rows = x.numel() / h;
-  MPLAN_CHECK(dy.numel() == x.numel() && mean.numel() == rows && rstd.numel() == rows &&
-                  dgamma.numel() == h && dbeta.numel() == h && dy.dtype == x.dtype &&
-                  gamma.dtype == x.dtype && dgamma.dtype == DType::kF32 &&
-                  dbeta.dtype == DType::kF32,
-              "layernorm_backward_add: x ", shape_str(x), " dy ", shape_str(dy), " dgamma ",
-              shape_str(dgamma));
+  // dL/dx goes into dres here: the checks take it in the place of dx.
+  const int64_t rows = layernorm_backward_rows("layernorm_backward_add", dy, x, gamma, mean, rstd,
+                                               dres, dgamma, dbeta);
   void* s = scratch(layernorm_backward_scratch_bytes(rows, h));
   launch_layernorm_backward_add(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
                                 rstd.as<float>(), rows, h, dres.data, dgamma.as<float>(),

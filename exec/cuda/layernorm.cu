@@ -1,11 +1,12 @@
-// LayerNorm over the last dim h of a (rows, h) tensor. Forward and the input gradient run one
-// warp per row; rows with h % 8 == 0 and h <= 2048 keep the row in registers (16-byte loads,
-// two-pass mean/variance from registers), others take a plain three-pass loop. The weight
-// gradients (dgamma = sum dy·xhat, dbeta = sum dy) are column sums: per-block partials over a
-// row partition fixed by the shape, then an ordered pass adding into the f32 outputs. On the
-// register path the backward is one pass over dy and x: each block computes dx for its rows and
-// its dgamma/dbeta partials together (each lane sums its own columns; the warps' sums are added
-// in warp order), so results do not depend on timing.
+// LayerNorm over the last dim h of a (rows, h) tensor. The forward runs one warp per row; rows
+// with h % 8 == 0 and h <= 2048 keep the row in registers (16-byte loads, two-pass
+// mean/variance from registers), others take a plain three-pass loop. The weight gradients
+// (dgamma = sum dy·xhat, dbeta = sum dy) are column sums: per-block partials over a row
+// partition fixed by the shape, then an ordered pass adding into the f32 outputs. For 16-byte
+// aligned rows with h % 8 == 0 the backward is one pass over dy and x (W warps per row, the row
+// in registers): each block computes dx for its rows and its dgamma/dbeta partials together
+// (each lane sums its own columns; the partial sums are added in a fixed order), so results do
+// not depend on timing. Other rows take one warp per row for dx and a separate partials pass.
 #include <algorithm>
 
 #include "exec/cuda/device_utils.cuh"
@@ -93,7 +94,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // dx = rstd · (g - mean(g) - xhat · mean(g · xhat)), g = dy · gamma, xhat = (x - mean) · rstd.
-template <class T, int kVpl>
+// One warp per row, plain loops: the rows the one-pass kernel below does not take (unaligned,
+// h % 8 != 0, or too wide to keep in registers).
+template <class T>
 __global__ void __launch_bounds__(kWarps * 32)
     ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                           const T* __restrict__ gamma, const float* __restrict__ mean_in,
@@ -107,58 +110,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   T* dxr = dx + row * h;
   const float mean = mean_in[row], rstd = rstd_in[row];
   const float inv_h = 1.0f / static_cast<float>(h);
-  if constexpr (kVpl > 0) {
-    Raw8<T> xraw[kVpl], graw[kVpl];
-    float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) {
-        xraw[i] = ld_raw8(xr + c);
-        graw[i] = ld_raw8(dyr + c);
-        float xv[8], dv[8], gv[8];
-        unpack8(xraw[i], xv);
-        unpack8(graw[i], dv);
-        load8(gamma + c, gv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float g = dv[j] * gv[j];
-          s1 += g;
-          s2 += g * (xv[j] - mean) * rstd;
-        }
-      }
-    }
-    const float c1 = warp_sum(s1) * inv_h;
-    const float c2 = warp_sum(s2) * inv_h;
-#pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) {
-        float xv[8], dv[8], gv[8], o[8];
-        unpack8(xraw[i], xv);
-        unpack8(graw[i], dv);
-        load8(gamma + c, gv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float xhat = (xv[j] - mean) * rstd;
-          o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
-        }
-        store8(dxr + c, o);
-      }
-    }
-  } else {
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < h; c += 32) {
-      const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
-      s1 += g;
-      s2 += g * (to_f32(xr[c]) - mean) * rstd;
-    }
-    const float c1 = warp_sum(s1) * inv_h;
-    const float c2 = warp_sum(s2) * inv_h;
-    for (int c = lane; c < h; c += 32) {
-      const float xhat = (to_f32(xr[c]) - mean) * rstd;
-      dxr[c] = from_f32<T>(rstd * (to_f32(dyr[c]) * to_f32(gamma[c]) - c1 - xhat * c2));
-    }
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int c = lane; c < h; c += 32) {
+    const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
+    s1 += g;
+    s2 += g * (to_f32(xr[c]) - mean) * rstd;
+  }
+  const float c1 = warp_sum(s1) * inv_h;
+  const float c2 = warp_sum(s2) * inv_h;
+  for (int c = lane; c < h; c += 32) {
+    const float xhat = (to_f32(xr[c]) - mean) * rstd;
+    dxr[c] = from_f32<T>(rstd * (to_f32(dyr[c]) * to_f32(gamma[c]) - c1 - xhat * c2));
   }
 }
 
@@ -407,12 +369,18 @@ size_t layernorm_backward_scratch_bytes(int64_t rows, int64_t h) {
 }
 
 namespace {
-// The fused path's conditions: 16-byte aligned rows of h % 8 == 0 columns, at most 8 (bf16) or 4
-// (f32: twice the registers) vectors of 8 per lane.
-bool ln_backward_fused_ok(int64_t h, DType t, bool vec) {
+// How the backward takes rows of h columns: W warps per row, each holding h_per_warp of them
+// (a multiple of 8); fused (one pass) for 16-byte aligned rows of h % 8 == 0 columns with at most
+// 8 (bf16) or 4 (f32: twice the registers) vectors of 8 per lane.
+struct LnBackwardPlan {
+  int w;
+  int64_t h_per_warp;
+  bool fused;
+};
+LnBackwardPlan ln_backward_plan(int64_t h, DType t, bool vec) {
   const int w = ln_warps_per_row(h);
   const int64_t h_per_warp = ((h + w - 1) / w + 7) / 8 * 8;
-  return vec && h % 8 == 0 && h_per_warp <= (t == DType::kBF16 ? 2048 : 1024);
+  return {w, h_per_warp, vec && h % 8 == 0 && h_per_warp <= (t == DType::kBF16 ? 2048 : 1024)};
 }
 
 void layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
@@ -427,16 +395,14 @@ void layernorm_backward(const void* dy, const void* x, const void* gamma, DType 
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* pg = static_cast<float*>(scratch);
   float* pb = pg + parts * h;
-  const int w = ln_warps_per_row(h);
-  const int64_t h_per_warp = ((h + w - 1) / w + 7) / 8 * 8;
-  const bool fused = ln_backward_fused_ok(h, t, vec);
-  MPLAN_CHECK(fused || resid == nullptr, "layernorm: the residual add needs the fused path");
+  const LnBackwardPlan plan = ln_backward_plan(h, t, vec);
+  MPLAN_CHECK(plan.fused || resid == nullptr, "layernorm: the residual add needs the fused path");
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    if (fused) {
-      dispatch_w(w, [&](auto wc) {
+    if (plan.fused) {
+      dispatch_w(plan.w, [&](auto wc) {
         constexpr int W = decltype(wc)::value;
-        dispatch_vpl<T>(h_per_warp, vec, [&](auto vpl) {
+        dispatch_vpl<T>(plan.h_per_warp, vec, [&](auto vpl) {
           constexpr int kVpl = decltype(vpl)::value;
           if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4) && (W > 1 || kVpl <= 2)) {
             const int smem = static_cast<int>(2 * h * sizeof(float));
@@ -458,12 +424,9 @@ void layernorm_backward(const void* dy, const void* x, const void* gamma, DType 
       launch_column_partials_finalize(pb, parts, h, dbeta, stream);
       return;
     }
-    dispatch_vpl<T>(h, vec, [&](auto vpl) {
-      ln_backward_dx_kernel<T, decltype(vpl)::value>
-          <<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
-              static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
-              mean, rstd, static_cast<T*>(dx), rows, static_cast<int>(h));
-    });
+    ln_backward_dx_kernel<T><<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean,
+        rstd, static_cast<T*>(dx), rows, static_cast<int>(h));
     MPLAN_CUDA_LAUNCH_CHECK();
     dim3 grid(blocks_for(h, kTileCols), static_cast<unsigned>(parts));
     ln_weight_partials_kernel<T><<<grid, dim3(kColGroups, kRowLanes), 0, stream>>>(
@@ -487,8 +450,9 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
 
 bool layernorm_backward_fuses_add(int64_t h, DType t, const void* dy, const void* x,
                                   const void* gamma, const void* dres) {
-  return ln_backward_fused_ok(h, t,
-                              aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dres));
+  return ln_backward_plan(h, t,
+                          aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dres))
+      .fused;
 }
 
 void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
