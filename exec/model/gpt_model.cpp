@@ -18,15 +18,8 @@ namespace mplan::exec {
 namespace {
 GemmArgs gemm_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float beta = 0.0f,
                    Epilogue e = Epilogue::kNone) {
-  GemmArgs g;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.beta = beta;
-  g.epilogue = e;
-  return g;
+  return {
+      .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k, .beta = beta, .epilogue = e};
 }
 }  // namespace
 

@@ -128,12 +128,7 @@ void bench_gemms(Bench& b) {
     Tensor dx = g.alloc(bf, {kT, l.in}, "bench");
     Tensor dw = b.rand(DType::kF32, {l.out, l.in});
     const double fl = 2.0 * kT * l.in * l.out;
-    GemmArgs fwd;
-    fwd.trans_b = true;
-    fwd.m = kT;
-    fwd.n = l.out;
-    fwd.k = l.in;
-    fwd.epilogue = l.epi;
+    const GemmArgs fwd{.trans_b = true, .m = kT, .n = l.out, .k = l.in, .epilogue = l.epi};
     const char* epi = l.epi == Epilogue::kBias       ? " +bias"
                       : l.epi == Epilogue::kBiasGelu ? " +bias+gelu"
                                                      : "";
@@ -146,18 +141,11 @@ void bench_gemms(Bench& b) {
             [&] { g.gemm(fwd, x, w, y, bias, aux); });
       g.set_fuse_gemm_epilogues(true);
     }
-    GemmArgs dgrad;  // dx (T, in) = dy (T, out) · W (out, in)
-    dgrad.m = kT;
-    dgrad.n = l.in;
-    dgrad.k = l.out;
+    const GemmArgs dgrad{.m = kT, .n = l.in, .k = l.out};  // dx (T, in) = dy (T, out) · W (out, in)
     b.add(mplan::cat("gemm ", l.name, " bwd dx"), dims({kT, l.in, l.out}), fl, 0,
           [&] { g.gemm(dgrad, dy, w, dx); });
-    GemmArgs wgrad;  // dW (out, in) += dy^T (out, T) · x (T, in), f32
-    wgrad.trans_a = true;
-    wgrad.m = l.out;
-    wgrad.n = l.in;
-    wgrad.k = kT;
-    wgrad.beta = 1.0f;
+    // dW (out, in) += dy^T (out, T) · x (T, in), f32
+    const GemmArgs wgrad{.trans_a = true, .m = l.out, .n = l.in, .k = kT, .beta = 1.0f};
     b.add(mplan::cat("gemm ", l.name, " bwd dW (f32 +=)"), dims({l.out, l.in, kT}), fl, 0,
           [&] { g.gemm(wgrad, dy, x, dw); });
     for (Tensor* t : {&x, &w, &bias, &y, &aux, &dy, &dx, &dw}) g.release(*t);
@@ -302,8 +290,7 @@ Ceilings measure_ceilings(Bench& b) {
   const int64_t k = 8192;
   Tensor a = b.rand(DType::kBF16, {k, k}), bm = b.rand(DType::kBF16, {k, k});
   Tensor out = g.alloc(DType::kBF16, {k, k}, "bench");
-  GemmArgs ga;
-  ga.m = ga.n = ga.k = k;
+  const GemmArgs ga{.m = k, .n = k, .k = k};
   const double gms = b.time_ms([&] { g.gemm(ga, a, bm, out); }, 3, 10);
   c.gemm_tflops = 2.0 * k * k * k / (gms * 1e9);
   for (Tensor* t : {&a, &bm, &out}) g.release(*t);

@@ -167,14 +167,8 @@ bool OpChecker::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
   } else {
     poison(c);
   }
-  GemmArgs g;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.alpha = alpha;
-  g.beta = beta;
+  const GemmArgs g{
+      .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta};
   gpu_.gemm(g, a.gpu, b.gpu, c.gpu);
   cpu_.gemm(g, a.cpu, b.cpu, c.cpu);
   std::ostringstream name;
@@ -197,12 +191,7 @@ bool OpChecker::gemm_epilogue(Epilogue epi, int64_t m, int64_t n, int64_t k, boo
   Pair aux = alloc(act, {m, n});
   poison(c);
   poison(aux);
-  GemmArgs g;
-  g.trans_b = true;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.epilogue = epi;
+  const GemmArgs g{.trans_b = true, .m = m, .n = n, .k = k, .epilogue = epi};
   gpu_.set_fuse_gemm_epilogues(fused);
   gpu_.gemm(g, a.gpu, b.gpu, c.gpu, bias.gpu, aux.gpu);
   gpu_.set_fuse_gemm_epilogues(true);
