@@ -38,7 +38,9 @@ struct Tensor {
   int64_t rows() const { return ndim == 0 ? 0 : numel() / shape[static_cast<size_t>(ndim - 1)]; }
   int64_t cols() const { return ndim == 0 ? 0 : shape[static_cast<size_t>(ndim - 1)]; }
   template <class T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
   // Same memory, another shape with the same element count.
   Tensor view(std::initializer_list<int64_t> new_shape) const;
   // Rows [row_begin, row_begin + n) of the matrix view (rows() × cols()): contiguous.
@@ -69,7 +71,7 @@ struct GemmArgs {
   bool trans_b = false;  // B is stored (n, k) and used transposed
   int64_t m = 0, n = 0, k = 0;
   float alpha = 1.0f;
-  float beta = 0.0f;     // beta = 1 with an f32 C accumulates (weight gradients)
+  float beta = 0.0f;  // beta = 1 with an f32 C accumulates (weight gradients)
   Epilogue epilogue = Epilogue::kNone;
 };
 
@@ -91,16 +93,16 @@ class Backend {
   virtual void release(Tensor& t) = 0;
   virtual MemoryStats memory_stats() const = 0;
   virtual void reset_peak_memory() = 0;
-  virtual void upload(Tensor dst, const void* host) = 0;    // dst.bytes() from host
-  virtual void download(void* host, Tensor src) = 0;        // src.bytes() to host (synchronizes)
-  virtual void copy(Tensor dst, Tensor src) = 0;            // same dtype and numel
-  virtual void fill(Tensor t, float value) = 0;             // any float dtype; I32 from (int)value
-  virtual void cast(Tensor dst, Tensor src) = 0;            // f32 <-> bf16, same numel
+  virtual void upload(Tensor dst, const void* host) = 0;  // dst.bytes() from host
+  virtual void download(void* host, Tensor src) = 0;      // src.bytes() to host (synchronizes)
+  virtual void copy(Tensor dst, Tensor src) = 0;          // same dtype and numel
+  virtual void fill(Tensor t, float value) = 0;           // any float dtype; I32 from (int)value
+  virtual void cast(Tensor dst, Tensor src) = 0;          // f32 <-> bf16, same numel
 
   // ---- streams -----------------------------------------------------------------------------
-  virtual Event record(Stream s) = 0;          // an event at the current end of stream s
-  virtual void wait(Stream s, Event e) = 0;    // later work on s waits for e
-  virtual void synchronize() = 0;              // host waits for all streams
+  virtual Event record(Stream s) = 0;        // an event at the current end of stream s
+  virtual void wait(Stream s, Event e) = 0;  // later work on s waits for e
+  virtual void synchronize() = 0;            // host waits for all streams
 
   // ---- dense math ----------------------------------------------------------------------------
   // C(m, n) = alpha · op(A) · op(B) + beta · C with op(A) (m, k), op(B) (k, n); A and B in act
@@ -152,8 +154,7 @@ class Backend {
   virtual void embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) = 0;
   // dwte(v) += sum of dout(t) over tokens t with tokens(t) - vocab_start == v; dwte f32.
   // Deterministic (fixed summation order).
-  virtual void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start,
-                                  Tensor dwte) = 0;
+  virtual void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start, Tensor dwte) = 0;
   // x(s, b, :) += wpe(s_offset + s, :); x: (s, b, h) act, wpe: (S, h) act.
   virtual void add_position_embedding(Tensor x, Tensor wpe, int64_t s_offset) = 0;
   // dwpe(s_offset + s, :) += sum over b of dx(s, b, :); dwpe f32.
@@ -165,13 +166,12 @@ class Backend {
   virtual void xent_local_max(Tensor logits, Tensor row_max) = 0;
   // 2) given the global row_max, stats(2, T) f32: stats[0] = sum exp(logit - max) locally,
   //    stats[1] = logit of the target when it is local, else 0.
-  virtual void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start,
-                                Tensor row_max, Tensor stats) = 0;
+  virtual void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
+                                Tensor stats) = 0;
   // 3) with global stats: loss(T) f32 = log(sumexp) + max - target_logit; logits overwritten
   //    in place by dL/dlogits · grad_scale = (softmax - onehot(target)) · grad_scale.
   virtual void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
-                                  Tensor row_max, Tensor stats, float grad_scale,
-                                  Tensor loss) = 0;
+                                  Tensor row_max, Tensor stats, float grad_scale, Tensor loss) = 0;
   // Sum of a f32 vector into out(1) f32 (+= when accumulate).
   virtual void sum(Tensor x, Tensor out, bool accumulate) = 0;
 

@@ -49,7 +49,7 @@ ModelSpec model_from_json(const Json& j, const std::string& path) {
   m.seq_length = o.get_int("seq_length", 1);
   m.max_position_embeddings = o.get_int("max_position_embeddings", m.seq_length, 1);
   m.activation = o.get_enum("activation", {"gelu", "swiglu"}) == "gelu" ? Activation::kGelu
-                                                                         : Activation::kSwiglu;
+                                                                        : Activation::kSwiglu;
   m.normalization = o.get_enum("normalization", {"layernorm", "rmsnorm"}) == "layernorm"
                         ? Normalization::kLayerNorm
                         : Normalization::kRmsNorm;
