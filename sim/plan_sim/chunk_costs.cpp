@@ -11,12 +11,9 @@
 
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
+#include "src/parallel/grad_buckets.hpp"
 
 namespace mplan::sim {
-
-int64_t grad_bucket_numel(const Plan& plan) {
-  return std::max<int64_t>(40000000, 1000000 * plan.parallel.dp * plan.parallel.cp);
-}
 
 namespace {
 
@@ -62,9 +59,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       u.bwd = x.bwd.cost;
       u.bwd_input = x.bwd_input.cost;
       u.bwd_weight = x.bwd_weight.cost;
-      // Final norm (+ bias with LayerNorm) and the output weight unless it is the tied embedding.
-      u.dense_params =
-          x.params + (m.normalization == Normalization::kLayerNorm ? 2 : 1) * m.hidden_size;
+      u.dense_params = x.params;  // final norm and output weight (src/model/tensor_layout)
       add_unit(u);
       ch.act_bytes += x.act_bytes;
       ch.weight_input_bytes += x.weight_input_bytes;
@@ -143,28 +138,29 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
     ch.unit_end = static_cast<int32_t>(table.units.size());
     ch.weight_input_bytes = std::min(ch.weight_input_bytes, ch.act_bytes);
 
-    // Buckets, in the order their gradients complete.
+    // Buckets, in the order their gradients complete (src/parallel/grad_buckets: Megatron's rule
+    // at layer granularity; dense and expert gradients live in separate buffers).
     ch.bucket_begin = static_cast<int32_t>(table.buckets.size());
-    const bool bucketing = p.overlap_grad_reduce && stage == 0 && c == 0;
-    const int64_t limit = bucketing ? grad_bucket_numel(plan) : INT64_MAX;
-    int64_t open_dense = 0, open_expert = 0;
-    for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
-      const ChunkUnit& cu = table.units[u];
-      open_dense += cu.dense_params;
-      open_expert += cu.expert_params;
-      const int32_t rel = u - ch.unit_begin;
-      if (open_dense >= limit) {
-        table.buckets.push_back({false, open_dense, rel});
-        open_dense = 0;
-      }
-      if (open_expert >= limit) {
-        table.buckets.push_back({true, open_expert, rel});
-        open_expert = 0;
-      }
-    }
+    const int64_t limit = grad_bucket_elems(p, stage, c);
     const int32_t last = ch.unit_end - ch.unit_begin - 1;
-    if (open_dense > 0) table.buckets.push_back({false, open_dense, last});
-    if (open_expert > 0) table.buckets.push_back({true, open_expert, last});
+    for (bool expert : {false, true}) {
+      std::vector<BucketItem>& items = table.bucket_items;
+      items.clear();
+      bool any = false;
+      for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
+        const int64_t n = expert ? table.units[u].expert_params : table.units[u].dense_params;
+        items.push_back({n, false});
+        any = any || n > 0;
+      }
+      if (!any) continue;
+      layout_grad_buckets(items, limit, 1, 1, table.bucket_layout);
+      for (const BucketSpan& b : table.bucket_layout.buckets)
+        table.buckets.push_back({expert, b.numel, b.last_item});
+    }
+    // Completion order: by the unit that completes each bucket (dense before expert on ties).
+    std::stable_sort(
+        table.buckets.begin() + ch.bucket_begin, table.buckets.end(),
+        [](const GradBucket& a, const GradBucket& b) { return a.last_unit < b.last_unit; });
     ch.bucket_end = static_cast<int32_t>(table.buckets.size());
     int32_t split_points = 0;
     for (int32_t b = ch.bucket_begin; b < ch.bucket_end; ++b)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/plan_sim/layer_costs.hpp"
+#include "src/parallel/grad_buckets.hpp"
 #include "src/plan/plan.hpp"
 
 namespace mplan::sim {
@@ -60,13 +61,10 @@ struct ChunkTable {
   std::vector<ChunkUnit> units;
   std::vector<GradBucket> buckets;
   int64_t vpp = 1;
+  std::vector<BucketItem> bucket_items;  // scratch
+  BucketLayout bucket_layout;            // scratch
   const ChunkCosts& at(int64_t stage, int64_t chunk) const { return chunks[stage * vpp + chunk]; }
 };
-
-// Megatron's gradient bucket size in parameters: max(40 M, 1 M x data-parallel size), applied to
-// the first chunk of the first pipeline stage only when gradients are reduced while the
-// backward runs (distributed_data_parallel.py: other stages and chunks use one bucket).
-int64_t grad_bucket_numel(const Plan& plan);
 
 // Builds the chunks of stage `stage` (appending to `table`) from the layer costs `costs`.
 void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage,

@@ -22,6 +22,7 @@
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
 #include "src/common/error.hpp"
+#include "src/model/tensor_layout.hpp"
 
 namespace mplan::sim {
 
@@ -422,29 +423,6 @@ void moe_backward(const Ctx& c, BackwardPasses bp) {
   bp.add_w("router_wgrad", Cat::kCompute, c.gemm(d.experts, d.h, tokens));
 }
 
-// Parameters of one layer on this GPU (Megatron's sharding, as rank_params counts them).
-void layer_params_on_gpu(const Plan& plan, bool moe, int64_t& dense, int64_t& expert) {
-  const ModelSpec& m = plan.model;
-  const ParallelConfig& p = plan.parallel;
-  const int64_t h = m.hidden_size, bias = m.add_bias_linear ? 1 : 0;
-  const int64_t norm = (m.normalization == Normalization::kLayerNorm ? 2 : 1) * h;
-  const int64_t q = m.kv_channels * m.num_attention_heads, kv = m.kv_channels * m.num_query_groups;
-  const int64_t glu = m.activation == Activation::kSwiglu ? 2 : 1;
-  auto mlp_shard = [&](int64_t ffn, int64_t n) {
-    return (h * ffn * glu + bias * ffn * glu + ffn * h) / n + bias * h;
-  };
-  dense = 2 * norm + (h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h) / p.tp + bias * h;
-  expert = 0;
-  if (!moe) {
-    dense += mlp_shard(m.ffn_hidden_size, p.tp);
-    return;
-  }
-  dense += m.moe->num_experts * h + bias * m.moe->num_experts;  // router
-  if (m.moe->shared_expert_ffn_hidden_size > 0)
-    dense += mlp_shard(m.moe->shared_expert_ffn_hidden_size, p.tp);
-  expert = m.moe->num_experts / p.ep * mlp_shard(m.moe->moe_ffn_hidden_size, p.etp);
-}
-
 cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d, bool moe,
                                             Recompute recompute) {
   cost::LayerActivationShape s;
@@ -499,7 +477,9 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   norm_backward(c, l.bwd_input, "pre_mlp_norm_bwd");
   attention_block_backward(c, at, bp);
 
-  layer_params_on_gpu(c.plan, moe, l.dense_params, l.expert_params);
+  const LayerShard shard = layer_shard(c.plan.model, c.plan.parallel, moe);  // as the executor
+  l.dense_params = shard.dense;
+  l.expert_params = shard.expert;
   if (!d.fused)  // --no-gradient-accumulation-fusion: main_grad += grad, every micro-batch
     bp.add_w("grad_accumulate", Cat::kCompute,
              c.mem(kGradAccumulateBytesPerParam * c.dbl(l.dense_params + l.expert_params)));
@@ -547,8 +527,8 @@ void build_embedding(const Ctx& c, ExtraCosts& x) {
   x.fwd.add("position_dropout", Cat::kCompute, c.mem(post));
   // Backward: all-gather of the gradient with sequence parallelism; the embedding's gradient is
   // a dense 16-bit tensor (zeroed, scatter-added) accumulated into the fp32 main gradient.
-  const int64_t vocab_shard = d.vocab / d.t * d.h;
-  x.params = vocab_shard + (learned ? m.max_position_embeddings * d.h : 0);
+  x.params = 0;
+  for (const ParamTensor& t : embedding_tensors(m, c.plan.parallel)) x.params += t.local_numel();
   for (Pass* p : {&x.bwd, &x.bwd_input}) {
     if (d.sp)
       p->add("tp_all_gather", Cat::kTp, c.coll(CollectiveKind::kAllGather, full, c.groups.tp),
@@ -578,9 +558,10 @@ void build_output(const Ctx& c, ExtraCosts& x) {
                   d.vocab / d.t, c.groups.tp);
   norm_backward(c, x.bwd, "final_norm_bwd");
   norm_backward(c, x.bwd_input, "final_norm_bwd");
-  const ModelSpec& m = c.plan.model;
-  const bool own_weight = !m.tied_embeddings || c.plan.parallel.pp > 1;
-  x.params = own_weight ? d.vocab / d.t * d.h : 0;
+  // The final norm and the output weight unless it is the tied embedding of the same stage.
+  x.params = 0;
+  for (const ParamTensor& t : output_tensors(c.plan.model, c.plan.parallel))
+    x.params += t.local_numel();
   if (!d.fused)
     bp.add_w("grad_accumulate", Cat::kCompute,
              c.mem(kGradAccumulateBytesPerParam * c.dbl(d.vocab / d.t * d.h)));

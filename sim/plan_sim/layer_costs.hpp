@@ -83,7 +83,7 @@ struct ExtraCosts {
   int64_t act_bytes = 0;
   int64_t weight_input_bytes = 0;
   int64_t ws_fwd_bytes = 0, ws_bwd_bytes = 0;
-  int64_t params = 0;  // this GPU's shard (the output layer: 0 when it is the tied embedding)
+  int64_t params = 0;  // this GPU's shard (output: final norm + output weight unless tied, pp 1)
 };
 
 struct PlanCosts {

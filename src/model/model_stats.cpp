@@ -5,127 +5,100 @@
 
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
+#include "src/model/tensor_layout.hpp"
 
 namespace mplan {
-
-namespace {
-
-// One linear layer's pieces, so a shard can split the right ones.
-struct Mlp {
-  int64_t fc1_weight = 0;  // hidden -> ffn (x2 for SwiGLU: gate and up), column-parallel
-  int64_t fc1_bias = 0;    // column-parallel bias
-  int64_t fc2_weight = 0;  // ffn -> hidden, row-parallel
-  int64_t fc2_bias = 0;    // row-parallel bias: whole on every rank
-  int64_t total() const { return fc1_weight + fc1_bias + fc2_weight + fc2_bias; }
-  // The part one of `n` tensor-parallel ranks holds.
-  int64_t shard(int64_t n) const { return (fc1_weight + fc1_bias + fc2_weight) / n + fc2_bias; }
-};
-
-Mlp mlp_of(const ModelSpec& m, int64_t ffn) {
-  const int64_t glu = m.activation == Activation::kSwiglu ? 2 : 1;
-  const int64_t bias = m.add_bias_linear ? 1 : 0;
-  return {m.hidden_size * ffn * glu, bias * ffn * glu, ffn * m.hidden_size, bias * m.hidden_size};
-}
-
-struct Attention {
-  int64_t qkv_weight = 0;  // hidden -> (heads + 2 groups) x kv_channels, column-parallel
-  int64_t qkv_bias = 0;
-  int64_t proj_weight = 0;  // heads x kv_channels -> hidden, row-parallel
-  int64_t proj_bias = 0;    // whole on every rank
-  int64_t total() const { return qkv_weight + qkv_bias + proj_weight + proj_bias; }
-  int64_t shard(int64_t n) const { return (qkv_weight + qkv_bias + proj_weight) / n + proj_bias; }
-};
-
-Attention attention_of(const ModelSpec& m) {
-  const int64_t q = m.kv_channels * m.num_attention_heads;
-  const int64_t kv = m.kv_channels * m.num_query_groups;
-  const int64_t bias = m.add_bias_linear ? 1 : 0;
-  return {m.hidden_size * (q + 2 * kv), bias * (q + 2 * kv), q * m.hidden_size,
-          bias * m.hidden_size};
-}
-
-int64_t norm_of(const ModelSpec& m) {
-  return (m.normalization == Normalization::kLayerNorm ? 2 : 1) * m.hidden_size;
-}
-
-int64_t router_of(const ModelSpec& m) {
-  return m.moe->num_experts * m.hidden_size + (m.add_bias_linear ? m.moe->num_experts : 0);
-}
-
-}  // namespace
 
 LayerParams layer_params(const ModelSpec& m, int64_t layer) {
   MPLAN_CHECK(layer >= 0 && layer < m.num_layers, "layer ", layer, " of ", m.num_layers);
   LayerParams l;
-  l.norms = 2 * norm_of(m);
-  l.attention = attention_of(m).total();
-  if (!m.is_moe_layer(layer)) {
-    l.mlp = mlp_of(m, m.ffn_hidden_size).total();
-    return l;
+  int64_t one_expert = 0;
+  for (const ParamTensor& t : layer_tensors(m, ParallelConfig{}, layer)) {
+    switch (t.role) {
+      case TensorRole::kInputNormWeight:
+      case TensorRole::kInputNormBias:
+      case TensorRole::kMlpNormWeight:
+      case TensorRole::kMlpNormBias:
+        l.norms += t.numel();
+        break;
+      case TensorRole::kProjWeight:
+      case TensorRole::kProjBias:
+      case TensorRole::kQkvWeight:
+      case TensorRole::kQkvBias:
+        l.attention += t.numel();
+        break;
+      case TensorRole::kFc1Weight:
+      case TensorRole::kFc1Bias:
+      case TensorRole::kFc2Weight:
+      case TensorRole::kFc2Bias:
+        l.mlp += t.numel();
+        break;
+      case TensorRole::kRouterWeight:
+      case TensorRole::kRouterBias:
+        l.router += t.numel();
+        break;
+      case TensorRole::kSharedFc1Weight:
+      case TensorRole::kSharedFc1Bias:
+      case TensorRole::kSharedFc2Weight:
+      case TensorRole::kSharedFc2Bias:
+        l.shared_experts += t.numel();
+        break;
+      default:
+        MPLAN_CHECK(t.expert, "unexpected tensor ", tensor_name(t), " in a layer");
+        one_expert += t.numel();
+        l.experts += t.local_numel();  // ep = etp = 1: every expert, whole
+        break;
+    }
   }
-  const MoeSpec& e = *m.moe;
-  l.router = router_of(m);
-  if (e.shared_expert_ffn_hidden_size > 0)
-    l.shared_experts = mlp_of(m, e.shared_expert_ffn_hidden_size).total();
-  const int64_t one_expert = mlp_of(m, e.moe_ffn_hidden_size).total();
-  l.experts = e.num_experts * one_expert;
-  l.active_experts = e.topk * one_expert;
+  if (m.is_moe_layer(layer)) l.active_experts = m.moe->topk * one_expert;
   return l;
 }
 
 ParamCounts count_params(const ModelSpec& m, int64_t tp) {
   ParamCounts c;
-  const int64_t vocab = m.padded_vocab_size(tp);
-  c.word_embedding = vocab * m.hidden_size;
-  if (m.position_embedding == PositionEmbedding::kLearned)
-    c.position_embedding = m.max_position_embeddings * m.hidden_size;
+  ParallelConfig p;
+  p.tp = tp;  // the vocabulary is padded for tp; the counts are whole tensors
+  for (const ParamTensor& t : embedding_tensors(m, p))
+    (t.role == TensorRole::kWordEmbedding ? c.word_embedding : c.position_embedding) += t.numel();
   for (int64_t i = 0; i < m.num_layers; ++i) {
     LayerParams l = layer_params(m, i);
     c.transformer_layers += l.total();
     c.expert += l.experts;
     c.active_expert += l.active_experts;
   }
-  c.final_norm = norm_of(m);
-  if (!m.tied_embeddings) c.output_layer = vocab * m.hidden_size;
+  for (const ParamTensor& t : output_tensors(m, p))
+    (t.role == TensorRole::kOutputWeight ? c.output_layer : c.final_norm) += t.numel();
   return c;
 }
 
 namespace {
 
-// Stage `pp_rank` with tensor-parallel split `tp`, expert split `ep` x `etp` (1, 1, 1: whole).
-StageParams stage_shard(const ModelSpec& m, const ParallelConfig& p, int64_t pp_rank, int64_t tp,
-                        int64_t ep, int64_t etp) {
+// Stage `pp_rank`: its tensors (src/model/tensor_layout) summed, sharded as rank `p` holds them or
+// whole (`sharded` false: one copy of every tensor, all experts, the vocabulary padded for p.tp).
+StageParams stage_shard(const ModelSpec& m, const ParallelConfig& p, int64_t pp_rank,
+                        bool sharded) {
   MPLAN_CHECK(pp_rank >= 0 && pp_rank < p.pp, "pp_rank ", pp_rank, " of pp ", p.pp);
+  ParallelConfig whole = p;
+  whole.tp = whole.ep = whole.etp = 1;
+  const ParallelConfig& lp = sharded ? p : whole;
+  const bool any_dense = m.num_moe_layers() < m.num_layers;
+  const LayerShard dense = any_dense ? layer_shard(m, lp, false) : LayerShard{};
+  const LayerShard moe = m.moe ? layer_shard(m, lp, true) : LayerShard{};
   StageParams s;
-  const int64_t norm = norm_of(m);
-  const int64_t attention = attention_of(m).shard(tp);
-  const int64_t dense_mlp = mlp_of(m, m.ffn_hidden_size).shard(tp);
   for (const LayerRange& r : stage_chunks(m.num_layers, p, pp_rank)) {
     s.num_layers += r.count;
     for (int64_t i = r.first; i < r.first + r.count; ++i) {
-      s.non_expert += 2 * norm + attention;
-      if (!m.is_moe_layer(i)) {
-        s.non_expert += dense_mlp;
-        continue;
-      }
-      const MoeSpec& e = *m.moe;
-      s.non_expert += router_of(m);
-      if (e.shared_expert_ffn_hidden_size > 0)
-        s.non_expert += mlp_of(m, e.shared_expert_ffn_hidden_size).shard(tp);
-      s.expert += e.num_experts / ep * mlp_of(m, e.moe_ffn_hidden_size).shard(etp);
+      const LayerShard& l = m.is_moe_layer(i) ? moe : dense;
+      s.non_expert += l.dense;
+      s.expert += l.expert;
     }
   }
-  const int64_t vocab_shard = m.padded_vocab_size(p.tp) / tp * m.hidden_size;
-  if (pp_rank == 0) {
-    s.embedding += vocab_shard;
-    if (m.position_embedding == PositionEmbedding::kLearned)
-      s.embedding += m.max_position_embeddings * m.hidden_size;
-  }
-  if (pp_rank == p.pp - 1) {
-    s.non_expert += norm;  // final_layernorm
-    // Untied: the output layer. Tied with pp > 1: the last stage's copy of the word embedding.
-    if (!m.tied_embeddings || p.pp > 1) s.embedding += vocab_shard;
-  }
+  auto size = [&](const ParamTensor& t) { return sharded ? t.local_numel() : t.numel(); };
+  if (pp_rank == 0)
+    for (const ParamTensor& t : embedding_tensors(m, p)) s.embedding += size(t);
+  if (pp_rank == p.pp - 1)
+    for (const ParamTensor& t : output_tensors(m, p))
+      (t.role == TensorRole::kOutputWeight ? s.embedding : s.non_expert) += size(t);
   s.non_expert += s.embedding;
   return s;
 }
@@ -133,7 +106,7 @@ StageParams stage_shard(const ModelSpec& m, const ParallelConfig& p, int64_t pp_
 }  // namespace
 
 StageParams stage_params(const ModelSpec& m, const ParallelConfig& p, int64_t pp_rank) {
-  return stage_shard(m, p, pp_rank, 1, 1, 1);
+  return stage_shard(m, p, pp_rank, false);
 }
 
 StageParams rank_params(const ModelSpec& m, const ParallelConfig& p, int64_t pp_rank) {
@@ -144,7 +117,7 @@ StageParams rank_params(const ModelSpec& m, const ParallelConfig& p, int64_t pp_
     MPLAN_CHECK(m.moe->num_experts % p.ep == 0 && m.moe->moe_ffn_hidden_size % p.etp == 0 &&
                     m.moe->shared_expert_ffn_hidden_size % p.tp == 0,
                 "ep ", p.ep, " / etp ", p.etp, " do not divide the experts (validate() first)");
-  return stage_shard(m, p, pp_rank, p.tp, p.ep, p.etp);
+  return stage_shard(m, p, pp_rank, true);
 }
 
 double megatron_flops(const ModelSpec& m, int64_t batch_size, int64_t tp) {

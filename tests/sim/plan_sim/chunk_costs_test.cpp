@@ -122,9 +122,9 @@ TEST(ChunkCosts, GradientBuckets) {
   // 24 layers of 12 h² + 13 h = 12.6 M parameters; embedding 32 000 x 1024 + 2048 x 1024.
   ModelSpec m = gpt(24, 1024, 16, 2048, 32000);
   Plan pl = plan(m, testing::toy_cluster(), 1, 2, 8, 1, 8);
-  EXPECT_EQ(grad_bucket_numel(pl), 40000000);
+  EXPECT_EQ(default_grad_bucket_elems(pl.parallel), 40000000);
   pl.parallel.dp = 64;
-  EXPECT_EQ(grad_bucket_numel(pl), 64000000);
+  EXPECT_EQ(default_grad_bucket_elems(pl.parallel), 64000000);
   pl.parallel.dp = 8;
   PlanCosts c;
   const ChunkTable t = chunks_of(pl, c);
