@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "src/common/error.hpp"
 
@@ -103,6 +104,17 @@ class Backend {
   virtual Event record(Stream s) = 0;        // an event at the current end of stream s
   virtual void wait(Stream s, Event e) = 0;  // later work on s waits for e
   virtual void synchronize() = 0;            // host waits for all streams
+
+  // ---- timing (traces, the measured breakdown, the watchdog) ---------------------------------
+  // A timestamp taken when stream s reaches this point; returns its id (0, 1, ... since the
+  // last clear_marks()). Cheap enough to place around every schedule action and collective.
+  virtual int mark(Stream s) = 0;
+  // Whether stream s has passed mark `id` (always true on synchronous backends). Thread-safe
+  // against mark() on the calling thread of the backend (the watchdog asks from its own thread).
+  virtual bool mark_done(int id) = 0;
+  // Times of marks [0, n) in ns after mark 0, once they are done (call after synchronize()).
+  virtual void read_marks(std::vector<int64_t>& ns) = 0;
+  virtual void clear_marks() = 0;
 
   // ---- dense math ----------------------------------------------------------------------------
   // C(m, n) = alpha · op(A) · op(B) + beta · C with op(A) (m, k), op(B) (k, n); A and B in act

@@ -25,8 +25,10 @@ class Comm {
   virtual void all_reduce(Tensor t, ReduceOp op, Stream s) = 0;
   // recv = concatenation over group ranks (in rank order) of each rank's send; recv.numel ==
   // size() · send.numel.
+  // In place when send is this rank's block of recv.
   virtual void all_gather(Tensor send, Tensor recv, Stream s) = 0;
-  // recv = rank r's block of the element-wise sum of every rank's send (send = size() blocks).
+  // recv = rank r's block of the element-wise sum of every rank's send (send = size() blocks);
+  // in place when recv is this rank's block of send.
   virtual void reduce_scatter(Tensor send, Tensor recv, Stream s) = 0;
   virtual void broadcast(Tensor t, int root, Stream s) = 0;
   // Point to point with `peer` given as a group rank. Sends and receives between group_start()

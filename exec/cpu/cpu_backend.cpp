@@ -3,6 +3,8 @@
 // is rounded to its dtype once (round to nearest even for bf16), where a GPU kernel writes it.
 #include "exec/cpu/cpu_backend.hpp"
 
+#include <chrono>
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -202,6 +204,18 @@ Event CpuBackend::record(Stream) { return Event{next_event_++}; }
 
 void CpuBackend::wait(Stream, Event e) {
   MPLAN_CHECK(e.id >= 0 && e.id < next_event_, "wait on an event never recorded: ", e.id);
+}
+
+int CpuBackend::mark(Stream) {
+  marks_.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count());
+  return static_cast<int>(marks_.size()) - 1;
+}
+
+void CpuBackend::read_marks(std::vector<int64_t>& ns) {
+  ns.resize(marks_.size());
+  for (size_t i = 0; i < marks_.size(); ++i) ns[i] = marks_[i] - marks_[0];
 }
 
 // ---- dense math ----------------------------------------------------------------------------

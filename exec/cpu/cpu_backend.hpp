@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "exec/backend.hpp"
 
@@ -43,6 +44,10 @@ class CpuBackend final : public Backend {
   Event record(Stream s) override;
   void wait(Stream s, Event e) override;
   void synchronize() override {}
+  int mark(Stream s) override;
+  bool mark_done(int) override { return true; }
+  void read_marks(std::vector<int64_t>& ns) override;
+  void clear_marks() override { marks_.clear(); }
 
   void gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias = {},
             Tensor aux = {}) override;
@@ -87,6 +92,7 @@ class CpuBackend final : public Backend {
   int64_t current_bytes_ = 0;
   int64_t peak_bytes_ = 0;
   int next_event_ = 0;
+  std::vector<int64_t> marks_;  // steady-clock ns of each mark
 };
 
 }  // namespace mplan::exec

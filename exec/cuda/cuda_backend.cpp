@@ -83,6 +83,7 @@ CudaBackend::~CudaBackend() {
   allocations_.clear();
   for (cudaEvent_t e : events_)
     if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : timing_events_) cudaEventDestroy(e);
   if (comm_) cudaStreamDestroy(comm_);
   if (compute_) cudaStreamDestroy(compute_);
 }
@@ -237,6 +238,39 @@ void CudaBackend::synchronize() {
   MPLAN_CUDA_CHECK(cudaStreamSynchronize(compute_));
   MPLAN_CUDA_CHECK(cudaStreamSynchronize(comm_));
 }
+
+int CudaBackend::mark(Stream s) {
+  if (static_cast<size_t>(num_marks_) == timing_events_.size()) {
+    cudaEvent_t e = nullptr;
+    MPLAN_CUDA_CHECK(cudaEventCreate(&e));
+    std::lock_guard<std::mutex> lock(marks_mutex_);
+    timing_events_.push_back(e);
+  }
+  MPLAN_CUDA_CHECK(cudaEventRecord(timing_events_[static_cast<size_t>(num_marks_)], stream(s)));
+  return num_marks_++;
+}
+
+bool CudaBackend::mark_done(int id) {
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(marks_mutex_);
+    if (id < 0 || static_cast<size_t>(id) >= timing_events_.size()) return false;
+    e = timing_events_[static_cast<size_t>(id)];
+  }
+  return cudaEventQuery(e) == cudaSuccess;
+}
+
+void CudaBackend::read_marks(std::vector<int64_t>& ns) {
+  ns.assign(static_cast<size_t>(num_marks_), 0);
+  for (int i = 1; i < num_marks_; ++i) {
+    float ms = 0;
+    MPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_events_[0],
+                                          timing_events_[static_cast<size_t>(i)]));
+    ns[static_cast<size_t>(i)] = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  }
+}
+
+void CudaBackend::clear_marks() { num_marks_ = 0; }
 
 // ---- dense math ---------------------------------------------------------------------------------
 
@@ -506,6 +540,13 @@ namespace mplan::exec {
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
   return std::make_unique<cuda::CudaBackend>(device);
+}
+
+int64_t cuda_free_bytes(int device) {
+  MPLAN_CUDA_CHECK(cudaSetDevice(device));
+  size_t free_b = 0, total_b = 0;
+  MPLAN_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<int64_t>(free_b);
 }
 
 int cuda_device_count() {

@@ -8,7 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include <deque>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +44,10 @@ class CudaBackend final : public Backend {
   Event record(Stream s) override;
   void wait(Stream s, Event e) override;
   void synchronize() override;
+  int mark(Stream s) override;
+  bool mark_done(int id) override;
+  void read_marks(std::vector<int64_t>& ns) override;
+  void clear_marks() override;
 
   void gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias = {},
             Tensor aux = {}) override;
@@ -114,6 +120,11 @@ class CudaBackend final : public Backend {
   cudaStream_t compute_ = nullptr;
   cudaStream_t comm_ = nullptr;
   std::vector<cudaEvent_t> events_;  // a ring; slots are created on first use
+  // Timing events: mark i is timing_events_[i] (created on first use, kept for reuse); the
+  // mutex guards the deque against mark_done() from another thread.
+  std::deque<cudaEvent_t> timing_events_;
+  int num_marks_ = 0;
+  mutable std::mutex marks_mutex_;
   size_t next_event_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
@@ -142,5 +153,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device);
 
 // Number of visible CUDA devices; 0 when there is no driver or no device (never aborts).
 int cuda_device_count();
+
+// Free memory on `device` now (cudaMemGetInfo; makes the device current), for the fit check
+// before anything is allocated.
+int64_t cuda_free_bytes(int device);
 
 }  // namespace mplan::exec

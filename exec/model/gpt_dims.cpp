@@ -22,9 +22,8 @@ GptDims gpt_dims(const ModelSpec& m, int64_t micro_batch, int64_t tp, int64_t tp
     throw Error(cat("model.num_query_groups: ", no, "multi-head attention (num_query_groups = ",
                     "num_attention_heads = ", m.num_attention_heads, "), got ",
                     m.num_query_groups));
-  if (m.seq_length > m.max_position_embeddings)
-    throw Error(cat("model.seq_length: (", m.seq_length, ") exceeds max_position_embeddings (",
-                    m.max_position_embeddings, ")"));
+  MPLAN_CHECK(m.seq_length <= m.max_position_embeddings, "seq_length ", m.seq_length,
+              " exceeds max_position_embeddings ", m.max_position_embeddings);
   GptDims d;
   d.layers = m.num_layers;
   d.hidden = m.hidden_size;
@@ -38,15 +37,9 @@ GptDims gpt_dims(const ModelSpec& m, int64_t micro_batch, int64_t tp, int64_t tp
   d.tp = tp;
   d.tp_rank = tp_rank;
   d.sequence_parallel = sequence_parallel;
-  if (d.heads % tp != 0)
-    throw Error(
-        cat("parallel.tp: num_attention_heads (", d.heads, ") must be divisible by tp (", tp, ")"));
-  if (d.ffn % tp != 0)
-    throw Error(
-        cat("parallel.tp: ffn_hidden_size (", d.ffn, ") must be divisible by tp (", tp, ")"));
-  if (d.sp() && d.seq % tp != 0)
-    throw Error(cat("parallel.sequence_parallel: seq_length (", d.seq,
-                    ") must be divisible by tp (", tp, ")"));
+  // validate() owns the divisibility rules (src/plan/validate): here they are invariants.
+  MPLAN_CHECK(d.heads % tp == 0 && d.ffn % tp == 0 && (!d.sp() || d.seq % tp == 0), "tp ", tp,
+              " does not divide heads ", d.heads, ", ffn ", d.ffn, " or the sequence ", d.seq);
   MPLAN_CHECK(d.vocab % tp == 0, "padded vocabulary ", d.vocab, " not divisible by tp ", tp);
   MPLAN_CHECK(tp_rank >= 0 && tp_rank < tp, "tp_rank ", tp_rank, " of ", tp);
   return d;

@@ -38,7 +38,8 @@ struct GptDims {
 
 // The dims of `model` for micro-batch `micro_batch` on tensor-parallel rank `tp_rank` of `tp`.
 // Throws mplan::Error naming the model field when the model is not one the executor runs
-// (SwiGLU, RMSNorm, RoPE, untied embeddings, no biases, MoE, grouped-query attention).
+// (SwiGLU, RMSNorm, RoPE, untied embeddings, no biases, MoE, grouped-query attention). The
+// plan's divisibility rules are validate()'s; a plan breaking them is an InternalError here.
 GptDims gpt_dims(const ModelSpec& model, int64_t micro_batch, int64_t tp, int64_t tp_rank,
                  bool sequence_parallel);
 

@@ -100,7 +100,11 @@ void MpiComm::all_gather(Tensor send, Tensor recv, Stream) {
   MPLAN_CHECK(recv.numel() == send.numel() * size_, "all_gather: recv has ", recv.numel(),
               " elements, needs ", size_, " x ", send.numel());
   int bytes = to_int(static_cast<int64_t>(send.bytes()), "all_gather bytes");
-  MPLAN_MPI_CHECK(MPI_Allgather(send.data, bytes, MPI_BYTE, recv.data, bytes, MPI_BYTE, comm_));
+  // In place when `send` is this rank's block of `recv` (the distributed optimizer's gather).
+  const bool in_place =
+      static_cast<const char*>(send.data) == static_cast<const char*>(recv.data) + rank_ * bytes;
+  MPLAN_MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : send.data, bytes, MPI_BYTE, recv.data,
+                                bytes, MPI_BYTE, comm_));
 }
 
 void MpiComm::reduce_scatter(Tensor send, Tensor recv, Stream) {

@@ -1,8 +1,10 @@
-// DpGradSync: data-parallel gradient reduction as Megatron's DDP does it with
-// --overlap-grad-reduce: the f32 gradient buffer (one contiguous buffer) is cut into buckets
-// walking the parameters in reverse order (a bucket closes once it holds >= bucket_elems), and
-// in the last micro-batch of a step each bucket is all-reduced on Stream::kComm as soon as the
-// backward pass has made all of its gradients final, overlapping the rest of the backward.
+// GradSync: data-parallel gradient reduction as Megatron's DDP does it. The buckets come from the
+// rank's ParamLayout (src/parallel/grad_buckets: reverse parameter order per model chunk). With
+// overlap_grad_reduce, each bucket is reduced on Stream::kComm as soon as the last pass of the
+// step that touches its parameters has made all of them final, overlapping the rest of the
+// backward; without it, every bucket is reduced in line by finish(). All-reduce for the plain
+// optimizer; reduce-scatter into this rank's shard of the bucket for the distributed optimizer
+// (Megatron's in-place reduce_scatter_tensor on the bucket's grad_data).
 // Invariant: every member of the dp group launches the same buckets in the same order.
 // Averaging (Megatron: scale by 1/dp, then sum) is folded into the loss-gradient scale.
 #pragma once
@@ -12,45 +14,58 @@
 
 #include "exec/backend.hpp"
 #include "exec/comm.hpp"
-#include "exec/model/gpt_params.hpp"
+#include "exec/model/param_layout.hpp"
+#include "exec/tracer.hpp"
 
 namespace mplan::exec {
 
-struct GradBucket {
-  int64_t offset = 0;  // elements of the flat gradient buffer [offset, offset + numel)
-  int64_t numel = 0;
-  std::vector<int> params;  // indices into GptParams::specs, in reverse order
+// This rank's shard of a bucket with the distributed optimizer: elements
+// [offset + r·numel/dp, offset + (r+1)·numel/dp) of the flat buffers.
+struct ShardRange {
+  int64_t begin = 0, end = 0;
 };
+ShardRange bucket_shard(const GradBucket& b, int dp_rank, int dp_size);
 
-// Megatron's default bucket size: max(40 M, 1 M · dp) parameters.
-int64_t default_bucket_elems(int64_t dp);
-
-// The buckets of `params` (reverse order, closed at >= bucket_elems; <= 0: one bucket).
-std::vector<GradBucket> make_grad_buckets(const GptParams& params, int64_t bucket_elems);
-
-class DpGradSync {
+class GradSync {
  public:
-  DpGradSync(const GptParams& params, Tensor grads, Backend& backend, Comm& dp,
-             int64_t bucket_elems);
+  GradSync(const ParamLayout& params, Tensor grads, Backend& backend, Comm& dp, bool overlap,
+           bool distributed, Tracer* tracer);
 
-  // Starts a backward pass; with `reduce` its buckets are reduced as they become final.
-  void begin_backward(bool reduce);
-  // The gradient of parameter `param` will not change any more in this backward pass.
+  // Starts a step: no parameter is final yet.
+  void begin_step();
+  // The gradient of parameter `param` will not change any more in this step.
   void mark_final(int param);
-  // The compute stream waits for every reduction launched (call after the last backward).
+  // Reduces what overlap did not (every bucket without overlap), then makes the compute stream
+  // wait for every reduction (call after the last pass of the step).
   void finish();
 
-  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // Distributed optimizer, after the step: every bucket's act-dtype parameters all-gathered from
+  // their owners (each rank updated its shard), in the order the forward needs them. With
+  // `overlap` on the comm stream — each layer's forward then waits for its buckets (wait_param),
+  // Megatron's overlap_param_gather — else in line on the compute stream.
+  void gather_params(Tensor weights, bool overlap);
+  // The compute stream waits for the gather of `param`'s bucket (once per gather).
+  void wait_param(int param);
+
+  const std::vector<GradBucket>& buckets() const { return params_.buckets; }
+  bool distributed() const { return distributed_; }
   int64_t reductions_launched() const { return launched_total_; }
 
  private:
+  void reduce(size_t bucket, Stream s);
+
+  const ParamLayout& params_;
   Tensor grads_;
-  Backend& backend_;
+  Backend& be_;
   Comm& dp_;
-  std::vector<GradBucket> buckets_;
+  bool overlap_, distributed_;
+  Tracer* tracer_;
   std::vector<int> bucket_of_param_;
   std::vector<int> pending_;  // per bucket: params not final yet
-  bool reduce_ = false;
+  std::vector<bool> final_;   // per parameter: marked final this step
+  std::vector<bool> done_;    // per bucket: reduced this step
+  std::vector<Event> gathered_;        // per bucket: end of its parameter gather
+  std::vector<bool> gather_pending_;   // per bucket: the compute stream has not waited for it
   bool launched_any_ = false;
   int64_t launched_total_ = 0;
 };

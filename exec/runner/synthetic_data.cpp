@@ -13,11 +13,16 @@ int32_t SyntheticData::token(int64_t sample, int64_t position) const {
 
 void SyntheticData::fill(int64_t iteration, std::vector<int32_t>& inputs,
                          std::vector<int32_t>& targets) const {
+  fill_at(iteration * num_microbatches * micro_batch * dp, num_microbatches, inputs, targets);
+}
+
+void SyntheticData::fill_at(int64_t consumed_samples, int64_t microbatches,
+                            std::vector<int32_t>& inputs, std::vector<int32_t>& targets) const {
   const int64_t s = seq, b = micro_batch;
-  inputs.assign(static_cast<size_t>(num_microbatches * s * b), 0);
+  inputs.assign(static_cast<size_t>(microbatches * s * b), 0);
   targets.assign(inputs.size(), 0);
-  for (int64_t k = 0; k < num_microbatches; ++k) {
-    int64_t first = (iteration * num_microbatches + k) * b * dp + dp_rank * b;
+  for (int64_t k = 0; k < microbatches; ++k) {
+    int64_t first = consumed_samples + k * b * dp + dp_rank * b;
     for (int64_t j = 0; j < b; ++j) {
       for (int64_t p = 0; p < s; ++p) {
         size_t at = static_cast<size_t>((k * s + p) * b + j);  // (M, s, b)

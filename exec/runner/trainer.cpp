@@ -1,39 +1,35 @@
-// Trainer: the per-iteration sequence (upload data, micro-batches, gradient reductions, norm,
-// clipping, AdamW) and the checks that refuse plans the executor cannot run yet.
+// Trainer: the per-iteration sequence (data, the schedule's passes, gradient reductions,
+// finalize, norm, clipping, AdamW, parameter gathers) and the checks that refuse plans the
+// executor cannot run.
 #include "exec/runner/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "exec/model/gpt_dims.hpp"
 #include "src/common/error.hpp"
+#include "src/model/layer_range.hpp"
 #include "src/parallel/rank_grid.hpp"
 
 namespace mplan::exec {
 
 void check_executable(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
-  if (p.pp != 1)
-    throw Error(cat("parallel.pp: pipeline execution is not supported yet (pp = ", p.pp, ")"));
-  if (p.vpp != 1)
-    throw Error(
-        cat("parallel.vpp: virtual pipeline stages are not supported yet (vpp = ", p.vpp, ")"));
   if (p.cp != 1)
-    throw Error(cat("parallel.cp: context parallelism is not supported yet (cp = ", p.cp, ")"));
+    throw Error(cat("parallel.cp: context parallelism is not supported by the executor (cp = ",
+                    p.cp, ")"));
   if (p.ep != 1)
-    throw Error(cat("parallel.ep: expert parallelism is not supported yet (ep = ", p.ep, ")"));
-  if (p.distributed_optimizer)
-    throw Error("parallel.distributed_optimizer: the distributed optimizer is not supported yet");
-  if (p.recompute != Recompute::kNone)
-    throw Error(cat("parallel.recompute: activation recomputation is not supported yet (",
-                    to_string(p.recompute), ")"));
-  if (p.order != "tp-cp-ep-dp-pp")
-    throw Error(cat("parallel.order: the executor supports the default order tp-cp-ep-dp-pp, got ",
-                    p.order));
+    throw Error(
+        cat("parallel.ep: expert parallelism is not supported by the executor (ep = ", p.ep, ")"));
   if (plan.training.precision == Precision::kFp16)
     throw Error("training.precision: fp16 (with loss scaling) is not supported; use bf16 or fp32");
-  if (plan.training.rampup_batch_size)
-    throw Error("training.rampup_batch_size: batch-size rampup is not supported by the executor");
   gpt_dims(plan.model, p.micro_batch_size, p.tp, 0, p.sequence_parallel);  // model checks
+  for (int64_t s = 0; s < p.pp; ++s)
+    for (int64_t c = 0; c < p.vpp; ++c)
+      if (chunk_layers(plan.model.num_layers, p, s, c).count < 1)
+        throw Error(cat("parallel: pipeline stage ", s, " chunk ", c,
+                        " has no transformer layer; the executor needs at least one per chunk"));
 }
 
 DType act_dtype_of(const Plan& plan) {
@@ -41,31 +37,82 @@ DType act_dtype_of(const Plan& plan) {
 }
 
 GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank) {
-  RankGroupMap all = RankGrid(parallel).groups_of_rank(world_rank);
+  RankGrid grid(parallel);
+  RankGroupMap all = grid.groups_of_rank(world_rank);
   GroupMembers g;
-  for (const char* kind : {"tp", "dp"}) g[kind] = all.at(kind);
+  for (const char* kind : {"tp", "dp", "pp"}) g[kind] = all.at(kind);
+  g["mp"] = all.at("tp-pp");
+  auto emb = all.find("embedding");
+  g["embedding"] = emb != all.end() ? emb->second : std::vector<int>{world_rank};
+  std::vector<int> world(static_cast<size_t>(grid.world_size()));
+  std::iota(world.begin(), world.end(), 0);
+  g["world"] = world;
   return g;
 }
 
+namespace {
+
+MicrobatchSpec batch_spec(const Plan& plan) {
+  const ParallelConfig& p = plan.parallel;
+  return {p.global_batch_size, p.micro_batch_size, p.dp, plan.training.rampup_batch_size, false};
+}
+
+}  // namespace
+
 Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const TrainerOptions& o)
-    : be_(backend), tp_(world.group("tp")), dp_(world.group("dp")) {
+    : plan_(plan),
+      be_(backend),
+      world_(world),
+      tp_(world.group("tp")),
+      dp_(world.group("dp")),
+      pp_(world.group("pp")),
+      batches_(batch_spec(plan)) {
   check_executable(plan);
   const ParallelConfig& p = plan.parallel;
-  MPLAN_CHECK(tp_.size() == p.tp && dp_.size() == p.dp, "groups tp ", tp_.size(), " dp ",
-              dp_.size(), " do not match the plan (tp ", p.tp, ", dp ", p.dp, ")");
-  num_micro_ = p.global_batch_size / (p.micro_batch_size * p.dp);
-  GptDims dims = gpt_dims(plan.model, p.micro_batch_size, p.tp, tp_.rank(), p.sequence_parallel);
+  MPLAN_CHECK(tp_.size() == p.tp && dp_.size() == p.dp && pp_.size() == p.pp, "groups tp ",
+              tp_.size(), " dp ", dp_.size(), " pp ", pp_.size(), " do not match the plan (tp ",
+              p.tp, ", dp ", p.dp, ", pp ", p.pp, ")");
+  pp_rank_ = pp_.rank();
+  embedding_member_ = world.group("embedding").size() > 1;
+  if (o.trace) tracer_ = std::make_unique<Tracer>(be_);
+
+  // The largest micro-batch count of the run (ramp-up grows it to the final batch).
+  int64_t max_micro = 0;
+  for (const RampStep& st : batches_.ramp_steps())
+    max_micro = std::max(max_micro, st.state.num_microbatches);
+  const Schedule& first = schedule(num_microbatches());
+
+  StageSpec ss;
+  ss.model = plan.model;
+  ss.parallel = p;
+  ss.pp_rank = pp_rank_;
+  ss.tp_rank = tp_.rank();
+  ss.act = o.act;
+  ss.split_backward = first.split_backward;
+  ss.seed = o.seed;
+  ss.init_method_std = plan.training.init_method_std;
+  ss.bucket_elems = o.bucket_elems;
+  model_ = std::make_unique<StageModel>(ss, be_, tp_, tracer_.get());
+  const GptDims& d = model_->dims();
+
   data_.seed = o.seed;
   data_.vocab = plan.model.vocab_size;
-  data_.seq = dims.seq;
-  data_.micro_batch = dims.micro_batch;
-  data_.num_microbatches = num_micro_;
+  data_.seq = d.seq;
+  data_.micro_batch = d.micro_batch;
+  data_.num_microbatches = max_micro;
   data_.dp = p.dp;
   data_.dp_rank = dp_.rank();
-  int64_t bucket = o.bucket_elems > 0 ? o.bucket_elems : default_bucket_elems(p.dp);
-  if (!p.overlap_grad_reduce) bucket = 0;  // Megatron: one bucket, reduced after backward
-  model_ = std::make_unique<GptModel>(dims, o.act, be_, tp_, dp_, o.seed,
-                                      plan.training.init_method_std, bucket);
+
+  sync_ = std::make_unique<GradSync>(model_->params(), model_->grads(), be_, dp_,
+                                     p.overlap_grad_reduce, p.distributed_optimizer,
+                                     tracer_.get());
+  std::vector<ShardRange> owned;
+  if (p.distributed_optimizer) {
+    for (const GradBucket& b : model_->params().buckets)
+      owned.push_back(bucket_shard(b, dp_.rank(), dp_.size()));
+  } else {
+    owned.push_back({0, model_->params().total_elems});
+  }
   OptimizerConfig oc;
   oc.lr = static_cast<float>(plan.training.lr);
   oc.beta1 = static_cast<float>(plan.training.adam_beta1);
@@ -73,54 +120,177 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
   oc.eps = static_cast<float>(plan.training.adam_eps);
   oc.weight_decay = static_cast<float>(plan.training.weight_decay);
   oc.clip_grad = static_cast<float>(plan.training.clip_grad);
-  optimizer_ = std::make_unique<Optimizer>(model_->params(), dims.tp_rank, model_->master(),
-                                           model_->weights(), model_->grads(), be_, oc);
-  inputs_ = be_.alloc(DType::kI32, {num_micro_, dims.seq, dims.micro_batch}, "data");
-  targets_ = be_.alloc(DType::kI32, {num_micro_, dims.seq, dims.micro_batch}, "data");
+  const StageModel& m = *model_;
+  optimizer_ = std::make_unique<Optimizer>(
+      m.params(), d.tp_rank, owned, m.weights(), m.grads(), be_, oc,
+      [&m](const ParamSpec& s, int64_t b, int64_t e, float* out) { m.init_values(s, b, e, out); });
+  runner_ = std::make_unique<PipelineRunner>(*model_, pp_, be_, tracer_.get(), &progress_);
+
+  data_capacity_ = max_micro;
+  inputs_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
+  targets_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
   scalars_ = be_.alloc(DType::kF32, {2}, "data");
+  if (d.sp()) {
+    int64_t n = 0;
+    for (const ParamSpec& s : m.params().specs)
+      if (s.sp_grad_reduce) n += s.local_numel();
+    sp_stage_ = be_.alloc(DType::kF32, {n}, "workspace");
+  }
 }
 
 Trainer::~Trainer() {
+  runner_.reset();
   optimizer_.reset();
+  sync_.reset();
   model_.reset();
-  be_.release(inputs_);
-  be_.release(targets_);
-  be_.release(scalars_);
+  for (Tensor* t : {&inputs_, &targets_, &scalars_, &sp_stage_})
+    if (t->data != nullptr) be_.release(*t);
+}
+
+int64_t Trainer::num_microbatches() const { return batches_.at(consumed_).num_microbatches; }
+
+const Schedule& Trainer::schedule(int64_t microbatches) {
+  auto it = schedules_.find(microbatches);
+  if (it != schedules_.end()) return it->second;
+  const ParallelConfig& p = plan_.parallel;
+  ScheduleSpec spec;
+  spec.kind = p.schedule;
+  spec.pp = p.pp;
+  spec.vpp = p.vpp;
+  spec.microbatches = microbatches;
+  spec.group_size = p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage
+                                                             : 0;
+  return schedules_.emplace(microbatches, make_schedule(spec)).first->second;
+}
+
+void Trainer::finalize_grads() {
+  sync_->finish();
+  const ParamLayout& params = model_->params();
+  const Tensor grads = model_->grads();
+  // Sequence parallelism: norms and row-parallel biases saw only this rank's tokens.
+  if (sp_stage_.data != nullptr) {
+    TraceSpan span;
+    span.name = "sp_norm_ar";
+    span.kind = SpanKind::kTp;
+    auto reduce = [&] {
+      int64_t at = 0;
+      for (const ParamSpec& s : params.specs) {
+        if (!s.sp_grad_reduce) continue;
+        be_.copy(sp_stage_.flat_slice(at, s.local_numel()), grads.flat_slice(s.offset, s.local_numel()));
+        at += s.local_numel();
+      }
+      tp_.all_reduce(sp_stage_, ReduceOp::kSum, Stream::kCompute);
+      at = 0;
+      for (const ParamSpec& s : params.specs) {
+        if (!s.sp_grad_reduce) continue;
+        be_.copy(grads.flat_slice(s.offset, s.local_numel()), sp_stage_.flat_slice(at, s.local_numel()));
+        at += s.local_numel();
+      }
+    };
+    if (tracer_)
+      tracer_->around(std::move(span), reduce);
+    else
+      reduce();
+  }
+  // Tied embeddings with pp > 1: the first stage's word embedding and the last stage's copy get
+  // the sum of both gradients (Megatron's _allreduce_word_embedding_grads).
+  if (embedding_member_ && plan_.model.tied_embeddings && plan_.parallel.pp > 1) {
+    int param = -1;
+    if (pp_rank_ == 0) param = params.chunks.front().wte;
+    if (pp_rank_ == plan_.parallel.pp - 1) param = params.chunks.back().output;
+    MPLAN_CHECK(param >= 0, "embedding group member without an embedding");
+    TraceSpan span;
+    span.name = "embedding_ar";
+    span.kind = SpanKind::kDpExposed;
+    auto reduce = [&] {
+      world_.group("embedding").all_reduce(model_->grad(param).view({model_->grad(param).numel()}),
+                                           ReduceOp::kSum, Stream::kCompute);
+    };
+    if (tracer_)
+      tracer_->around(std::move(span), reduce);
+    else
+      reduce();
+  }
+}
+
+void Trainer::reduce_scalars() {
+  // The loss: counted once per data-parallel replica (tensor-parallel rank 0 of the last stage).
+  if (tp_.rank() != 0) be_.fill(scalars_.flat_slice(0, 1), 0.0f);
+  Tensor sum_sq = scalars_.flat_slice(1, 1);
+  TraceSpan span;
+  span.name = "grad_norm_ar";
+  span.kind = SpanKind::kOptimizer;
+  auto reduce = [&] {
+    optimizer_->grad_sum_squares(sum_sq);
+    if (plan_.parallel.distributed_optimizer) {
+      // Shards of different data-parallel ranks hold different gradients: sum over everyone.
+      Comm& all = world_.group("world");
+      if (all.size() > 1) all.all_reduce(scalars_, ReduceOp::kSum, Stream::kCompute);
+      return;
+    }
+    Comm& mp = world_.group("mp");
+    if (mp.size() > 1) mp.all_reduce(scalars_, ReduceOp::kSum, Stream::kCompute);
+    if (dp_.size() > 1) dp_.all_reduce(scalars_.flat_slice(0, 1), ReduceOp::kSum, Stream::kCompute);
+  };
+  if (tracer_)
+    tracer_->around(std::move(span), reduce);
+  else
+    reduce();
 }
 
 StepResult Trainer::step(bool apply_update) {
   const GptDims& d = model_->dims();
-  // The iteration's tokens go up before any compute is queued: no host wait inside the step.
-  data_.fill(iteration_, host_inputs_, host_targets_);
-  be_.upload(inputs_, host_inputs_.data());
-  be_.upload(targets_, host_targets_.data());
-  ++iteration_;
+  const BatchState state = batches_.at(consumed_);
+  const int64_t M = state.num_microbatches;
+  MPLAN_CHECK(M >= 1 && M <= data_capacity_, "iteration of ", M, " micro-batches (capacity ",
+              data_capacity_, ")");
+  const Schedule& sched = schedule(M);
+  if (tracer_) tracer_->clear();
 
-  const float grad_scale =
-      1.0f / static_cast<float>(d.tokens() * num_micro_ * static_cast<int64_t>(dp_.size()));
+  // The iteration's tokens go up before any compute is queued: no host wait inside the step.
+  data_.fill_at(consumed_, M, host_inputs_, host_targets_);
+  const int64_t T = d.tokens();
+  Tensor inputs = inputs_.flat_slice(0, M * T), targets = targets_.flat_slice(0, M * T);
+  be_.upload(inputs, host_inputs_.data());
+  be_.upload(targets, host_targets_.data());
+
+  IterationBatch batch;
+  batch.tokens = inputs;
+  batch.targets = targets;
+  batch.grad_scale = 1.0f / static_cast<float>(T * M * static_cast<int64_t>(dp_.size()));
+  batch.loss_sum = scalars_.flat_slice(0, 1);
   model_->zero_grads();
   be_.fill(scalars_, 0.0f);
-  Tensor loss_sum = scalars_.flat_slice(0, 1), sum_sq = scalars_.flat_slice(1, 1);
-  const int64_t T = d.tokens();
-  for (int64_t k = 0; k < num_micro_; ++k) {
-    Tensor tok = inputs_.flat_slice(k * T, T).view({d.seq, d.micro_batch});
-    Tensor tgt = targets_.flat_slice(k * T, T).view({d.seq, d.micro_batch});
-    model_->forward(tok);
-    model_->backward(tok, tgt, grad_scale, /*reduce_grads=*/k == num_micro_ - 1, loss_sum);
-  }
-  model_->finish_grads();
-  optimizer_->grad_sum_squares(sum_sq);
-  if (tp_.size() > 1) tp_.all_reduce(sum_sq, ReduceOp::kSum, Stream::kCompute);
-  if (dp_.size() > 1) dp_.all_reduce(loss_sum, ReduceOp::kSum, Stream::kCompute);
+  sync_->begin_step();
+  runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
+  ++iteration_;
+  consumed_ += state.running_global_batch_size;
+
+  progress_.set(cat("iteration ", iteration_ - 1, ": gradient reductions and the optimizer"));
+  finalize_grads();
+  reduce_scalars();
   float host[2];
   be_.download(host, scalars_);  // the one host wait of the iteration
 
   StepResult r;
-  r.loss = static_cast<double>(host[0]) /
-           static_cast<double>(T * num_micro_ * static_cast<int64_t>(dp_.size()));
+  r.num_microbatches = M;
+  r.global_batch_size = state.running_global_batch_size;
+  r.loss = static_cast<double>(host[0]) / static_cast<double>(T * M * static_cast<int64_t>(dp_.size()));
   r.grad_norm = std::sqrt(static_cast<double>(host[1]));
   r.clip_coefficient = optimizer_->clip_coefficient(r.grad_norm);
-  if (apply_update) optimizer_->step(++updates_, r.clip_coefficient);
+  if (apply_update) {
+    TraceSpan span;
+    span.name = "optimizer";
+    span.kind = SpanKind::kOptimizer;
+    const int64_t step_no = ++updates_;
+    auto update = [&] { optimizer_->step(step_no, r.clip_coefficient); };
+    if (tracer_)
+      tracer_->around(std::move(span), update);
+    else
+      update();
+    if (plan_.parallel.distributed_optimizer)
+      sync_->gather_params(model_->weights(), plan_.parallel.overlap_param_gather);
+  }
   return r;
 }
 

@@ -1,50 +1,69 @@
-// Trainer: one rank's training loop for a plan with pp = 1: GptModel + DpGradSync + Optimizer over
-// synthetic data. An iteration runs the plan's micro-batches (global / (micro · dp)), accumulating
-// gradients; the last micro-batch's backward reduces them over DP on the comm stream. The host
-// waits once per iteration, to read the loss and the gradient norm together (clipping needs it).
+// Trainer: one rank's training loop for any dense GPT plan the executor runs — tensor, sequence,
+// pipeline (gpipe, 1f1b, interleaved with virtual stages, zb-h1) and data parallelism, the plain
+// or the distributed optimizer, recomputation, both rank orders and batch-size ramp-up. Each
+// shared fact comes from src/: the micro-batch count of every iteration (src/batch), the
+// schedule (src/schedule), the layer ranges and tensors (src/model), the buckets
+// (src/parallel/grad_buckets), the groups (src/parallel/rank_grid). An iteration: the rank's
+// schedule actions (PipelineRunner), the data-parallel reductions overlapped with the last
+// backward, then Megatron's finalize_model_grads (sequence-parallel norm gradients over tp, the
+// tied embedding over the embedding group), the gradient norm, clipping, AdamW and, with the
+// distributed optimizer, the parameter all-gather. The host waits once per iteration, to read
+// the loss and the gradient norm together (clipping needs it).
 // Loss scaling is Megatron's: mean over the tokens of a micro-batch, / micro-batches, / dp.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "exec/backend.hpp"
 #include "exec/comm.hpp"
-#include "exec/model/gpt_model.hpp"
+#include "exec/model/stage_model.hpp"
+#include "exec/parallel/grad_sync.hpp"
 #include "exec/parallel/optimizer.hpp"
+#include "exec/runner/pipeline_runner.hpp"
 #include "exec/runner/synthetic_data.hpp"
+#include "exec/tracer.hpp"
+#include "src/batch/microbatch_calculator.hpp"
 #include "src/plan/plan.hpp"
+#include "src/schedule/schedule.hpp"
 
 namespace mplan::exec {
 
-// Throws mplan::Error (naming the field) when the executor cannot run `plan`: pp > 1 ("pipeline
-// execution is not supported yet (pp = N)"), cp, ep, vpp, recompute, the distributed optimizer,
-// fp16, or a model that is not a GPT of the reference kind.
+// Throws mplan::Error (naming the field) when the executor cannot run `plan`: context or expert
+// parallelism, fp16, or a model that is not a GPT of the reference kind (a valid plan is assumed:
+// call validate() first).
 void check_executable(const Plan& plan);
 
 // The activation dtype of a plan's precision (bf16 -> bf16, fp32 -> f32).
 DType act_dtype_of(const Plan& plan);
 
-// The communication groups the trainer uses ("tp" and "dp") of world rank `world_rank`, from
-// RankGrid (Megatron's member order).
+// The communication groups the trainer uses of world rank `world_rank`, from RankGrid (Megatron's
+// member order): "tp", "dp", "pp", "mp" (tp x pp, Megatron's model-parallel group), "embedding"
+// (first and last stage; a group of one on the other stages, so every rank builds the same kinds)
+// and "world".
 GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank);
 
 struct TrainerOptions {
   DType act = DType::kBF16;
   uint64_t seed = 1234;      // weights and data
-  int64_t bucket_elems = 0;  // data-parallel bucket size in parameters; 0: Megatron's default
+  int64_t bucket_elems = 0;  // data-parallel bucket size in parameters; 0: Megatron's rule
+  bool trace = true;         // timing marks around every action (traces, breakdown, watchdog)
 };
 
 struct StepResult {
   double loss = 0;       // mean per-token loss of the global batch
   double grad_norm = 0;  // global L2 norm of the gradient, before clipping
   float clip_coefficient = 1;
+  int64_t num_microbatches = 0;   // of this iteration (ramp-up changes it)
+  int64_t global_batch_size = 0;  // samples of this iteration
 };
 
 class Trainer {
  public:
-  // `world` must hold groups "tp" and "dp" of this rank (sizes as the plan says).
+  // `world` must hold the groups of trainer_groups() of this rank.
   Trainer(const Plan& plan, Backend& backend, CommWorld& world, const TrainerOptions& options);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -55,23 +74,46 @@ class Trainer {
   StepResult step(bool apply_update = true);
 
   int64_t iterations_done() const { return iteration_; }
-  int64_t num_microbatches() const { return num_micro_; }
-  GptModel& model() { return *model_; }
+  int64_t consumed_samples() const { return consumed_; }
+  // The micro-batch count of the next iteration.
+  int64_t num_microbatches() const;
+  const Plan& plan() const { return plan_; }
+  int64_t pp_rank() const { return pp_rank_; }
+  StageModel& model() { return *model_; }
   Optimizer& optimizer() { return *optimizer_; }
-  const SyntheticData& data() const { return data_; }
+  GradSync& grad_sync() { return *sync_; }
+  Tracer* tracer() { return tracer_.get(); }
+  Progress& progress() { return progress_; }
+  const Schedule& schedule(int64_t microbatches);
 
  private:
+  void finalize_grads();
+  void reduce_scalars();
+
+  Plan plan_;
   Backend& be_;
+  CommWorld& world_;
   Comm& tp_;
   Comm& dp_;
-  int64_t num_micro_ = 1;
-  int64_t iteration_ = 0;  // iterations started (data index)
+  Comm& pp_;
+  int64_t pp_rank_ = 0;
+  bool embedding_member_ = false;
+  int64_t iteration_ = 0;  // iterations started
+  int64_t consumed_ = 0;   // samples consumed (Megatron's consumed_train_samples)
   int64_t updates_ = 0;    // optimizer steps taken
+  MicrobatchCalculator batches_;
+  std::map<int64_t, Schedule> schedules_;  // by micro-batch count
   SyntheticData data_;
-  std::unique_ptr<GptModel> model_;
+  std::unique_ptr<Tracer> tracer_;
+  Progress progress_;
+  std::unique_ptr<StageModel> model_;
+  std::unique_ptr<GradSync> sync_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<PipelineRunner> runner_;
   Tensor inputs_, targets_;  // (M, s, b) i32: one iteration's micro-batches
-  Tensor scalars_;           // (2) f32: [0] sum of token losses, [1] sum of squared grads
+  int64_t data_capacity_ = 0;
+  Tensor scalars_;   // (2) f32: [0] sum of token losses, [1] sum of squared grads
+  Tensor sp_stage_;  // f32: gradients summed over tp under sequence parallelism
   std::vector<int32_t> host_inputs_, host_targets_;
 };
 

@@ -166,23 +166,25 @@ void read_back(const Plan& plan, ThreadContext& ctx, SimulationResult& out) {
                                           : 0;
   out.mfu = out.model_tflops_per_gpu / plan.cluster.gpu.peak_bf16_tflops;
 
-  // Breakdown on the busiest stage.
+  // Breakdown on every stage; the busiest one is the result's.
   StageTime best;
   int64_t best_stage = 0, best_busy = -1;
+  out.stage_breakdown.resize(static_cast<size_t>(p.pp));
   for (int64_t s = 0; s < p.pp; ++s) {
     const StageTime st = stage_time(ctx, L.rank_of_stage[s], makespan);
+    TimeBreakdown& b = out.stage_breakdown[static_cast<size_t>(s)];
+    b.compute_s = ns_to_s(st.cat[static_cast<int>(Cat::kCompute)]);
+    b.tp_comm_s = ns_to_s(st.cat[static_cast<int>(Cat::kTp)]);
+    b.cp_comm_s = ns_to_s(st.cat[static_cast<int>(Cat::kCp)]);
+    b.ep_comm_s = ns_to_s(st.cat[static_cast<int>(Cat::kEp)]);
+    b.pp_comm_s = ns_to_s(st.pp);
+    b.dp_comm_s = ns_to_s(st.cat[static_cast<int>(Cat::kDp)] + st.dp);
+    b.bubble_s = ns_to_s(st.bubble);
+    b.optimizer_s = ns_to_s(st.cat[static_cast<int>(Cat::kOptimizer)]);
     if (st.busy() > best_busy) best = st, best_busy = st.busy(), best_stage = s;
   }
   out.critical_stage = best_stage;
-  TimeBreakdown& b = out.breakdown;
-  b.compute_s = ns_to_s(best.cat[static_cast<int>(Cat::kCompute)]);
-  b.tp_comm_s = ns_to_s(best.cat[static_cast<int>(Cat::kTp)]);
-  b.cp_comm_s = ns_to_s(best.cat[static_cast<int>(Cat::kCp)]);
-  b.ep_comm_s = ns_to_s(best.cat[static_cast<int>(Cat::kEp)]);
-  b.pp_comm_s = ns_to_s(best.pp);
-  b.dp_comm_s = ns_to_s(best.cat[static_cast<int>(Cat::kDp)] + best.dp);
-  b.bubble_s = ns_to_s(best.bubble);
-  b.optimizer_s = ns_to_s(best.cat[static_cast<int>(Cat::kOptimizer)]);
+  out.breakdown = out.stage_breakdown[static_cast<size_t>(best_stage)];
   out.bubble_fraction = makespan > 0 ? static_cast<double>(best.bubble) / makespan : 0;
 
   // Memory per stage.

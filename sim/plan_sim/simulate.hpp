@@ -66,7 +66,8 @@ struct SimulationResult {
   std::string flops_formula;        // which formula (e.g. "megatron")
   double bubble_fraction = 0;       // bubble_s / iteration_time_s of the busiest stage
   TimeBreakdown breakdown;
-  std::vector<StageMemory> per_stage;  // one per pipeline stage
+  std::vector<TimeBreakdown> stage_breakdown;  // the same on every pipeline stage's GPU
+  std::vector<StageMemory> per_stage;          // one per pipeline stage
   int64_t peak_bytes = 0;              // max over stages
   int64_t capacity_bytes = 0;          // GPU memory of the cluster's GPU
   bool fits = false;                   // peak_bytes <= capacity_bytes

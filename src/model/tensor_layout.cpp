@@ -215,8 +215,10 @@ std::vector<ParamTensor> embedding_tensors(const ModelSpec& m, const ParallelCon
   std::vector<ParamTensor> out;
   Builder b(out);
   const int64_t h = m.hidden_size, vocab = m.padded_vocab_size(p.tp);
-  b.add(TensorRole::kWordEmbedding, -1, 2, vocab, h, ShardKind::kRows, p.tp, InitKind::kNormal)
-      .model_index = 0;
+  ParamTensor& wte =
+      b.add(TensorRole::kWordEmbedding, -1, 2, vocab, h, ShardKind::kRows, p.tp, InitKind::kNormal);
+  wte.model_index = 0;
+  wte.shared_embedding = m.tied_embeddings && p.pp > 1;
   if (m.position_embedding == PositionEmbedding::kLearned)
     b.add(TensorRole::kPositionEmbedding, -1, 2, m.max_position_embeddings, h,
           ShardKind::kReplicated, 1, InitKind::kNormal)
@@ -233,7 +235,7 @@ std::vector<ParamTensor> output_tensors(const ModelSpec& m, const ParallelConfig
   if (!m.tied_embeddings || p.pp > 1) {
     ParamTensor& o = b.add(TensorRole::kOutputWeight, -1, 2, m.padded_vocab_size(p.tp),
                            m.hidden_size, ShardKind::kRows, p.tp, InitKind::kNormal);
-    o.shared_embedding = m.tied_embeddings;
+    o.shared_embedding = o.shared_copy = m.tied_embeddings;
     o.model_index = m.tied_embeddings ? 0 : idx;
   }
   return out;

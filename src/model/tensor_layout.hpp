@@ -75,9 +75,12 @@ struct ParamTensor {
   bool tp_duplicated = false;   // identical on every tensor-parallel rank (counted once in norms)
   bool sp_grad_reduce = false;  // under sequence parallelism its gradient is summed over tp
   bool expert = false;          // routed-expert parameter (reduced over the expert-dp group)
-  // The tied embedding's copy on the last pipeline stage (Megatron's shared_embedding): kept equal
-  // to the first stage's by an all-reduce of its gradient, left out of the gradient norm.
+  // A tied embedding split over pipeline stages (pp > 1): the first stage's word embedding and
+  // the last stage's copy (Megatron's shared_embedding), kept equal by an all-reduce of their
+  // gradients; each sits in a gradient bucket of its own with the distributed optimizer.
   bool shared_embedding = false;
+  // The last stage's copy (Megatron's `shared`): left out of the gradient norm.
+  bool shared_copy = false;
   int64_t copies = 1;                      // routed experts: this many local experts of this shape
   int64_t local_rows = 0, local_cols = 1;  // one copy's shard on a rank
   // Index of the tensor in the whole model's parameter order (pp = 1); the shared copy takes the

@@ -1,6 +1,7 @@
 // The parallel-invariance matrix on GPUs (label gpu; mpirun -np 2 and 4, one rank per GPU): the
-// tiny GPT on the CUDA backend over NCCL, each layout (tp, dp, sp) of the matrix whose size is the
-// world size, against the single-GPU (1, 1, off) run each rank computes alone on its own GPU; and
+// tiny GPT on the CUDA backend over NCCL, each layout of support/invariance.hpp (tensor, sequence,
+// pipeline with each schedule, data parallelism, the distributed optimizer, recomputation) whose
+// size is the world size, against the single-GPU run each rank computes alone on its own GPU; and
 // two runs with the same seed giving bitwise-identical losses, gradient norms and gradients.
 // Stated tolerances, relative to the largest element of each reference tensor:
 //   bf16 activations: 5e-2 (gradients), 5e-3 (losses), 2e-2 (gradient norms) — bf16 rounding of
@@ -32,7 +33,7 @@ class GpuTrainerInvariance : public ::testing::TestWithParam<Layout> {};
 TEST_P(GpuTrainerInvariance, LossesAndEveryGradientMatchTheSingleGpuRun) {
   const Layout l = GetParam();
   MPLAN_REQUIRE_GPU_PER_RANK(id);
-  if (id.world_size != l.tp * l.dp) GTEST_SKIP() << "needs " << l.tp * l.dp << " ranks";
+  if (id.world_size != l.world()) GTEST_SKIP() << "needs " << l.world() << " ranks";
   const bool bf16 = l.act == DType::kBF16;
   const Tolerances tol =
       bf16 ? Tolerances{5e-2, 5e-3, 2e-2, 2e-2} : Tolerances{1e-4, 2e-5, 2e-5, 2e-4};
@@ -40,13 +41,13 @@ TEST_P(GpuTrainerInvariance, LossesAndEveryGradientMatchTheSingleGpuRun) {
   {
     auto be = make_cuda_backend(id.local_rank);
     SelfCommWorld self(*be);
-    ref = train_steps(tiny_plan(1, 1, false), *be, self, l.act);
+    ref = train_steps(reference_plan(l), *be, self, l.act);
   }
-  Plan plan = tiny_plan(l.tp, l.dp, l.sp);
+  Plan plan = tiny_plan(l);
   auto be = make_cuda_backend(id.local_rank);
   auto world = make_nccl_comm_world(trainer_groups(plan.parallel, id.world_rank), *be);
   RunResult got = train_steps(plan, *be, *world, l.act);
-  expect_invariant(l, world->group("tp").rank(), got, ref, tol);
+  expect_invariant(l, world->group("tp").rank(), world->group("dp").rank(), got, ref, tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, GpuTrainerInvariance, ::testing::ValuesIn(invariance_layouts()),
@@ -54,8 +55,11 @@ INSTANTIATE_TEST_SUITE_P(Layouts, GpuTrainerInvariance, ::testing::ValuesIn(inva
 
 TEST(GpuTrainer, SameSeedGivesBitwiseSameLosses) {
   MPLAN_REQUIRE_GPU_PER_RANK(id);
-  int64_t tp = id.world_size >= 2 ? 2 : 1, dp = id.world_size / tp;
-  Plan plan = tiny_plan(tp, dp, tp > 1);
+  Layout l{.act = DType::kBF16};
+  if (id.world_size >= 2) l.pp = 2;
+  if (id.world_size >= 4) l.tp = 2, l.sp = true;
+  l.dp = id.world_size / (l.tp * l.pp);
+  Plan plan = tiny_plan(l);
   auto be = make_cuda_backend(id.local_rank);
   auto world = make_nccl_comm_world(trainer_groups(plan.parallel, id.world_rank), *be);
   RunResult a = train_steps(plan, *be, *world, DType::kBF16);

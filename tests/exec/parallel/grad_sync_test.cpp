@@ -1,6 +1,7 @@
-// DpGradSync: buckets cut in reverse parameter order at Megatron's threshold (checked against
-// boundaries worked out by hand for a small model), and reductions launched on the comm stream
-// exactly when a bucket's last parameter becomes final, once per bucket, only when asked.
+// GradSync: reductions launched on the comm stream exactly when a bucket's last parameter becomes
+// final, once per bucket and step, in the layout's buckets; reduce-scatter into this rank's shard
+// with the distributed optimizer; everything in line at finish() without overlap; and the
+// parameter all-gathers of the distributed optimizer, each waited for once by the forward.
 #include "exec/parallel/grad_sync.hpp"
 
 #include <gtest/gtest.h>
@@ -19,19 +20,29 @@ ModelSpec small_model() {
   return m;
 }
 
-// Records the offsets of every all-reduce and the stream it was issued on.
+// Records every collective: kind, pointers, sizes and stream.
 class RecordingComm final : public Comm {
  public:
-  std::vector<std::pair<const void*, int64_t>> reduces;
-  std::vector<Stream> streams;
-  int rank() const override { return 0; }
+  struct Call {
+    char kind;  // 'a' all-reduce, 'r' reduce-scatter, 'g' all-gather
+    const void* a;
+    const void* b;
+    int64_t n;
+    Stream s;
+  };
+  std::vector<Call> calls;
+  int rank_ = 1;
+  int rank() const override { return rank_; }
   int size() const override { return 2; }
   void all_reduce(Tensor t, ReduceOp, Stream s) override {
-    reduces.emplace_back(t.data, t.numel());
-    streams.push_back(s);
+    calls.push_back({'a', t.data, nullptr, t.numel(), s});
   }
-  void all_gather(Tensor, Tensor, Stream) override {}
-  void reduce_scatter(Tensor, Tensor, Stream) override {}
+  void all_gather(Tensor send, Tensor recv, Stream s) override {
+    calls.push_back({'g', send.data, recv.data, recv.numel(), s});
+  }
+  void reduce_scatter(Tensor send, Tensor recv, Stream s) override {
+    calls.push_back({'r', send.data, recv.data, send.numel(), s});
+  }
   void broadcast(Tensor, int, Stream) override {}
   void send(Tensor, int, Stream) override {}
   void recv(Tensor, int, Stream) override {}
@@ -39,72 +50,93 @@ class RecordingComm final : public Comm {
   void group_end() override {}
 };
 
-TEST(GradSync, MegatronDefaultBucketSize) {
-  EXPECT_EQ(default_bucket_elems(4), 40000000);
-  EXPECT_EQ(default_bucket_elems(64), 64000000);
-}
-
-TEST(GradSync, BucketsInReverseOrder) {
-  GptParams p = make_gpt_params(gpt_dims(small_model(), 1, 1, 0, false));
-  // Layout (offsets aligned to 64): wte 512 @0, wpe 32 @512, ln1 w/b 8 @576/@640,
-  // proj w 64 @704, proj b 8 @768, qkv w 192 @832, qkv b 24 @1024, ln2 w/b @1088/@1152,
-  // fc1 w 256 @1216, fc1 b 32 @1472, fc2 w 256 @1536, fc2 b 8 @1792, lnf w/b @1856/@1920.
-  ASSERT_EQ(p.specs[static_cast<size_t>(p.layers[0].fc1_w)].offset, 1216);
-  ASSERT_EQ(p.total_elems, 1984);
-  auto b = make_grad_buckets(p, 500);
-  // From the end: lnf b, lnf w, fc2 b, fc2 w (1984 - 1536 = 448 < 500), fc1 b (512 >= 500).
-  ASSERT_EQ(b.size(), 3u);
-  EXPECT_EQ(b[0].offset, 1472);
-  EXPECT_EQ(b[0].numel, 512);
-  EXPECT_EQ(b[0].params.size(), 5u);
-  // Then fc1 w .. qkv w: 1472 - 832 = 640 at qkv w (1472 - 1024 = 448 before it).
-  EXPECT_EQ(b[1].offset, 832);
-  // proj b, proj w, ln1 b, ln1 w, wpe: 832 - 512 = 320, wte makes 832 >= 500.
-  EXPECT_EQ(b[2].offset, 0);
-  EXPECT_EQ(b[2].numel, 832);
-  EXPECT_EQ(b[2].params.size(), 6u);  // wte closed it exactly at offset 0: no empty bucket
-  auto one = make_grad_buckets(p, 0);
-  ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].numel, p.total_elems);
-  EXPECT_EQ(one[0].params.size(), p.specs.size());
+ParamLayout layout(bool distributed) {
+  ParallelConfig p;
+  p.dp = 2;
+  p.distributed_optimizer = distributed;
+  return make_param_layout(small_model(), p, 0, 500);
 }
 
 TEST(GradSync, LaunchesEachBucketWhenItsLastParameterIsFinal) {
-  GptParams p = make_gpt_params(gpt_dims(small_model(), 1, 1, 0, false));
+  const ParamLayout p = layout(false);
   CpuBackend be;
   Tensor grads = be.alloc(DType::kF32, {p.total_elems}, "grads");
   RecordingComm dp;
-  DpGradSync sync(p, grads, be, dp, 500);
-  const auto& buckets = sync.buckets();
-  sync.begin_backward(/*reduce=*/true);
-  // Backward order: parameters from last to first; bucket k launches right after its last.
-  size_t launched = 0;
+  GradSync sync(p, grads, be, dp, /*overlap=*/true, /*distributed=*/false, nullptr);
+  ASSERT_EQ(sync.buckets().size(), 3u);
+  sync.begin_step();
+  // Backward order: parameters from last to first; bucket k launches right after its last one.
   for (int i = static_cast<int>(p.specs.size()) - 1; i >= 0; --i) {
     sync.mark_final(i);
     size_t done = 0;
-    for (const auto& b : buckets)
-      if (p.specs[static_cast<size_t>(b.params.back())].offset >=
-          p.specs[static_cast<size_t>(i)].offset)
-        ++done;
-    EXPECT_EQ(dp.reduces.size(), done) << "after parameter " << i;
-    launched = dp.reduces.size();
+    for (const GradBucket& b : sync.buckets())
+      if (b.params.back() >= i) ++done;
+    EXPECT_EQ(dp.calls.size(), done) << "after parameter " << i;
   }
-  EXPECT_EQ(launched, buckets.size());
-  for (size_t k = 0; k < dp.reduces.size(); ++k) {
-    EXPECT_EQ(dp.streams[k], Stream::kComm);
-    EXPECT_EQ(dp.reduces[k].first, grads.flat_slice(buckets[k].offset, 1).data);
-    EXPECT_EQ(dp.reduces[k].second, buckets[k].numel);
+  for (size_t k = 0; k < dp.calls.size(); ++k) {
+    EXPECT_EQ(dp.calls[k].kind, 'a');
+    EXPECT_EQ(dp.calls[k].s, Stream::kComm);
+    EXPECT_EQ(dp.calls[k].a, grads.flat_slice(sync.buckets()[k].offset, 1).data);
+    EXPECT_EQ(dp.calls[k].n, sync.buckets()[k].numel);
   }
   sync.finish();
-  EXPECT_EQ(sync.reductions_launched(), static_cast<int64_t>(launched));
-  // A micro-batch that only accumulates reduces nothing.
-  sync.begin_backward(false);
+  EXPECT_EQ(sync.reductions_launched(), 3);
+  EXPECT_EQ(dp.calls.size(), 3u);  // nothing left for finish()
+  // A parameter marked twice, or finishing with one not final: broken invariants.
+  sync.begin_step();
+  sync.mark_final(0);
+  EXPECT_THROW(sync.mark_final(0), InternalError);
+  sync.begin_step();
+  EXPECT_THROW(sync.finish(), InternalError);
+}
+
+TEST(GradSync, WithoutOverlapEverythingIsReducedInLineAtFinish) {
+  const ParamLayout p = layout(false);
+  CpuBackend be;
+  Tensor grads = be.alloc(DType::kF32, {p.total_elems}, "grads");
+  RecordingComm dp;
+  GradSync sync(p, grads, be, dp, /*overlap=*/false, false, nullptr);
+  sync.begin_step();
+  for (int i = static_cast<int>(p.specs.size()) - 1; i >= 0; --i) sync.mark_final(i);
+  EXPECT_TRUE(dp.calls.empty());
+  sync.finish();
+  ASSERT_EQ(dp.calls.size(), 3u);
+  for (const auto& c : dp.calls) EXPECT_EQ(c.s, Stream::kCompute);
+}
+
+TEST(GradSync, DistributedOptimizerReduceScattersIntoItsShardAndGathersParameters) {
+  const ParamLayout p = layout(true);
+  CpuBackend be;
+  Tensor grads = be.alloc(DType::kF32, {p.total_elems}, "grads");
+  Tensor weights = be.alloc(DType::kBF16, {p.total_elems}, "weights");
+  RecordingComm dp;  // this rank is data-parallel rank 1 of 2
+  Tracer tracer(be);
+  GradSync sync(p, grads, be, dp, true, true, &tracer);
+  sync.begin_step();
   for (int i = static_cast<int>(p.specs.size()) - 1; i >= 0; --i) sync.mark_final(i);
   sync.finish();
-  EXPECT_EQ(dp.reduces.size(), launched);
-  // Finishing with a parameter not final is a broken invariant.
-  sync.begin_backward(true);
-  EXPECT_THROW(sync.finish(), InternalError);
+  ASSERT_EQ(dp.calls.size(), sync.buckets().size());
+  for (size_t k = 0; k < dp.calls.size(); ++k) {
+    const GradBucket& b = sync.buckets()[k];
+    EXPECT_EQ(b.numel % 128, 0);  // padded to lcm(dp, 128)
+    EXPECT_EQ(dp.calls[k].kind, 'r');
+    EXPECT_EQ(dp.calls[k].n, b.numel);
+    const ShardRange r = bucket_shard(b, 1, 2);
+    EXPECT_EQ(r.begin, b.offset + b.numel / 2);
+    EXPECT_EQ(dp.calls[k].b, grads.flat_slice(r.begin, 1).data);  // in place: our half
+  }
+  dp.calls.clear();
+  sync.gather_params(weights, /*overlap=*/true);
+  ASSERT_EQ(dp.calls.size(), sync.buckets().size());
+  // Forward order: the bucket holding the first parameters (the last bucket) first.
+  EXPECT_EQ(dp.calls.front().b, weights.flat_slice(sync.buckets().back().offset, 1).data);
+  for (const auto& c : dp.calls) EXPECT_EQ(c.s, Stream::kComm);
+  tracer.clear();
+  sync.wait_param(0);
+  sync.wait_param(0);  // once per gather: a no-op the second time
+  sync.wait_param(static_cast<int>(p.specs.size()) - 1);  // another bucket
+  ASSERT_EQ(tracer.spans().size(), 2u);
+  for (const TraceSpan& s : tracer.spans()) EXPECT_EQ(s.name, "param_wait");
 }
 
 }  // namespace

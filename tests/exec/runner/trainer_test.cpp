@@ -1,8 +1,11 @@
-// Trainer under mpirun: the parallel-invariance matrix of the executor. For the tiny GPT, every
-// layout (tp, dp, sp) in {(1,1,off), (2,1,off), (2,1,on), (1,2,off), (2,2,on), (4,1,on)} gives the
-// losses, gradient norms and EVERY gradient of (1,1,off) -- computed on each rank alone
-// (SelfCommWorld) -- and the same loss curve over several AdamW steps. A layout runs when the world
-// size is tp·dp (ctest runs this binary with -np 1, 2 and 4).
+// Trainer under mpirun: the parallel-invariance matrix of the executor. For the tiny 8-layer GPT,
+// every layout of support/invariance.hpp — the (tp, dp, sp) matrix; pipelines of 2 and 4 stages
+// with gpipe, 1f1b, zb-h1 and interleaved (vpp 2) schedules; an uneven first/last split; tp 2 with
+// sequence parallelism across stages; the other rank order; the distributed optimizer; selective
+// and full (uniform, block) recomputation — gives the losses, gradient norms and EVERY gradient of
+// the single-rank run, computed on each rank alone (SelfCommWorld), and the same loss curve over
+// several AdamW steps. A layout runs when the world size is tp·pp·dp (ctest runs this binary with
+// -np 1, 2, 4 and 8).
 // Stated tolerances, relative to the largest element of each reference tensor:
 //   f32 activations: 2e-5 (gradients), 1e-5 (losses, first gradient norm), 1e-4 (gradient norms
 //   after AdamW steps, which amplify last-bit differences of near-zero gradients): summation
@@ -27,11 +30,6 @@ using testing::Layout;
 using testing::RunResult;
 using testing::tiny_plan;
 
-RunResult train(const Plan& plan, CommWorld& world, DType act) {
-  CpuBackend be;
-  return testing::train_steps(plan, be, world, act);
-}
-
 class TrainerInvariance : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(TrainerInvariance, LossesAndEveryGradientMatchTheSingleRankRun) {
@@ -39,17 +37,18 @@ TEST_P(TrainerInvariance, LossesAndEveryGradientMatchTheSingleRankRun) {
   int world_size = 0, me = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  if (world_size != l.tp * l.dp) GTEST_SKIP() << "needs " << l.tp * l.dp << " ranks";
+  if (world_size != l.world()) GTEST_SKIP() << "needs " << l.world() << " ranks";
   const bool bf16 = l.act == DType::kBF16;
   const testing::Tolerances tol = bf16 ? testing::Tolerances{5e-2, 5e-3, 2e-2, 2e-2}
                                        : testing::Tolerances{2e-5, 1e-5, 1e-5, 1e-4};
   CpuBackend ref_be;
   testing::SelfCommWorld self(ref_be);
-  RunResult ref = testing::train_steps(tiny_plan(1, 1, false), ref_be, self, l.act);
-  Plan plan = tiny_plan(l.tp, l.dp, l.sp);
+  RunResult ref = testing::train_steps(testing::reference_plan(l), ref_be, self, l.act);
+  Plan plan = tiny_plan(l);
   MpiCommWorld world(trainer_groups(plan.parallel, me));
-  RunResult got = train(plan, world, l.act);
-  testing::expect_invariant(l, world.group("tp").rank(), got, ref, tol);
+  CpuBackend be;
+  RunResult got = testing::train_steps(plan, be, world, l.act);
+  testing::expect_invariant(l, world.group("tp").rank(), world.group("dp").rank(), got, ref, tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TrainerInvariance, ::testing::ValuesIn(invariance_layouts()),
@@ -59,10 +58,15 @@ TEST(Trainer, SameSeedGivesBitwiseSameLosses) {
   int world_size = 0, me = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  int64_t tp = world_size >= 2 ? 2 : 1, dp = world_size / tp;
-  Plan plan = tiny_plan(tp, dp, tp > 1);
+  Layout l{.act = DType::kBF16};
+  if (world_size >= 2) l.pp = 2;
+  if (world_size >= 4) l.tp = 2, l.sp = true;
+  l.dp = world_size / (l.tp * l.pp);
+  Plan plan = tiny_plan(l);
   MpiCommWorld world(trainer_groups(plan.parallel, me));
-  RunResult a = train(plan, world, DType::kBF16), b = train(plan, world, DType::kBF16);
+  CpuBackend be1, be2;
+  RunResult a = testing::train_steps(plan, be1, world, DType::kBF16);
+  RunResult b = testing::train_steps(plan, be2, world, DType::kBF16);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.norms, b.norms);
   EXPECT_EQ(a.grads, b.grads);
@@ -70,36 +74,78 @@ TEST(Trainer, SameSeedGivesBitwiseSameLosses) {
   EXPECT_NE(a.losses.front(), a.losses.back());
 }
 
+TEST(Trainer, BatchRampupFollowsMegatronsCalculator) {
+  int world_size = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  Layout l;
+  l.dp = world_size;
+  Plan plan = tiny_plan(l);
+  // From 2 · dp samples up by 2 · dp per 8 · dp samples consumed, to 8 · dp.
+  plan.training.rampup_batch_size = RampupBatchSize{2 * l.dp, 2 * l.dp, 8 * l.dp};
+  require_valid(plan);
+  MpiCommWorld world(trainer_groups(plan.parallel, me));
+  CpuBackend be;
+  Trainer t(plan, be, world, TrainerOptions{DType::kF32, 5, 0});
+  std::vector<int64_t> micro;
+  for (int k = 0; k < 6; ++k) micro.push_back(t.step().num_microbatches);
+  // Megatron: 8 samples per increment over 3 increments: 2, 2, 2, 2 (8 consumed, not 8 + ...)
+  MicrobatchCalculator calc({8 * l.dp, 2, l.dp, plan.training.rampup_batch_size, false});
+  int64_t consumed = 0;
+  for (int k = 0; k < 6; ++k) {
+    const BatchState s = calc.at(consumed);
+    EXPECT_EQ(micro[static_cast<size_t>(k)], s.num_microbatches) << "iteration " << k;
+    consumed += s.running_global_batch_size;
+  }
+  EXPECT_EQ(t.consumed_samples(), consumed);
+  EXPECT_LT(micro.front(), micro.back());
+}
+
 TEST(Trainer, GroupsAreMegatrons) {
   // parallel_state's docstring, tp 2: tensor groups [g0, g1], [g2, g3]; data [g0, g2], [g1, g3].
-  GroupMembers g = trainer_groups(tiny_plan(2, 2, true).parallel, 3);
-  EXPECT_EQ(g.size(), 2u);
+  GroupMembers g = trainer_groups(tiny_plan({.tp = 2, .dp = 2, .sp = true}).parallel, 3);
   EXPECT_EQ(g.at("tp"), (std::vector<int>{2, 3}));
   EXPECT_EQ(g.at("dp"), (std::vector<int>{1, 3}));
-  EXPECT_EQ(trainer_groups(tiny_plan(4, 1, true).parallel, 2).at("tp"),
+  EXPECT_EQ(g.at("pp"), (std::vector<int>{3}));
+  EXPECT_EQ(g.at("world"), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(trainer_groups(tiny_plan({.tp = 4, .sp = true}).parallel, 2).at("tp"),
             (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(trainer_groups(tiny_plan(1, 2, false).parallel, 1).at("dp"), (std::vector<int>{0, 1}));
+  // pp 2, dp 2 in the default order tp-cp-ep-dp-pp: stage 0 is ranks 0, 1; pp groups [0, 2], [1, 3].
+  GroupMembers p = trainer_groups(tiny_plan({.pp = 2, .dp = 2}).parallel, 1);
+  EXPECT_EQ(p.at("pp"), (std::vector<int>{1, 3}));
+  EXPECT_EQ(p.at("embedding"), (std::vector<int>{1, 3}));
+  EXPECT_EQ(p.at("mp"), (std::vector<int>{1, 3}));
+  // The other order, tp-cp-ep-pp-dp: pp groups [0, 1], [2, 3].
+  GroupMembers q = trainer_groups(tiny_plan({.pp = 2, .dp = 2, .tp_pp_dp_order = true}).parallel, 1);
+  EXPECT_EQ(q.at("pp"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(q.at("dp"), (std::vector<int>{1, 3}));
+  // A middle stage has no embedding group: a group of its own.
+  GroupMembers m = trainer_groups(tiny_plan({.pp = 4}).parallel, 1);
+  EXPECT_EQ(m.at("embedding"), (std::vector<int>{1}));
 }
 
 TEST(Trainer, RefusesPlansItCannotRun) {
-  Plan p = tiny_plan(1, 1, false);
-  p.parallel.pp = 2;
+  Plan p = tiny_plan({});
+  p.parallel.cp = 2;
   try {
     check_executable(p);
-    ADD_FAILURE() << "pp = 2 accepted";
+    ADD_FAILURE() << "cp = 2 accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "parallel.pp: pipeline execution is not supported yet (pp = 2)");
+    EXPECT_STREQ(e.what(),
+                 "parallel.cp: context parallelism is not supported by the executor (cp = 2)");
   }
-  p = tiny_plan(1, 1, false);
+  p = tiny_plan({});
   p.model.activation = Activation::kSwiglu;
   EXPECT_THROW(check_executable(p), Error);
-  p = tiny_plan(1, 1, false);
+  p = tiny_plan({});
   p.training.precision = Precision::kFp16;
   EXPECT_THROW(check_executable(p), Error);
-  p = tiny_plan(1, 1, false);
-  p.parallel.recompute = Recompute::kFull;
-  EXPECT_THROW(check_executable(p), Error);
-  EXPECT_EQ(act_dtype_of(tiny_plan(1, 1, false)), DType::kBF16);
+  // Pipelines, recomputation and the distributed optimizer run.
+  EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4, .vpp = 2,
+                                              .schedule = ScheduleKind::kInterleaved,
+                                              .recompute = Recompute::kFull,
+                                              .distributed_optimizer = true})));
+  EXPECT_EQ(act_dtype_of(tiny_plan({})), DType::kBF16);
 }
 
 }  // namespace

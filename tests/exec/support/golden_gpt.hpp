@@ -1,5 +1,5 @@
 // The golden GPT check, shared by the CPU (tests/exec/model/gpt_model_test.cpp) and CUDA
-// (tests/exec/gpu/gpt_model_gpu_test.cpp) backends: GptModel on one rank against golden.json,
+// (tests/exec/gpu/gpt_model_gpu_test.cpp) backends: StageModel on one rank against golden.json,
 // written by tests/exec/oracle/make_golden.py with PyTorch in float64 (logits, loss, every
 // gradient, the gradient norm, three AdamW steps with clipping). Tolerances are the caller's.
 #pragma once
@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/model/gpt_model.hpp"
+#include "exec/model/stage_model.hpp"
+#include "exec/parallel/grad_sync.hpp"
 #include "exec/parallel/optimizer.hpp"
 #include "tests/exec/support/test_tensors.hpp"
 #include "tests/src/model/test_gpt.hpp"
@@ -50,22 +51,41 @@ struct GoldenTol {
   double logits_rtol, loss_rtol, grad_rel, norm_rtol;
 };
 
+// The golden model as a one-rank plan layout (tp 1, pp 1, dp 1) of micro-batch `micro_batch`.
+inline StageSpec golden_stage(const nlohmann::json& g, DType act) {
+  const auto& c = g["config"];
+  StageSpec s;
+  s.model = golden_model(c);
+  s.parallel.micro_batch_size = c["micro_batch"];
+  s.parallel.global_batch_size = c["micro_batch"];
+  s.act = act;
+  s.seed = g["seed"].get<uint64_t>();
+  s.init_method_std = g["init_method_std"];
+  return s;
+}
+
 // Trains the golden model with `act` activations on `be` through the oracle's steps: logits and
 // every gradient of step 0 within tol (relative to the largest element of the reference), loss
 // and gradient norm of every step within tol of the oracle's.
 inline void run_golden(Backend& be, DType act, const GoldenTol& tol) {
   nlohmann::json g = load_golden();
-  const auto& c = g["config"];
-  GptDims d = gpt_dims(golden_model(c), c["micro_batch"], 1, 0, false);
   SoloComm solo;
-  GptModel model(d, act, be, solo, solo, g["seed"].get<uint64_t>(), g["init_method_std"], 0);
+  StageModel model(golden_stage(g, act), be, solo, nullptr);
+  const GptDims& d = model.dims();
+  GradSync sync(model.params(), model.grads(), be, solo, true, false, nullptr);
   const auto& o = g["optimizer"];
   OptimizerConfig oc{o["lr"], o["beta1"], o["beta2"], o["eps"], o["weight_decay"], o["clip_grad"]};
-  Optimizer opt(model.params(), 0, model.master(), model.weights(), model.grads(), be, oc);
+  Optimizer opt(model.params(), 0, {{0, model.params().total_elems}}, model.weights(),
+                model.grads(), be, oc,
+                [&](const ParamSpec& s, int64_t b, int64_t e, float* out) {
+                  model.init_values(s, b, e, out);
+                });
+  const ChunkParams& chunk = model.chunk(0);
   const int64_t T = d.tokens();
   Tensor tok = be.alloc(DType::kI32, {d.seq, d.micro_batch}, "t");
   Tensor tgt = be.alloc(DType::kI32, {d.seq, d.micro_batch}, "t");
   Tensor scalars = be.alloc(DType::kF32, {2}, "t");
+  Tensor logits = be.alloc(act, {T, d.vocab_local()}, "t");
   int64_t step = 0;
   for (const auto& s : g["steps"]) {
     SCOPED_TRACE(::testing::Message() << "step " << step);
@@ -75,14 +95,18 @@ inline void run_golden(Backend& be, DType act, const GoldenTol& tol) {
     be.upload(tgt, out.data());
     be.fill(scalars, 0.0f);
     model.zero_grads();
-    model.forward(tok);
-    if (step == 0) {
+    sync.begin_step();
+    model.forward(0, 0, tok, tgt, 1.0f / static_cast<float>(T), scalars.flat_slice(0, 1), &sync);
+    if (step == 0) {  // the logits from the final norm's output (the loss overwrote them)
+      const HeadWeightInputs head = model.head_inputs(0, 0);
+      be.gemm({.trans_b = true, .m = T, .n = d.vocab_local(), .k = d.hidden}, head.yf,
+              model.weight(chunk.output), logits);
       std::vector<double> want = s["logits"];
-      EXPECT_TRUE(all_close(read(be, model.logits()), want, tol.logits_rtol,
-                            tol.logits_rtol * max_abs(want)));
+      EXPECT_TRUE(
+          all_close(read(be, logits), want, tol.logits_rtol, tol.logits_rtol * max_abs(want)));
     }
-    model.backward(tok, tgt, 1.0f / static_cast<float>(T), true, scalars.flat_slice(0, 1));
-    model.finish_grads();
+    model.backward(0, 0, tok, &sync);
+    sync.finish();
     opt.grad_sum_squares(scalars.flat_slice(1, 1));
     auto sc = read(be, scalars);
     EXPECT_NEAR(sc[0] / T, s["loss"].get<double>(), tol.loss_rtol * s["loss"].get<double>());
@@ -106,7 +130,7 @@ inline void run_golden(Backend& be, DType act, const GoldenTol& tol) {
     opt.step(++step, opt.clip_coefficient(norm));
   }
   EXPECT_EQ(step, 3);
-  for (Tensor* t : {&tok, &tgt, &scalars}) be.release(*t);
+  for (Tensor* t : {&tok, &tgt, &scalars, &logits}) be.release(*t);
 }
 
 }  // namespace mplan::exec::testing

@@ -1,15 +1,18 @@
 // The executor's parallel-invariance check, shared by the CPU (mpi label) and GPU (gpu label)
-// tests: for the tiny GPT, a layout (tp, dp, sp) trained for a few steps gives the losses,
-// gradient norms and EVERY gradient of the single-rank layout (1, 1, off), which each rank
-// computes alone (SelfCommWorld) on the same backend kind. Tolerances are relative to the largest
-// element of each reference tensor and stated by the caller.
+// tests: for a tiny 8-layer GPT, a layout — tensor, sequence, pipeline (each schedule, virtual
+// stages, an uneven first/last split), data parallelism, the distributed optimizer,
+// recomputation, either rank order — trained for a few steps gives the losses, gradient norms
+// and EVERY gradient of the single-rank layout, which each rank computes alone (SelfCommWorld) on
+// the same backend kind. Tolerances are relative to the largest element of each reference tensor
+// and stated by the caller.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "exec/runner/trainer.hpp"
@@ -22,46 +25,117 @@ namespace mplan::exec::testing {
 inline constexpr int kInvarianceSteps = 4;
 inline constexpr uint64_t kInvarianceSeed = 99;
 inline constexpr int64_t kInvarianceBucketElems = 6000;  // several DP buckets in the tiny model
+inline constexpr int64_t kInvarianceLayers = 8;
 
 struct Layout {
-  int64_t tp, dp;
-  bool sp;
-  DType act;
+  int64_t tp = 1, pp = 1, dp = 1;
+  bool sp = false;
+  DType act = DType::kF32;
+  int64_t vpp = 1;
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  Recompute recompute = Recompute::kNone;
+  RecomputeMethod method = RecomputeMethod::kUniform;
+  int64_t recompute_layers = 1;
+  bool distributed_optimizer = false;
+  bool tp_pp_dp_order = false;  // Megatron's --use-tp-pp-dp-mapping
+  bool uneven = false;          // decoder_first/last_pipeline_num_layers
+  int64_t world() const { return tp * pp * dp; }
 };
 
-inline void PrintTo(const Layout& l, std::ostream* os) {
-  *os << "tp " << l.tp << " dp " << l.dp << " sp " << l.sp << " " << to_string(l.act);
+inline std::string layout_name(const Layout& l) {
+  std::string n = cat("tp", l.tp, "_pp", l.pp, "_dp", l.dp);
+  if (l.sp) n += "_sp";
+  if (l.pp > 1) n += cat("_", to_string(l.schedule));
+  if (l.vpp > 1) n += cat("_vpp", l.vpp);
+  if (l.recompute != Recompute::kNone)
+    n += cat("_", to_string(l.recompute),
+             l.recompute == Recompute::kFull ? cat("_", to_string(l.method), l.recompute_layers)
+                                             : std::string());
+  if (l.distributed_optimizer) n += "_distopt";
+  if (l.tp_pp_dp_order) n += "_tppdp";
+  if (l.uneven) n += "_uneven";
+  n += cat("_", to_string(l.act));
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
 }
 
-// The matrix, in f32 and bf16 activations.
+inline void PrintTo(const Layout& l, std::ostream* os) { *os << layout_name(l); }
+
+// The layouts of the tests: the (tp, dp, sp) matrix, and pipeline layouts with every schedule
+// and option.
 inline std::vector<Layout> invariance_layouts() {
   std::vector<Layout> out;
   for (DType act : {DType::kF32, DType::kBF16})
     for (auto [tp, dp, sp] : std::vector<std::tuple<int64_t, int64_t, bool>>{
              {1, 1, false}, {2, 1, false}, {2, 1, true}, {1, 2, false}, {2, 2, true}, {4, 1, true}})
-      out.push_back({tp, dp, sp, act});
+      out.push_back({.tp = tp, .dp = dp, .sp = sp, .act = act});
+  using S = ScheduleKind;
+  for (S s : {S::kGpipe, S::k1F1B, S::kZbH1}) {
+    out.push_back({.pp = 2, .schedule = s});
+    out.push_back({.pp = 4, .schedule = s});
+  }
+  out.push_back({.pp = 2, .vpp = 2, .schedule = S::kInterleaved});
+  out.push_back({.pp = 4, .vpp = 2, .schedule = S::kInterleaved});
+  out.push_back({.pp = 2, .act = DType::kBF16});
+  out.push_back({.pp = 4, .uneven = true});
+  out.push_back({.tp = 2, .pp = 2, .sp = true});
+  out.push_back({.tp = 2, .pp = 2, .sp = true, .vpp = 2, .schedule = S::kInterleaved});
+  out.push_back({.pp = 2, .dp = 2, .tp_pp_dp_order = true});
+  out.push_back({.dp = 2, .distributed_optimizer = true});
+  out.push_back({.dp = 4, .distributed_optimizer = true});
+  out.push_back({.pp = 2, .dp = 2, .distributed_optimizer = true});
+  out.push_back({.tp = 2, .dp = 2, .sp = true, .distributed_optimizer = true});
+  out.push_back({.pp = 2, .recompute = Recompute::kSelective});
+  out.push_back({.pp = 2, .recompute = Recompute::kFull, .recompute_layers = 2});
+  out.push_back({.pp = 2, .recompute = Recompute::kFull, .method = RecomputeMethod::kBlock,
+                 .recompute_layers = 3});
+  out.push_back({.pp = 2, .schedule = S::kZbH1, .recompute = Recompute::kFull,
+                 .recompute_layers = 2});
+  out.push_back({.tp = 2, .pp = 2, .dp = 2, .sp = true, .vpp = 2, .schedule = S::kInterleaved,
+                 .distributed_optimizer = true});
   return out;
 }
 
-inline std::string layout_name(const Layout& l) {
-  return cat("tp", l.tp, "_dp", l.dp, l.sp ? "_sp_" : "_", to_string(l.act));
+inline Plan tiny_plan(const Layout& l) {
+  Plan p = plan_from_json(parse_json(load_config_text("plans", "tiny-gpt", "plan"), "tiny-gpt"));
+  p.model.num_layers = kInvarianceLayers;
+  ParallelConfig& q = p.parallel;
+  q.tp = l.tp;
+  q.pp = l.pp;
+  q.dp = l.dp;
+  q.vpp = l.vpp;
+  q.sequence_parallel = l.sp;
+  q.schedule = l.pp > 1 ? l.schedule : ScheduleKind::k1F1B;
+  q.recompute = l.recompute;
+  q.recompute_method = l.method;
+  q.recompute_num_layers = l.recompute_layers;
+  q.distributed_optimizer = l.distributed_optimizer;
+  if (l.tp_pp_dp_order) q.order = "tp-cp-ep-pp-dp";
+  if (l.uneven) {
+    q.decoder_first_pipeline_num_layers = 1;
+    q.decoder_last_pipeline_num_layers = 3;
+  }
+  q.micro_batch_size = 2;
+  q.global_batch_size = 8 * l.dp;  // 4 micro-batches per pipeline
+  p.training.lr = 3e-3;
+  require_valid(p);
+  return p;
 }
 
-inline Plan tiny_plan(int64_t tp, int64_t dp, bool sp) {
-  Plan p = plan_from_json(parse_json(load_config_text("plans", "tiny-gpt", "plan"), "tiny-gpt"));
-  p.parallel.tp = tp;
-  p.parallel.dp = dp;
-  p.parallel.sequence_parallel = sp;
-  p.parallel.micro_batch_size = 2;
-  p.parallel.global_batch_size = 8;  // 4 micro-batches at dp 1, 2 at dp 2
-  p.training.lr = 3e-3;
+// The single-rank reference of a layout: the same global batch on one rank.
+inline Plan reference_plan(const Layout& l) {
+  Plan p = tiny_plan(Layout{.act = l.act});
+  p.parallel.global_batch_size = 8 * l.dp;
   require_valid(p);
   return p;
 }
 
 struct RunResult {
   std::vector<double> losses, norms;
-  std::vector<std::vector<float>> grads;  // first step, per parameter (local shard)
+  std::map<std::string, std::vector<float>> grads;  // first step, per parameter (local shard)
+  std::vector<ParamSpec> specs;
+  std::vector<GradBucket> bucket_list;
   int64_t reductions = 0;
   size_t buckets = 0;
 };
@@ -73,12 +147,17 @@ inline RunResult train_steps(const Plan& plan, Backend& be, CommWorld& world, DT
     StepResult s = t.step();
     r.losses.push_back(s.loss);
     r.norms.push_back(s.grad_norm);
-    if (k == 0)  // the optimizer leaves the gradient buffer as the step computed it
-      for (size_t i = 0; i < t.model().params().specs.size(); ++i)
-        r.grads.push_back(read(be, t.model().grad(static_cast<int>(i))));
+    if (k == 0) {  // the optimizer leaves the gradient buffer as the step computed it
+      for (size_t i = 0; i < t.model().params().specs.size(); ++i) {
+        const ParamSpec& p = t.model().params().specs[i];
+        r.grads[p.name] = read(be, t.model().grad(static_cast<int>(i)));
+        r.specs.push_back(p);
+      }
+    }
   }
-  r.reductions = t.model().grad_sync().reductions_launched();
-  r.buckets = t.model().grad_sync().buckets().size();
+  r.bucket_list = t.model().params().buckets;
+  r.reductions = t.grad_sync().reductions_launched();
+  r.buckets = t.grad_sync().buckets().size();
   return r;
 }
 
@@ -86,32 +165,45 @@ struct Tolerances {
   double grad, loss, first_norm, later_norm;
 };
 
-// Compares `got` (layout l, this rank's shards; tp_rank its tensor-parallel rank) with the
-// single-rank reference `ref`.
-inline void expect_invariant(const Layout& l, int tp_rank, const RunResult& got,
+// Compares `got` (layout l; this rank's shards on tensor-parallel rank tp_rank and data-parallel
+// rank dp_rank) with the single-rank reference `ref`.
+inline void expect_invariant(const Layout& l, int tp_rank, int dp_rank, const RunResult& got,
                              const RunResult& ref, const Tolerances& tol) {
-  const Plan plan = tiny_plan(l.tp, l.dp, l.sp);
   for (int k = 0; k < kInvarianceSteps; ++k) {
     EXPECT_NEAR(got.losses[k], ref.losses[k], tol.loss * ref.losses[k]) << "step " << k;
     double ntol = k == 0 ? tol.first_norm : tol.later_norm;
     EXPECT_NEAR(got.norms[k], ref.norms[k], ntol * ref.norms[k]) << "step " << k;
   }
+  const Plan plan = tiny_plan(l);
   GptDims dims = gpt_dims(plan.model, 2, l.tp, tp_rank, l.sp);
-  GptParams params = make_gpt_params(dims);
-  ASSERT_EQ(got.grads.size(), params.specs.size());
-  for (size_t i = 0; i < params.specs.size(); ++i) {
-    const ParamSpec& p = params.specs[i];
+  for (const ParamSpec& p : got.specs) {
     SCOPED_TRACE(p.name);
-    std::vector<float> want(static_cast<size_t>(p.local_numel()));
-    for (int64_t j = 0; j < p.local_numel(); ++j)
-      want[static_cast<size_t>(j)] = ref.grads[i][static_cast<size_t>(full_index(p, dims, j))];
+    // The last stage's copy of the tied embedding carries the word embedding's whole gradient.
+    const std::string key = p.shared_copy ? "embedding.word_embeddings.weight" : p.name;
+    ASSERT_TRUE(ref.grads.count(key));
+    const std::vector<float>& full = ref.grads.at(key);
+    const std::vector<float>& mine = got.grads.at(p.name);
+    std::vector<float> want, have;
+    for (int64_t j = 0; j < p.local_numel(); ++j) {
+      // The distributed optimizer reduces only this rank's shard of each bucket.
+      if (l.distributed_optimizer) {
+        bool owned = false;
+        const int64_t flat = p.offset + j;
+        for (const GradBucket& b : got.bucket_list) {
+          const ShardRange r = bucket_shard(b, dp_rank, static_cast<int>(l.dp));
+          owned = owned || (flat >= r.begin && flat < r.end);
+        }
+        if (!owned) continue;
+      }
+      want.push_back(full[static_cast<size_t>(full_index(p, dims, j))]);
+      have.push_back(mine[static_cast<size_t>(j)]);
+    }
     double scale = 1e-12;
-    for (float x : ref.grads[i]) scale = std::max(scale, std::abs(static_cast<double>(x)));
-    EXPECT_TRUE(all_close(got.grads[i], want, tol.grad, tol.grad * scale));
+    for (float x : full) scale = std::max(scale, std::abs(static_cast<double>(x)));
+    EXPECT_TRUE(all_close(have, want, tol.grad, tol.grad * scale));
   }
-  // Data parallelism reduced every bucket once per step, as the buckets became final.
+  // Data parallelism reduced every bucket once per step.
   if (l.dp > 1) {
-    EXPECT_GT(got.buckets, 2u);
     EXPECT_EQ(got.reductions, static_cast<int64_t>(got.buckets) * kInvarianceSteps);
   } else {
     EXPECT_EQ(got.reductions, 0);

@@ -1,0 +1,317 @@
+// GptBlocks: the GPT's forward, input-gradient and weight-gradient math over Backend and the
+// tensor-parallel Comm (layout (s, b, h); the residual stream holds this rank's sequence shard
+// with sequence parallelism).
+#include "exec/model/gpt_blocks.hpp"
+
+#include <cmath>
+
+#include "exec/parallel/grad_sync.hpp"
+#include "src/common/error.hpp"
+
+namespace mplan::exec {
+
+namespace {
+GemmArgs gemm_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float beta = 0.0f,
+                   Epilogue e = Epilogue::kNone) {
+  return {
+      .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k, .beta = beta, .epilogue = e};
+}
+}  // namespace
+
+GptBlocks::GptBlocks(const GptDims& d, const ParamLayout& params, Tensor weights, Tensor grads,
+                     Backend& be, Comm& tp, Workspace& ws, Tracer* tracer)
+    : d_(d),
+      params_(params),
+      weights_(weights),
+      grads_(grads),
+      be_(be),
+      tp_(tp),
+      ws_(ws),
+      tracer_(tracer) {}
+
+Tensor GptBlocks::weight(int i) const {
+  const ParamSpec& p = params_.specs.at(static_cast<size_t>(i));
+  Tensor t = weights_.flat_slice(p.offset, p.local_numel());
+  return p.ndim == 2 ? t.view({p.local_rows, p.local_cols}) : t;
+}
+
+Tensor GptBlocks::grad(int i) const {
+  const ParamSpec& p = params_.specs.at(static_cast<size_t>(i));
+  Tensor t = grads_.flat_slice(p.offset, p.local_numel());
+  return p.ndim == 2 ? t.view({p.local_rows, p.local_cols}) : t;
+}
+
+void GptBlocks::mark(GradSync* sync, int param) {
+  if (sync != nullptr && param >= 0) sync->mark_final(param);
+}
+
+float GptBlocks::attn_scale() const {
+  return 1.0f / std::sqrt(static_cast<float>(d_.head_dim));
+}
+
+template <class F>
+void GptBlocks::traced(const char* what, F&& f) {
+  if (tracer_ == nullptr) return f();
+  TraceSpan s;
+  s.name = layer_ >= 0 ? cat("L", layer_, " ", what) : std::string(what);
+  s.kind = SpanKind::kTp;
+  tracer_->around(std::move(s), f);
+}
+
+// ---- tensor-parallel communication --------------------------------------------------------------
+
+Tensor GptBlocks::gather_sequence(Tensor shard, Tensor scratch) {
+  if (!d_.sp()) return shard;
+  traced("tp_all_gather", [&] { tp_.all_gather(shard, scratch, Stream::kCompute); });
+  return scratch;
+}
+
+Tensor GptBlocks::reduce_partial(Tensor partial, Tensor shard_out) {
+  if (d_.tp == 1) return partial;
+  if (!d_.sp()) {
+    traced("tp_all_reduce", [&] { tp_.all_reduce(partial, ReduceOp::kSum, Stream::kCompute); });
+    return partial;
+  }
+  traced("tp_reduce_scatter", [&] { tp_.reduce_scatter(partial, shard_out, Stream::kCompute); });
+  return shard_out;
+}
+
+Tensor GptBlocks::row_forward(Tensor x, int w, int b) {
+  const int64_t T = d_.tokens(), h = d_.hidden;
+  const int64_t k = x.numel() / T;
+  if (d_.tp_rank == 0)
+    be_.gemm(gemm_args(false, true, T, h, k, 0.0f, Epilogue::kBias), x, weight(w), ws_.partial,
+             weight(b));
+  else
+    be_.gemm(gemm_args(false, true, T, h, k), x, weight(w), ws_.partial);
+  return reduce_partial(ws_.partial, ws_.reduced);
+}
+
+void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor x, int w, int b) {
+  const int64_t T = d_.tokens(), h = d_.hidden;
+  const int64_t k = x.numel() / T;
+  be_.bias_grad_accumulate(dy_shard, grad(b));
+  Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);             // (s, b, h)
+  be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
+}
+
+void GptBlocks::row_input_grad(Tensor dy_shard, int w, Tensor dx) {
+  const int64_t T = d_.tokens(), h = d_.hidden;
+  const int64_t k = dx.numel() / T;
+  Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);          // (s, b, h)
+  be_.gemm(gemm_args(false, false, T, k, h), dy, weight(w), dx);  // dx (T, k) = dy W
+}
+
+// ---- embedding ----------------------------------------------------------------------------------
+
+void GptBlocks::embedding_forward(const ChunkParams& c, Tensor tokens, Tensor out) {
+  MPLAN_CHECK(tokens.dtype == DType::kI32 && tokens.numel() == d_.tokens(),
+              "tokens must be (s, b) i32 with ", d_.tokens(), " elements");
+  layer_ = -1;
+  // Vocab-parallel embedding: each rank looks up its vocabulary rows, the TP sum completes it.
+  if (d_.tp == 1) {
+    be_.embedding_forward(tokens, weight(c.wte), 0, out);
+  } else if (!d_.sp()) {
+    be_.embedding_forward(tokens, weight(c.wte), d_.vocab_start(), out);
+    traced("tp_all_reduce", [&] { tp_.all_reduce(out, ReduceOp::kSum, Stream::kCompute); });
+  } else {
+    be_.embedding_forward(tokens, weight(c.wte), d_.vocab_start(), ws_.partial);
+    traced("tp_reduce_scatter", [&] { tp_.reduce_scatter(ws_.partial, out, Stream::kCompute); });
+  }
+  if (c.wpe >= 0) be_.add_position_embedding(out, weight(c.wpe), d_.seq_offset());
+}
+
+void GptBlocks::embedding_backward(const ChunkParams& c, Tensor tokens, Tensor d_out, Tensor keep,
+                                   GradSync* sync) {
+  layer_ = -1;
+  // The full-sequence gradient (gathered with SP) feeds both tables.
+  Tensor dx0 = gather_sequence(d_out, ws_.d_gathered);
+  if (keep.data != nullptr) {
+    be_.copy(keep, dx0);
+    return;
+  }
+  embedding_weight_grad(c, tokens, dx0, sync);
+}
+
+void GptBlocks::embedding_weight_grad(const ChunkParams& c, Tensor tokens, Tensor d_full,
+                                      GradSync* sync) {
+  if (c.wpe >= 0) {
+    be_.position_embedding_backward(d_full, grad(c.wpe), 0);
+    mark(sync, c.wpe);
+  }
+  be_.embedding_backward(tokens, d_full, d_.vocab_start(), grad(c.wte));
+  mark(sync, c.wte);
+}
+
+// ---- transformer layer --------------------------------------------------------------------------
+
+void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
+  const LayerParams& p = *r.p;
+  const LayerMain& m = r.a.main;
+  const LayerWeightInputs& w = r.a.win;
+  const int64_t T = d_.tokens(), h = d_.hidden;
+  layer_ = r.layer;
+  be_.layernorm_forward(r.x, weight(p.ln1_w), weight(p.ln1_b), kLayerNormEps, w.y1, m.ln1_mean,
+                        m.ln1_rstd);
+  Tensor y1 = gather_sequence(w.y1, ws_.gathered);
+  be_.gemm(gemm_args(false, true, T, 3 * d_.attn_local(), h, 0.0f, Epilogue::kBias), y1,
+           weight(p.qkv_w), m.qkv, weight(p.qkv_b));
+  const Tensor lse = m.lse.data != nullptr ? m.lse : ws_.att_lse;
+  be_.attention_forward(m.qkv, w.ctx, lse, attn_scale());
+  Tensor attn = row_forward(w.ctx, p.proj_w, p.proj_b);
+  be_.add(m.x_mid, r.x, attn);
+  be_.layernorm_forward(m.x_mid, weight(p.ln2_w), weight(p.ln2_b), kLayerNormEps, w.y2,
+                        m.ln2_mean, m.ln2_rstd);
+  Tensor y2 = gather_sequence(w.y2, ws_.gathered);
+  be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h, 0.0f, Epilogue::kBiasGelu), y2,
+           weight(p.fc1_w), w.fc1_act, weight(p.fc1_b), m.fc1_pre);
+  Tensor mlp = row_forward(w.fc1_act, p.fc2_w, p.fc2_b);
+  be_.add(x_out, m.x_mid, mlp);
+}
+
+void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, GradSync* sync) {
+  const LayerParams& p = *r.p;
+  const LayerMain& m = r.a.main;
+  const LayerWeightInputs& w = r.a.win;
+  const LayerOutputGrads& dy = r.a.dy;
+  const int64_t T = d_.tokens(), h = d_.hidden;
+  layer_ = r.layer;
+  // d_res holds dL/d(output). MLP: out = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
+  if (split) {
+    be_.copy(dy.d_fc2, d_res);
+  } else {
+    row_weight_grad(d_res, w.fc1_act, p.fc2_w, p.fc2_b);
+    mark(sync, p.fc2_b);
+    mark(sync, p.fc2_w);
+  }
+  row_input_grad(d_res, p.fc2_w, ws_.d_h);
+  Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
+  if (split) {
+    be_.gelu_backward(ws_.d_h, m.fc1_pre, d_pre);
+  } else {
+    be_.gelu_backward_bias_grad(ws_.d_h, m.fc1_pre, d_pre, grad(p.fc1_b));
+    Tensor y2 = gather_sequence(w.y2, ws_.gathered);
+    be_.gemm(gemm_args(true, false, d_.ffn_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
+    mark(sync, p.fc1_b);
+    mark(sync, p.fc1_w);
+  }
+  be_.gemm(gemm_args(false, false, T, h, d_.ffn_local()), d_pre, weight(p.fc1_w), ws_.partial);
+  Tensor dy2 = reduce_partial(ws_.partial, ws_.reduced);
+  be_.layernorm_backward_add(dy2, m.x_mid, weight(p.ln2_w), m.ln2_mean, m.ln2_rstd, ws_.d_norm,
+                             grad(p.ln2_w), grad(p.ln2_b), d_res);  // d_res: dL/dx_mid
+  if (!split) {
+    mark(sync, p.ln2_b);
+    mark(sync, p.ln2_w);
+  }
+  // Attention: x_mid = x + proj(attention(qkv(ln1(x)))).
+  if (split) {
+    be_.copy(dy.d_proj, d_res);
+  } else {
+    row_weight_grad(d_res, w.ctx, p.proj_w, p.proj_b);
+    mark(sync, p.proj_b);
+    mark(sync, p.proj_w);
+  }
+  row_input_grad(d_res, p.proj_w, ws_.d_ctx);
+  Tensor ctx = w.ctx, lse = m.lse;
+  if (lse.data == nullptr) {  // selective recompute: the attention core runs again
+    be_.attention_forward(m.qkv, ws_.att_ctx, ws_.att_lse, attn_scale());
+    ctx = ws_.att_ctx;
+    lse = ws_.att_lse;
+  }
+  Tensor d_qkv = split ? dy.d_qkv : ws_.d_qkv;
+  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
+  if (!split) {
+    be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
+    Tensor y1 = gather_sequence(w.y1, ws_.gathered);
+    be_.gemm(gemm_args(true, false, 3 * d_.attn_local(), h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
+    mark(sync, p.qkv_b);
+    mark(sync, p.qkv_w);
+  }
+  be_.gemm(gemm_args(false, false, T, h, 3 * d_.attn_local()), d_qkv, weight(p.qkv_w),
+           ws_.partial);
+  Tensor dy1 = reduce_partial(ws_.partial, ws_.reduced);
+  be_.layernorm_backward_add(dy1, r.x, weight(p.ln1_w), m.ln1_mean, m.ln1_rstd, ws_.d_norm,
+                             grad(p.ln1_w), grad(p.ln1_b), d_res);  // d_res: dL/dx
+  if (!split) {
+    mark(sync, p.ln1_b);
+    mark(sync, p.ln1_w);
+  }
+}
+
+void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
+  const LayerParams& p = *r.p;
+  const LayerWeightInputs& w = r.a.win;
+  const LayerOutputGrads& dy = r.a.dy;
+  const int64_t T = d_.tokens(), h = d_.hidden;
+  layer_ = r.layer;
+  row_weight_grad(dy.d_fc2, w.fc1_act, p.fc2_w, p.fc2_b);
+  be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+  Tensor y2 = gather_sequence(w.y2, ws_.gathered);
+  be_.gemm(gemm_args(true, false, d_.ffn_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
+  row_weight_grad(dy.d_proj, w.ctx, p.proj_w, p.proj_b);
+  be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
+  Tensor y1 = gather_sequence(w.y1, ws_.gathered);
+  be_.gemm(gemm_args(true, false, 3 * d_.attn_local(), h, T, 1.0f), dy.d_qkv, y1, grad(p.qkv_w));
+  // The norms' gradients were accumulated in B (fused with their input gradients).
+  for (int i : {p.fc2_b, p.fc2_w, p.fc1_b, p.fc1_w, p.ln2_b, p.ln2_w, p.proj_b, p.proj_w, p.qkv_b,
+                p.qkv_w, p.ln1_b, p.ln1_w})
+    mark(sync, i);
+}
+
+// ---- head ---------------------------------------------------------------------------------------
+
+void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const HeadWeightInputs& w,
+                             Tensor targets, float grad_scale, Tensor loss_sum) {
+  MPLAN_CHECK(targets.dtype == DType::kI32 && targets.numel() == d_.tokens(),
+              "targets must be (s, b) i32 with ", d_.tokens(), " elements");
+  layer_ = -1;
+  be_.layernorm_forward(hm.x, weight(c.lnf_w), weight(c.lnf_b), kLayerNormEps, w.yf, hm.lnf_mean,
+                        hm.lnf_rstd);
+  // Output layer (tied to the word embedding, or its copy on the last stage): column-parallel
+  // over the vocabulary.
+  Tensor yf = gather_sequence(w.yf, ws_.gathered);
+  be_.gemm(gemm_args(false, true, d_.tokens(), d_.vocab_local(), d_.hidden), yf,
+           weight(c.output), w.logits);
+  // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit.
+  be_.xent_local_max(w.logits, hm.row_max);
+  if (d_.tp > 1)
+    traced("tp_all_reduce", [&] { tp_.all_reduce(hm.row_max, ReduceOp::kMax, Stream::kCompute); });
+  be_.xent_local_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
+  if (d_.tp > 1)
+    traced("tp_all_reduce", [&] { tp_.all_reduce(hm.stats, ReduceOp::kSum, Stream::kCompute); });
+  be_.xent_loss_and_grad(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
+                         hm.token_loss);
+  be_.sum(hm.token_loss, loss_sum, /*accumulate=*/true);
+}
+
+void GptBlocks::head_backward(const ChunkParams& c, const HeadMain& hm, const HeadWeightInputs& w,
+                              Tensor d_x, bool split, GradSync* sync) {
+  layer_ = -1;
+  // logits = yf · W^T: dW += dlogits^T · yf; dyf = dlogits · W, TP-reduced.
+  if (!split) head_weight_grad(c, w, sync, /*mark_norm=*/false);
+  be_.gemm(gemm_args(false, false, d_.tokens(), d_.hidden, d_.vocab_local()), w.logits,
+           weight(c.output), ws_.partial);
+  Tensor dyf = reduce_partial(ws_.partial, ws_.reduced);
+  be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x,
+                         grad(c.lnf_w), grad(c.lnf_b));
+  if (!split) {
+    mark(sync, c.lnf_b);
+    mark(sync, c.lnf_w);
+  }
+}
+
+void GptBlocks::head_weight_grad(const ChunkParams& c, const HeadWeightInputs& w, GradSync* sync,
+                                 bool mark_norm) {
+  layer_ = -1;
+  Tensor yf = gather_sequence(w.yf, ws_.gathered);
+  be_.gemm(gemm_args(true, false, d_.vocab_local(), d_.hidden, d_.tokens(), 1.0f), w.logits, yf,
+           grad(c.output));
+  // The tied word embedding of this chunk is final only after the embedding's backward.
+  if (c.output != c.wte) mark(sync, c.output);
+  if (mark_norm) {  // zero-bubble: its gradient was accumulated in B
+    mark(sync, c.lnf_b);
+    mark(sync, c.lnf_w);
+  }
+}
+
+}  // namespace mplan::exec

@@ -1,0 +1,119 @@
+// GptBlocks: the math of the GPT's pieces — embedding, transformer layer, head (final norm,
+// output layer, vocab-parallel cross-entropy) — forward, input-gradient and weight-gradient
+// passes, with Megatron-LM's tensor and sequence parallelism, written once against Backend and
+// Comm. Column-parallel (QKV by heads inside each of Q, K, V; FC1; the output layer by
+// vocabulary): input replicated (all-gathered with SP), output sharded; backward reduces the input
+// gradient over TP (all-reduce, or reduce-scatter with SP). Row-parallel (projection, FC2): input
+// sharded, output reduced over TP; the bias is added once after the sum (by TP rank 0 into its
+// partial sum, the same number) and its gradient comes from the reduced output gradient.
+// Invariant: every tensor-parallel collective is issued on the compute stream in program order,
+// the same on every member; weight gradients accumulate (+=) into the f32 gradient buffer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "exec/backend.hpp"
+#include "exec/comm.hpp"
+#include "exec/model/activations.hpp"
+#include "exec/model/gpt_dims.hpp"
+#include "exec/model/param_layout.hpp"
+#include "exec/tracer.hpp"
+
+namespace mplan::exec {
+
+class GradSync;
+
+inline constexpr float kLayerNormEps = 1e-5f;  // Megatron's --layernorm-epsilon default
+
+// Scratch shared by every pass of one rank (one pass runs at a time).
+struct Workspace {
+  Tensor gathered;     // (s, b, h) act: sequence-parallel all-gather target
+  Tensor partial;      // (s, b, h) act: row-parallel / embedding output before the TP reduction
+  Tensor reduced;      // (s_l, b, h) act: reduce-scatter target (SP)
+  Tensor d_norm;       // (s_l, b, h) act: gradient through a norm
+  Tensor d_gathered;   // (s, b, h) act: all-gathered output gradient (SP)
+  Tensor d_ctx;        // (s, b, heads/tp, d) act
+  Tensor d_qkv;        // (s, b, 3·heads/tp, d) act
+  Tensor d_h, d_pre;   // (s, b, ffn/tp) act
+  Tensor att_ctx;      // (s, b, heads/tp, d) act: selective recompute's attention output
+  Tensor att_lse;      // (b, heads/tp, s) f32: its log-sum-exp (also full recompute's)
+  // Full recompute: the activations of one group of layers rebuilt before its backward.
+  std::vector<LayerMain> rc_main;
+  std::vector<LayerWeightInputs> rc_win;
+  Tensor rc_out;  // (s_l, b, h) act: the group's output, not needed again
+};
+
+// What one layer reads: its parameters, input, and where its activations are.
+struct LayerRef {
+  const LayerParams* p = nullptr;
+  int64_t layer = -1;  // global index (names in traces)
+  Tensor x;            // (s_l, b, h) act: input
+  LayerActs a;
+};
+
+class GptBlocks {
+ public:
+  GptBlocks(const GptDims& d, const ParamLayout& params, Tensor weights, Tensor grads,
+            Backend& be, Comm& tp, Workspace& ws, Tracer* tracer);
+
+  Tensor weight(int i) const;
+  Tensor grad(int i) const;
+
+  // ---- embedding (first chunk) ----
+  // out (s_l, b, h) = word embedding of tokens (s, b) i32 (+ position embedding), TP-reduced.
+  void embedding_forward(const ChunkParams& c, Tensor tokens, Tensor out);
+  // From d_out (s_l, b, h), the gradient of the embedding's output: the word and position
+  // embedding gradients (whole backward), or only the gathered gradient into `keep` (s, b, h)
+  // for the weight pass when `keep` is given.
+  void embedding_backward(const ChunkParams& c, Tensor tokens, Tensor d_out, Tensor keep,
+                          GradSync* sync);
+  void embedding_weight_grad(const ChunkParams& c, Tensor tokens, Tensor d_full, GradSync* sync);
+
+  // ---- transformer layer ----
+  // x_out = layer(r.x); activations into r.a (lse into ws.att_lse when r.a.main.lse is empty).
+  void layer_forward(const LayerRef& r, Tensor x_out);
+  // d_res: in dL/d(output), out dL/d(input). split: input gradients only (the weight GEMMs'
+  // output gradients stored into r.a.dy); else weight gradients too, marked final on `sync`.
+  void layer_backward(const LayerRef& r, Tensor d_res, bool split, GradSync* sync);
+  void layer_weight_grad(const LayerRef& r, GradSync* sync);
+
+  // ---- head (last chunk): final norm, output layer, loss ----
+  // From x (s_l, b, h): logits, the per-token loss (summed into loss_sum (1) f32) and, in place of
+  // the logits, dL/dlogits · grad_scale.
+  void head_forward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w,
+                    Tensor targets, float grad_scale, Tensor loss_sum);
+  // d_x (s_l, b, h) = dL/dx; the output weight's gradient too unless split.
+  void head_backward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w,
+                     Tensor d_x, bool split, GradSync* sync);
+  // dW_out += dlogits^T · yf; with mark_norm the final norm's parameters are marked final too.
+  void head_weight_grad(const ChunkParams& c, const HeadWeightInputs& w, GradSync* sync,
+                        bool mark_norm);
+
+ private:
+  void mark(GradSync* sync, int param);
+  // Column-parallel input: the full sequence of `shard` (all-gather into `scratch` with SP).
+  Tensor gather_sequence(Tensor shard, Tensor scratch);
+  // Row-parallel output / column-parallel input-gradient: the TP sum of `partial` (s, b, h),
+  // as this rank's sequence shard with SP (reduce-scatter into `shard_out`) or in place.
+  Tensor reduce_partial(Tensor partial, Tensor shard_out);
+  Tensor row_forward(Tensor x, int w, int b);
+  // Row-parallel weight gradients from the output gradient shard dy (s_l, b, h).
+  void row_weight_grad(Tensor dy_shard, Tensor x, int w, int b);
+  // Row-parallel input gradient: dx = gather(dy) · W.
+  void row_input_grad(Tensor dy_shard, int w, Tensor dx);
+  float attn_scale() const;
+  template <class F>
+  void traced(const char* what, F&& f);
+
+  const GptDims& d_;
+  const ParamLayout& params_;
+  Tensor weights_, grads_;
+  Backend& be_;
+  Comm& tp_;
+  Workspace& ws_;
+  Tracer* tracer_;
+  int64_t layer_ = -1;  // the layer being run (trace names)
+};
+
+}  // namespace mplan::exec

@@ -1,0 +1,140 @@
+// StageModel (one rank, CPU backend): against the independent oracle (golden.json, written by
+// tests/exec/oracle/make_golden.py with PyTorch in float64: logits, loss, every gradient, the
+// gradient norm and three AdamW steps with clipping; the check is support/golden_gpt.hpp), f32
+// tightly and bf16 loosely; no allocation after the first micro-batches; and on the CPU, whose
+// ops are deterministic, recomputation (selective, full uniform and block at several group
+// sizes) and the zero-bubble split of the backward into B and W give bitwise the gradients and
+// losses of the plain run.
+#include "exec/model/stage_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/cpu/cpu_backend.hpp"
+#include "exec/parallel/grad_sync.hpp"
+#include "tests/exec/support/golden_gpt.hpp"
+#include "tests/exec/support/test_tensors.hpp"
+
+namespace mplan::exec {
+namespace {
+
+using testing::golden_stage;
+using testing::load_golden;
+using testing::run_golden;
+
+TEST(StageModelGolden, F32MatchesTorchFloat64) {
+  CpuBackend be;
+  run_golden(be, DType::kF32, {1e-4, 1e-5, 1e-4, 1e-5});
+}
+
+TEST(StageModelGolden, Bf16MatchesTorchFloat64Loosely) {
+  CpuBackend be;
+  run_golden(be, DType::kBF16, {2e-2, 2e-3, 6e-2, 2e-2});
+}
+
+// A 4-layer version of the golden model's shape.
+StageSpec four_layers(DType act) {
+  StageSpec s = golden_stage(load_golden(), act);
+  s.model.num_layers = 4;
+  s.seed = 7;
+  return s;
+}
+
+struct PassResult {
+  std::vector<float> grads;
+  float loss = 0;
+};
+
+// F0 F1 B0 B1 (and W0 W1 when split) on two micro-batches of fixed tokens.
+PassResult run_two(const StageSpec& spec, CpuBackend& be) {
+  testing::SoloComm solo;
+  StageModel model(spec, be, solo, nullptr);
+  const GptDims& d = model.dims();
+  GradSync sync(model.params(), model.grads(), be, solo, true, false, nullptr);
+  std::vector<float> tokens(static_cast<size_t>(2 * d.tokens()));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<float>((i * 7 + 3) % 50);
+  Tensor tok = testing::make(be, DType::kI32, {2, d.seq, d.micro_batch}, tokens);
+  Tensor loss = testing::make(be, DType::kF32, {1}, {0.0f});
+  auto mb = [&](int64_t k) { return tok.flat_slice(k * d.tokens(), d.tokens()); };
+  sync.begin_step();
+  for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.01f, loss, nullptr);
+  for (int64_t k : {0, 1})
+    model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
+  if (spec.split_backward)
+    for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
+  sync.finish();
+  PassResult r{testing::read(be, model.grads()), testing::read(be, loss)[0]};
+  be.release(tok);
+  be.release(loss);
+  return r;
+}
+
+TEST(StageModel, RecomputationAndTheSplitBackwardAreBitwiseThePlainRun) {
+  for (DType act : {DType::kF32, DType::kBF16}) {
+    CpuBackend be;
+    const PassResult plain = run_two(four_layers(act), be);
+    struct Case {
+      Recompute mode;
+      RecomputeMethod method;
+      int64_t layers;
+      bool split;
+    };
+    for (const Case& c : std::vector<Case>{{Recompute::kSelective, RecomputeMethod::kUniform, 1, 0},
+                                           {Recompute::kFull, RecomputeMethod::kUniform, 1, 0},
+                                           {Recompute::kFull, RecomputeMethod::kUniform, 3, 0},
+                                           {Recompute::kFull, RecomputeMethod::kUniform, 4, 0},
+                                           {Recompute::kFull, RecomputeMethod::kBlock, 2, 0},
+                                           {Recompute::kNone, RecomputeMethod::kUniform, 1, 1},
+                                           {Recompute::kSelective, RecomputeMethod::kUniform, 1, 1},
+                                           {Recompute::kFull, RecomputeMethod::kUniform, 2, 1},
+                                           {Recompute::kFull, RecomputeMethod::kBlock, 3, 1}}) {
+      StageSpec s = four_layers(act);
+      s.parallel.recompute = c.mode;
+      s.parallel.recompute_method = c.method;
+      s.parallel.recompute_num_layers = c.layers;
+      s.split_backward = c.split;
+      SCOPED_TRACE(::testing::Message()
+                   << to_string(act) << " " << to_string(c.mode) << " " << to_string(c.method)
+                   << " " << c.layers << (c.split ? " split" : ""));
+      const PassResult got = run_two(s, be);
+      EXPECT_EQ(got.loss, plain.loss);
+      EXPECT_TRUE(got.grads == plain.grads);
+    }
+  }
+}
+
+TEST(StageModel, AllocatesNothingAfterTheFirstMicroBatches) {
+  CpuBackend be;
+  testing::SoloComm solo;
+  StageSpec spec = four_layers(DType::kBF16);
+  spec.parallel.recompute = Recompute::kFull;
+  StageModel model(spec, be, solo, nullptr);
+  const GptDims& d = model.dims();
+  Tensor tok = be.alloc(DType::kI32, {d.seq, d.micro_batch}, "t");
+  be.fill(tok, 3.0f);
+  Tensor loss = be.alloc(DType::kF32, {1}, "t");
+  be.fill(loss, 0.0f);
+  auto round = [&] {
+    for (int64_t k : {0, 1}) model.forward(0, k, tok, tok, 1.0f, loss, nullptr);
+    for (int64_t k : {0, 1}) model.backward(0, k, tok, nullptr);
+  };
+  round();  // the pools grow to two micro-batches in flight
+  const int64_t before = be.memory_stats().current_bytes;
+  be.reset_peak_memory();
+  round();
+  EXPECT_EQ(be.memory_stats().peak_bytes, before);
+  EXPECT_EQ(model.activation_slots(), std::vector<size_t>{2});
+  // Weights: bf16 copy + f32 grads, 6 bytes per (aligned) parameter element here (the master
+  // weights and Adam's moments belong to the optimizer).
+  EXPECT_EQ(be.memory_by_tag().at("weights").current_bytes, 2 * model.params().total_elems);
+  EXPECT_EQ(be.memory_by_tag().at("grads").current_bytes, 4 * model.params().total_elems);
+  // Full recompute keeps the layer input only: per micro-batch the 4 checkpoints (s, b, h) bf16,
+  // and the head's final-norm input and output, its statistics, the loss rows and the logits.
+  const int64_t T = d.tokens(), h = d.hidden, V = d.vocab_local();
+  const int64_t per_slot = 4 * 2 * T * h + 2 * T * h + 8 * T + 16 * T + 2 * T * h + 2 * T * V;
+  EXPECT_EQ(be.memory_by_tag().at("activations").current_bytes, 2 * per_slot);
+}
+
+}  // namespace
+}  // namespace mplan::exec
