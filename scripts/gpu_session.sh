@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: build (Release, sm_90, -j 16) outside the checkout, run the GPU
+# checks and tests (exec/cuda/tools/run_gpu_checks.sh) and `mplan run` on each plan given
+# (scripts/gpu_bench.sh: measured beside predicted, traces), then pack every log into one archive
+# in $OUT (the device tool returns few files). Exit status: that of the checks.
+# Usage: scripts/gpu_session.sh [--no-checks] [--torch SCRIPT] PLAN.json...
+# Env: ITERS, WARMUP, TORCH_MODES, TORCH_GPUS as scripts/gpu_bench.sh reads them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+checks=1 torch=none
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-checks) checks=0; shift ;;
+    --torch) torch=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+out=${OUT:-gpu-session}
+work=$(mktemp -d)
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$work/logs"
+start=$(date +%s)
+cuda_args=()
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+if ! cmake -S . -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF "${cuda_args[@]}" \
+    >"$work/logs/cmake.log" 2>&1 ||
+   ! cmake --build "$work/build" -j "$(nproc)" --target mplan mplan_gpu_bench mplan_gpu_tests \
+    mplan_gpu_mpi_tests >"$work/logs/build.log" 2>&1; then
+  tail -40 "$work/logs/cmake.log" "$work/logs/build.log"
+  echo "build failed"
+  exit 1
+fi
+bin="$work/bin"
+mkdir -p "$bin"
+cp "$work/build/cli/mplan" "$work/build/exec/cuda/tools/mplan_gpu_bench" \
+   "$work/build/tests/exec/gpu/mplan_gpu_tests" "$work/build/tests/exec/gpu/mplan_gpu_mpi_tests" "$bin/"
+echo "built in $(( $(date +%s) - start )) s at revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+status=0
+if [ "$checks" = 1 ]; then
+  OUT="$work/logs/checks" bash exec/cuda/tools/run_gpu_checks.sh "$bin" || status=1
+fi
+if [ $# -gt 0 ]; then
+  OUT="$work/logs/runs" bash scripts/gpu_bench.sh "$bin" "$torch" "$@"
+fi
+mkdir -p "$out"
+tar czf "$out/gpu-session.tgz" -C "$work/logs" .
+exit $status
