@@ -198,8 +198,12 @@ std::string layout_text(const Plan& plan) {
 }
 
 Json breakdown_json(double compute, double tp, double pp, double dp, double bubble, double opt) {
-  return {{"compute_s", compute},  {"tp_comm_s", tp}, {"pp_comm_s", pp},
-          {"dp_comm_s", dp},       {"bubble_s", bubble}, {"optimizer_s", opt},
+  return {{"compute_s", compute},
+          {"tp_comm_s", tp},
+          {"pp_comm_s", pp},
+          {"dp_comm_s", dp},
+          {"bubble_s", bubble},
+          {"optimizer_s", opt},
           {"total_s", compute + tp + pp + dp + bubble + opt}};
 }
 
@@ -213,7 +217,8 @@ Json report_breakdown(const Setup& s, const std::vector<double>& per_rank, int w
   std::vector<int> count(static_cast<size_t>(pp), 0);
   for (int r = 0; r < world; ++r) {
     const size_t st = static_cast<size_t>(grid.coord(r).pp);
-    for (int f = 0; f < kFields; ++f) stage[st][f] += per_rank[static_cast<size_t>(r * kFields + f)];
+    for (int f = 0; f < kFields; ++f)
+      stage[st][f] += per_rank[static_cast<size_t>(r * kFields + f)];
     ++count[st];
   }
   Table t({"stage", "", "compute", "tp", "pp", "dp", "bubble", "optimizer", "total"});
@@ -272,7 +277,8 @@ Json report_memory(const Setup& s, const std::vector<RankMemory>& mem,
     const int st = grid.coord(static_cast<int>(r)).pp;
     const int64_t measured = m.device_peak_bytes >= 0 ? m.device_peak_bytes : m.executor_peak_bytes;
     stage_peak[static_cast<size_t>(st)] = std::max(stage_peak[static_cast<size_t>(st)], measured);
-    t.add_row({std::to_string(r), hosts[r], std::to_string(st), format_gib(m.executor_peak_bytes, 3),
+    t.add_row({std::to_string(r), hosts[r], std::to_string(st),
+               format_gib(m.executor_peak_bytes, 3),
                m.device_peak_bytes < 0 ? "n/a" : format_gib(m.device_peak_bytes, 3)});
     ranks.push_back({{"rank", r},
                      {"host", hosts[r]},
@@ -288,8 +294,8 @@ Json report_memory(const Setup& s, const std::vector<RankMemory>& mem,
       const int64_t pred = s.prediction->per_stage.at(st).peak_bytes;
       const int64_t meas = stage_peak[st];
       const double e = meas > 0 ? static_cast<double>(pred - meas) / static_cast<double>(meas) : 0;
-      m.add_row({std::to_string(st), format_gib(pred, 2), format_gib(meas, 2),
-                 format_percent(e, 1)});
+      m.add_row(
+          {std::to_string(st), format_gib(pred, 2), format_gib(meas, 2), format_percent(e, 1)});
       stages.push_back({{"stage", st},
                         {"predicted_peak_bytes", pred},
                         {"measured_peak_bytes", meas},
@@ -323,9 +329,9 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   to.seed = static_cast<uint64_t>(plan.training.seed);
   Trainer trainer(plan, *backend, *world, to);
   const RankCoord coord = RankGrid(plan.parallel).coord(id.world_rank);
-  Watchdog watchdog(o.watchdog_s, trainer.progress(), trainer.tracer(),
-                    cat("rank ", id.world_rank, " (host ", id.hostname, ", pipeline stage ",
-                        coord.pp, ")"));
+  Watchdog watchdog(
+      o.watchdog_s, trainer.progress(), trainer.tracer(),
+      cat("rank ", id.world_rank, " (host ", id.hostname, ", pipeline stage ", coord.pp, ")"));
 
   const double world_size = static_cast<double>(plan.world_size());
   const double peak = plan.cluster.gpu.peak_bf16_tflops;
@@ -388,19 +394,18 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   // The last iteration's trace: breakdown per rank, and the trace file.
   std::vector<Tracer::Timed> spans = trainer.tracer()->timed();
   const MeasuredBreakdown mb = measure_breakdown(spans);
-  double mine[7] = {mb.compute_s, mb.tp_comm_s, mb.pp_comm_s, mb.dp_comm_s,
+  double mine[7] = {mb.compute_s, mb.tp_comm_s,   mb.pp_comm_s, mb.dp_comm_s,
                     mb.bubble_s,  mb.optimizer_s, mb.total_s};
   std::vector<double> per_rank(7 * static_cast<size_t>(id.world_size));
   MPLAN_MPI_CHECK(
       MPI_Gather(mine, 7, MPI_DOUBLE, per_rank.data(), 7, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   std::vector<std::string> rank_events;
   if (!o.trace_path.empty())
-    rank_events = gather_strings(
-        rank_trace_events(spans, id.world_rank,
-                          cat("rank ", id.world_rank, " (stage ", coord.pp, ", tp ", coord.tp,
-                              ", dp ", coord.dp, ")"))
-            .dump(),
-        id.world_size);
+    rank_events = gather_strings(rank_trace_events(spans, id.world_rank,
+                                                   cat("rank ", id.world_rank, " (stage ", coord.pp,
+                                                       ", tp ", coord.tp, ", dp ", coord.dp, ")"))
+                                     .dump(),
+                                 id.world_size);
 
   MemoryStats ms = backend->memory_stats();
   int64_t mem_mine[2] = {ms.peak_bytes, ms.device_peak_bytes};

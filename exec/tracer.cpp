@@ -41,8 +41,8 @@ std::vector<Tracer::Timed> Tracer::timed() {
   std::vector<Timed> out;
   out.reserve(spans_.size());
   for (const TraceSpan& s : spans_)
-    out.push_back({&s, mark_ns_.at(static_cast<size_t>(s.begin)),
-                   mark_ns_.at(static_cast<size_t>(s.end))});
+    out.push_back(
+        {&s, mark_ns_.at(static_cast<size_t>(s.begin)), mark_ns_.at(static_cast<size_t>(s.end))});
   return out;
 }
 

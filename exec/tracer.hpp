@@ -29,13 +29,13 @@ const char* to_string(TraceStream s);  // "compute", "dp", "pp_send_fwd", ...
 
 // What a span's time counts as in the breakdown.
 enum class SpanKind : uint8_t {
-  kPass,        // F, B or W of one micro-batch on one chunk (compute, with TP collectives inside)
-  kTp,          // a tensor-parallel collective inside a pass, or the SP norm-gradient all-reduce
-  kP2p,         // one member of a pipeline p2p group (the group's time: transfer and waiting)
-  kDpComm,      // data-parallel reduce or gather on the comm stream (overlapped)
-  kDpExposed,   // data-parallel time the compute stream spends: waits for the comm stream,
-                // reductions and gathers run in line, the tied-embedding all-reduce
-  kOptimizer,   // gradient-norm all-reduce, clipping, the optimizer step
+  kPass,       // F, B or W of one micro-batch on one chunk (compute, with TP collectives inside)
+  kTp,         // a tensor-parallel collective inside a pass, or the SP norm-gradient all-reduce
+  kP2p,        // one member of a pipeline p2p group (the group's time: transfer and waiting)
+  kDpComm,     // data-parallel reduce or gather on the comm stream (overlapped)
+  kDpExposed,  // data-parallel time the compute stream spends: waits for the comm stream,
+               // reductions and gathers run in line, the tied-embedding all-reduce
+  kOptimizer,  // gradient-norm all-reduce, clipping, the optimizer step
 };
 
 struct TraceSpan {
@@ -44,9 +44,9 @@ struct TraceSpan {
   TraceStream stream = TraceStream::kCompute;
   int begin = -1, end = -1;  // Backend marks
   int32_t microbatch = -1, chunk = -1;
-  int32_t peer = -1;             // p2p: pipeline rank of the other side
-  int64_t bytes = 0;             // p2p and collectives: payload bytes
-  std::string action;            // schedule action (watchdog report), e.g. "recv-forward 3.0 <- 1"
+  int32_t peer = -1;   // p2p: pipeline rank of the other side
+  int64_t bytes = 0;   // p2p and collectives: payload bytes
+  std::string action;  // schedule action (watchdog report), e.g. "recv-forward 3.0 <- 1"
 };
 
 class Tracer {

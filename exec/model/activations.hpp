@@ -21,7 +21,7 @@
 namespace mplan::exec {
 
 // The parts of a layer's activations, by who needs them.
-struct LayerMain {  // the backward's inputs
+struct LayerMain {            // the backward's inputs
   Tensor x;                   // (s_l, b, h) act: the layer input (the checkpoint under full)
   Tensor ln1_mean, ln1_rstd;  // (T_l) f32
   Tensor qkv;                 // (s, b, 3·heads/tp, d) act
@@ -37,10 +37,10 @@ struct LayerWeightInputs {  // inputs of the weight-gradient GEMMs (kept until W
   Tensor fc1_act;  // (s, b, ffn/tp) act: GeLU output (fc2 input)
 };
 struct LayerOutputGrads {  // zero-bubble only: output gradients of the weight GEMMs, B -> W
-  Tensor d_qkv;   // (s, b, 3·heads/tp, d) act
-  Tensor d_proj;  // (s_l, b, h) act: gradient of the projection output (this rank's shard)
-  Tensor d_fc1;   // (s, b, ffn/tp) act: gradient of fc1's output (pre-activation)
-  Tensor d_fc2;   // (s_l, b, h) act: gradient of fc2's output
+  Tensor d_qkv;            // (s, b, 3·heads/tp, d) act
+  Tensor d_proj;           // (s_l, b, h) act: gradient of the projection output (this rank's shard)
+  Tensor d_fc1;            // (s, b, ffn/tp) act: gradient of fc1's output (pre-activation)
+  Tensor d_fc2;            // (s_l, b, h) act: gradient of fc2's output
 };
 // Everything one layer's passes use, assembled from a slot, the W slot or the workspace.
 struct LayerActs {
@@ -51,8 +51,8 @@ struct LayerActs {
 
 // The last chunk's head: final norm, output layer, loss.
 struct HeadMain {
-  Tensor x;                   // (s_l, b, h) act: final-norm input (the last layer's output)
-  Tensor lnf_mean, lnf_rstd;  // (T_l) f32
+  Tensor x;                           // (s_l, b, h) act: final-norm input (the last layer's output)
+  Tensor lnf_mean, lnf_rstd;          // (T_l) f32
   Tensor row_max, stats, token_loss;  // (T), (2, T), (T) f32
 };
 struct HeadWeightInputs {
@@ -70,8 +70,8 @@ enum class LayerStorage : uint8_t {
 struct ChunkShape {
   int64_t num_layers = 0;
   bool has_embedding = false, has_output = false;
-  bool selective = false;       // attention core recomputed
-  bool split_backward = false;  // zero-bubble: W separate from B
+  bool selective = false;             // attention core recomputed
+  bool split_backward = false;        // zero-bubble: W separate from B
   std::vector<LayerStorage> storage;  // per local layer
   // Full recompute: the group of local layer i is [group_first[i], group_last[i]].
   std::vector<int32_t> group_first, group_last;
@@ -89,7 +89,7 @@ struct MainSlot {
   HeadMain head;
   HeadWeightInputs head_win;  // without split
 };
-struct WeightSlot {  // zero-bubble: what W needs, from B (or the forward) until W
+struct WeightSlot {                    // zero-bubble: what W needs, from B (or the forward) until W
   std::vector<LayerWeightInputs> win;  // every layer (recomputed ones written in B)
   std::vector<LayerOutputGrads> dy;
   HeadWeightInputs head_win;

@@ -45,9 +45,7 @@ void GptBlocks::mark(GradSync* sync, int param) {
   if (sync != nullptr && param >= 0) sync->mark_final(param);
 }
 
-float GptBlocks::attn_scale() const {
-  return 1.0f / std::sqrt(static_cast<float>(d_.head_dim));
-}
+float GptBlocks::attn_scale() const { return 1.0f / std::sqrt(static_cast<float>(d_.head_dim)); }
 
 template <class F>
 void GptBlocks::traced(const char* what, F&& f) {
@@ -91,7 +89,7 @@ void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor x, int w, int b) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
   be_.bias_grad_accumulate(dy_shard, grad(b));
-  Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);             // (s, b, h)
+  Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);            // (s, b, h)
   be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
 }
 
@@ -160,8 +158,8 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
   be_.attention_forward(m.qkv, w.ctx, lse, attn_scale());
   Tensor attn = row_forward(w.ctx, p.proj_w, p.proj_b);
   be_.add(m.x_mid, r.x, attn);
-  be_.layernorm_forward(m.x_mid, weight(p.ln2_w), weight(p.ln2_b), kLayerNormEps, w.y2,
-                        m.ln2_mean, m.ln2_rstd);
+  be_.layernorm_forward(m.x_mid, weight(p.ln2_w), weight(p.ln2_b), kLayerNormEps, w.y2, m.ln2_mean,
+                        m.ln2_rstd);
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
   be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h, 0.0f, Epilogue::kBiasGelu), y2,
            weight(p.fc1_w), w.fc1_act, weight(p.fc1_b), m.fc1_pre);
@@ -227,8 +225,7 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     mark(sync, p.qkv_b);
     mark(sync, p.qkv_w);
   }
-  be_.gemm(gemm_args(false, false, T, h, 3 * d_.attn_local()), d_qkv, weight(p.qkv_w),
-           ws_.partial);
+  be_.gemm(gemm_args(false, false, T, h, 3 * d_.attn_local()), d_qkv, weight(p.qkv_w), ws_.partial);
   Tensor dy1 = reduce_partial(ws_.partial, ws_.reduced);
   be_.layernorm_backward_add(dy1, r.x, weight(p.ln1_w), m.ln1_mean, m.ln1_rstd, ws_.d_norm,
                              grad(p.ln1_w), grad(p.ln1_b), d_res);  // d_res: dL/dx
@@ -270,8 +267,8 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
   // Output layer (tied to the word embedding, or its copy on the last stage): column-parallel
   // over the vocabulary.
   Tensor yf = gather_sequence(w.yf, ws_.gathered);
-  be_.gemm(gemm_args(false, true, d_.tokens(), d_.vocab_local(), d_.hidden), yf,
-           weight(c.output), w.logits);
+  be_.gemm(gemm_args(false, true, d_.tokens(), d_.vocab_local(), d_.hidden), yf, weight(c.output),
+           w.logits);
   // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit.
   be_.xent_local_max(w.logits, hm.row_max);
   if (d_.tp > 1)
@@ -292,8 +289,8 @@ void GptBlocks::head_backward(const ChunkParams& c, const HeadMain& hm, const He
   be_.gemm(gemm_args(false, false, d_.tokens(), d_.hidden, d_.vocab_local()), w.logits,
            weight(c.output), ws_.partial);
   Tensor dyf = reduce_partial(ws_.partial, ws_.reduced);
-  be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x,
-                         grad(c.lnf_w), grad(c.lnf_b));
+  be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x, grad(c.lnf_w),
+                         grad(c.lnf_b));
   if (!split) {
     mark(sync, c.lnf_b);
     mark(sync, c.lnf_w);

@@ -28,16 +28,16 @@ inline constexpr float kLayerNormEps = 1e-5f;  // Megatron's --layernorm-epsilon
 
 // Scratch shared by every pass of one rank (one pass runs at a time).
 struct Workspace {
-  Tensor gathered;     // (s, b, h) act: sequence-parallel all-gather target
-  Tensor partial;      // (s, b, h) act: row-parallel / embedding output before the TP reduction
-  Tensor reduced;      // (s_l, b, h) act: reduce-scatter target (SP)
-  Tensor d_norm;       // (s_l, b, h) act: gradient through a norm
-  Tensor d_gathered;   // (s, b, h) act: all-gathered output gradient (SP)
-  Tensor d_ctx;        // (s, b, heads/tp, d) act
-  Tensor d_qkv;        // (s, b, 3·heads/tp, d) act
-  Tensor d_h, d_pre;   // (s, b, ffn/tp) act
-  Tensor att_ctx;      // (s, b, heads/tp, d) act: selective recompute's attention output
-  Tensor att_lse;      // (b, heads/tp, s) f32: its log-sum-exp (also full recompute's)
+  Tensor gathered;    // (s, b, h) act: sequence-parallel all-gather target
+  Tensor partial;     // (s, b, h) act: row-parallel / embedding output before the TP reduction
+  Tensor reduced;     // (s_l, b, h) act: reduce-scatter target (SP)
+  Tensor d_norm;      // (s_l, b, h) act: gradient through a norm
+  Tensor d_gathered;  // (s, b, h) act: all-gathered output gradient (SP)
+  Tensor d_ctx;       // (s, b, heads/tp, d) act
+  Tensor d_qkv;       // (s, b, 3·heads/tp, d) act
+  Tensor d_h, d_pre;  // (s, b, ffn/tp) act
+  Tensor att_ctx;     // (s, b, heads/tp, d) act: selective recompute's attention output
+  Tensor att_lse;     // (b, heads/tp, s) f32: its log-sum-exp (also full recompute's)
   // Full recompute: the activations of one group of layers rebuilt before its backward.
   std::vector<LayerMain> rc_main;
   std::vector<LayerWeightInputs> rc_win;
@@ -54,8 +54,8 @@ struct LayerRef {
 
 class GptBlocks {
  public:
-  GptBlocks(const GptDims& d, const ParamLayout& params, Tensor weights, Tensor grads,
-            Backend& be, Comm& tp, Workspace& ws, Tracer* tracer);
+  GptBlocks(const GptDims& d, const ParamLayout& params, Tensor weights, Tensor grads, Backend& be,
+            Comm& tp, Workspace& ws, Tracer* tracer);
 
   Tensor weight(int i) const;
   Tensor grad(int i) const;
@@ -84,8 +84,8 @@ class GptBlocks {
   void head_forward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w,
                     Tensor targets, float grad_scale, Tensor loss_sum);
   // d_x (s_l, b, h) = dL/dx; the output weight's gradient too unless split.
-  void head_backward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w,
-                     Tensor d_x, bool split, GradSync* sync);
+  void head_backward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w, Tensor d_x,
+                     bool split, GradSync* sync);
   // dW_out += dlogits^T · yf; with mark_norm the final norm's parameters are marked final too.
   void head_weight_grad(const ChunkParams& c, const HeadWeightInputs& w, GradSync* sync,
                         bool mark_norm);

@@ -42,29 +42,65 @@ void note_role(ChunkParams& c, int i, const ParamSpec& s) {
   if (s.layer >= 0) {
     LayerParams& lp = c.layers[static_cast<size_t>(s.layer - c.first_layer)];
     switch (s.role) {
-      case TensorRole::kInputNormWeight: lp.ln1_w = i; return;
-      case TensorRole::kInputNormBias: lp.ln1_b = i; return;
-      case TensorRole::kProjWeight: lp.proj_w = i; return;
-      case TensorRole::kProjBias: lp.proj_b = i; return;
-      case TensorRole::kQkvWeight: lp.qkv_w = i; return;
-      case TensorRole::kQkvBias: lp.qkv_b = i; return;
-      case TensorRole::kMlpNormWeight: lp.ln2_w = i; return;
-      case TensorRole::kMlpNormBias: lp.ln2_b = i; return;
-      case TensorRole::kFc1Weight: lp.fc1_w = i; return;
-      case TensorRole::kFc1Bias: lp.fc1_b = i; return;
-      case TensorRole::kFc2Weight: lp.fc2_w = i; return;
-      case TensorRole::kFc2Bias: lp.fc2_b = i; return;
-      default: break;
+      case TensorRole::kInputNormWeight:
+        lp.ln1_w = i;
+        return;
+      case TensorRole::kInputNormBias:
+        lp.ln1_b = i;
+        return;
+      case TensorRole::kProjWeight:
+        lp.proj_w = i;
+        return;
+      case TensorRole::kProjBias:
+        lp.proj_b = i;
+        return;
+      case TensorRole::kQkvWeight:
+        lp.qkv_w = i;
+        return;
+      case TensorRole::kQkvBias:
+        lp.qkv_b = i;
+        return;
+      case TensorRole::kMlpNormWeight:
+        lp.ln2_w = i;
+        return;
+      case TensorRole::kMlpNormBias:
+        lp.ln2_b = i;
+        return;
+      case TensorRole::kFc1Weight:
+        lp.fc1_w = i;
+        return;
+      case TensorRole::kFc1Bias:
+        lp.fc1_b = i;
+        return;
+      case TensorRole::kFc2Weight:
+        lp.fc2_w = i;
+        return;
+      case TensorRole::kFc2Bias:
+        lp.fc2_b = i;
+        return;
+      default:
+        break;
     }
     MPLAN_CHECK(false, s.name, ": not a tensor of the executor's GPT layer");
   }
   switch (s.role) {
-    case TensorRole::kWordEmbedding: c.wte = i; return;
-    case TensorRole::kPositionEmbedding: c.wpe = i; return;
-    case TensorRole::kFinalNormWeight: c.lnf_w = i; return;
-    case TensorRole::kFinalNormBias: c.lnf_b = i; return;
-    case TensorRole::kOutputWeight: c.output = i; return;
-    default: break;
+    case TensorRole::kWordEmbedding:
+      c.wte = i;
+      return;
+    case TensorRole::kPositionEmbedding:
+      c.wpe = i;
+      return;
+    case TensorRole::kFinalNormWeight:
+      c.lnf_w = i;
+      return;
+    case TensorRole::kFinalNormBias:
+      c.lnf_b = i;
+      return;
+    case TensorRole::kOutputWeight:
+      c.output = i;
+      return;
+    default:
+      break;
   }
   MPLAN_CHECK(false, s.name, ": unexpected tensor");
 }

@@ -29,13 +29,13 @@ struct ParamSpec {
   int64_t cols = 1;
   ShardKind shard = ShardKind::kReplicated;
   InitKind init = InitKind::kZero;
-  bool weight_decay = false;     // Megatron: decay all but biases and 1-D (norm) parameters
-  bool tp_duplicated = false;    // identical on every TP rank: counted once in the grad norm
-  bool sp_grad_reduce = false;   // under sequence parallelism its grad is summed over TP
-  bool shared_embedding = false; // a tied embedding split over stages (own bucket, all-reduced)
-  bool shared_copy = false;      // the last stage's copy of it (not in the gradient norm)
-  int64_t model_index = 0;       // position in the whole model's parameter order (init seed)
-  int64_t local_rows = 0;        // this rank's shard
+  bool weight_decay = false;      // Megatron: decay all but biases and 1-D (norm) parameters
+  bool tp_duplicated = false;     // identical on every TP rank: counted once in the grad norm
+  bool sp_grad_reduce = false;    // under sequence parallelism its grad is summed over TP
+  bool shared_embedding = false;  // a tied embedding split over stages (own bucket, all-reduced)
+  bool shared_copy = false;       // the last stage's copy of it (not in the gradient norm)
+  int64_t model_index = 0;        // position in the whole model's parameter order (init seed)
+  int64_t local_rows = 0;         // this rank's shard
   int64_t local_cols = 1;
   int64_t offset = 0;  // of the shard in the flat buffers, elements
   int64_t local_numel() const { return local_rows * local_cols; }
@@ -50,8 +50,8 @@ struct LayerParams {
 // A contiguous range of one chunk's gradient buffer reduced as one data-parallel collective.
 struct GradBucket {
   int chunk = 0;
-  int64_t offset = 0;  // elements of the flat buffers [offset, offset + numel)
-  int64_t numel = 0;   // a multiple of dp with the distributed optimizer
+  int64_t offset = 0;       // elements of the flat buffers [offset, offset + numel)
+  int64_t numel = 0;        // a multiple of dp with the distributed optimizer
   std::vector<int> params;  // indices into ParamLayout::specs, in backward order
 };
 
@@ -62,8 +62,8 @@ struct ChunkParams {
   int wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
   int output = -1;  // the output weight: wte of this chunk when tied and pp = 1, else its own
   std::vector<LayerParams> layers;
-  std::vector<int> params;  // this chunk's parameters in Megatron's order
-  int64_t begin = 0, end = 0;  // the chunk's region of the flat buffers
+  std::vector<int> params;               // this chunk's parameters in Megatron's order
+  int64_t begin = 0, end = 0;            // the chunk's region of the flat buffers
   int bucket_begin = 0, bucket_end = 0;  // into ParamLayout::buckets (completion order)
 };
 

@@ -53,8 +53,8 @@ StageModel::StageModel(const StageSpec& spec, Backend& backend, Comm& tp, Tracer
   int64_t max_group = 0;
   for (const ChunkParams& cp : params_.chunks) {
     MPLAN_CHECK(cp.num_layers >= 1, "a model chunk without layers");
-    ChunkShape shape = chunk_shape(p, cp.num_layers, cp.has_embedding, cp.has_output,
-                                   spec.split_backward);
+    ChunkShape shape =
+        chunk_shape(p, cp.num_layers, cp.has_embedding, cp.has_output, spec.split_backward);
     max_group = std::max(max_group, shape.max_group);
     acts_.push_back(std::make_unique<ChunkActivations>(shape, d, act_, be_));
   }
@@ -105,9 +105,8 @@ void StageModel::init_values(const ParamSpec& p, int64_t begin, int64_t end, flo
   std::vector<std::thread> pool;
   for (int64_t k = 0; k < parts; ++k) {
     const int64_t lo = begin + n * k / parts, hi = begin + n * (k + 1) / parts;
-    pool.emplace_back([&, lo, hi] {
-      init_param_shard(p, dims_, seed_, init_std_, lo, hi, out + (lo - begin));
-    });
+    pool.emplace_back(
+        [&, lo, hi] { init_param_shard(p, dims_, seed_, init_std_, lo, hi, out + (lo - begin)); });
   }
   for (auto& t : pool) t.join();
 }

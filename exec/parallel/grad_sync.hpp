@@ -61,11 +61,11 @@ class GradSync {
   bool overlap_, distributed_;
   Tracer* tracer_;
   std::vector<int> bucket_of_param_;
-  std::vector<int> pending_;  // per bucket: params not final yet
-  std::vector<bool> final_;   // per parameter: marked final this step
-  std::vector<bool> done_;    // per bucket: reduced this step
-  std::vector<Event> gathered_;        // per bucket: end of its parameter gather
-  std::vector<bool> gather_pending_;   // per bucket: the compute stream has not waited for it
+  std::vector<int> pending_;          // per bucket: params not final yet
+  std::vector<bool> final_;           // per parameter: marked final this step
+  std::vector<bool> done_;            // per bucket: reduced this step
+  std::vector<Event> gathered_;       // per bucket: end of its parameter gather
+  std::vector<bool> gather_pending_;  // per bucket: the compute stream has not waited for it
   bool launched_any_ = false;
   int64_t launched_total_ = 0;
 };

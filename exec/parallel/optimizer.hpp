@@ -30,8 +30,8 @@ struct OptimizerConfig {
 };
 
 // Writes the initial values of elements [begin, end) of parameter `spec`'s local shard.
-using ParamInit = std::function<void(const ParamSpec& spec, int64_t begin, int64_t end,
-                                     float* out)>;
+using ParamInit =
+    std::function<void(const ParamSpec& spec, int64_t begin, int64_t end, float* out)>;
 
 class Optimizer {
  public:

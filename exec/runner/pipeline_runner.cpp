@@ -62,7 +62,8 @@ void PipelineRunner::run(const Schedule& s, int64_t pp_rank, const IterationBatc
   std::vector<int64_t> last_pass(static_cast<size_t>(model_.num_chunks()), -1);
   const ActionKind finishing = split ? ActionKind::kWeightGrad : ActionKind::kBackward;
   for (size_t i = 0; i < acts.size(); ++i)
-    if (acts[i].kind == finishing) last_pass[static_cast<size_t>(acts[i].chunk)] = static_cast<int64_t>(i);
+    if (acts[i].kind == finishing)
+      last_pass[static_cast<size_t>(acts[i].chunk)] = static_cast<int64_t>(i);
 
   for (size_t i = 0; i < acts.size(); ++i) {
     const Action& a = acts[i];
@@ -76,13 +77,11 @@ void PipelineRunner::run(const Schedule& s, int64_t pp_rank, const IterationBatc
       i = end;
       continue;
     }
-    if (progress_)
-      progress_->set(cat("iteration ", iteration, ", action ", i, ": ", to_string(a)));
+    if (progress_) progress_->set(cat("iteration ", iteration, ", action ", i, ": ", to_string(a)));
     const int c = a.chunk;
     const int64_t mb = a.microbatch;
-    GradSync* finishing_sync = static_cast<int64_t>(i) == last_pass[static_cast<size_t>(c)]
-                                   ? &sync
-                                   : nullptr;
+    GradSync* finishing_sync =
+        static_cast<int64_t>(i) == last_pass[static_cast<size_t>(c)] ? &sync : nullptr;
     TraceSpan span;
     span.name = pass_name(a.kind, split);
     span.kind = SpanKind::kPass;
@@ -92,8 +91,8 @@ void PipelineRunner::run(const Schedule& s, int64_t pp_rank, const IterationBatc
     auto pass = [&] {
       switch (a.kind) {
         case ActionKind::kForward:
-          model_.forward(c, mb, micro(batch.tokens, mb), micro(batch.targets, mb),
-                         batch.grad_scale, batch.loss_sum, &sync);
+          model_.forward(c, mb, micro(batch.tokens, mb), micro(batch.targets, mb), batch.grad_scale,
+                         batch.loss_sum, &sync);
           break;
         case ActionKind::kBackward:
           model_.backward(c, mb, micro(batch.tokens, mb), finishing_sync);

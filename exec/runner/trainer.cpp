@@ -17,8 +17,8 @@ namespace mplan::exec {
 void check_executable(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
   if (p.cp != 1)
-    throw Error(cat("parallel.cp: context parallelism is not supported by the executor (cp = ",
-                    p.cp, ")"));
+    throw Error(
+        cat("parallel.cp: context parallelism is not supported by the executor (cp = ", p.cp, ")"));
   if (p.ep != 1)
     throw Error(
         cat("parallel.ep: expert parallelism is not supported by the executor (ep = ", p.ep, ")"));
@@ -104,8 +104,7 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
   data_.dp_rank = dp_.rank();
 
   sync_ = std::make_unique<GradSync>(model_->params(), model_->grads(), be_, dp_,
-                                     p.overlap_grad_reduce, p.distributed_optimizer,
-                                     tracer_.get());
+                                     p.overlap_grad_reduce, p.distributed_optimizer, tracer_.get());
   std::vector<ShardRange> owned;
   if (p.distributed_optimizer) {
     for (const GradBucket& b : model_->params().buckets)
@@ -158,8 +157,8 @@ const Schedule& Trainer::schedule(int64_t microbatches) {
   spec.pp = p.pp;
   spec.vpp = p.vpp;
   spec.microbatches = microbatches;
-  spec.group_size = p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage
-                                                             : 0;
+  spec.group_size =
+      p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage : 0;
   return schedules_.emplace(microbatches, make_schedule(spec)).first->second;
 }
 
@@ -176,14 +175,16 @@ void Trainer::finalize_grads() {
       int64_t at = 0;
       for (const ParamSpec& s : params.specs) {
         if (!s.sp_grad_reduce) continue;
-        be_.copy(sp_stage_.flat_slice(at, s.local_numel()), grads.flat_slice(s.offset, s.local_numel()));
+        be_.copy(sp_stage_.flat_slice(at, s.local_numel()),
+                 grads.flat_slice(s.offset, s.local_numel()));
         at += s.local_numel();
       }
       tp_.all_reduce(sp_stage_, ReduceOp::kSum, Stream::kCompute);
       at = 0;
       for (const ParamSpec& s : params.specs) {
         if (!s.sp_grad_reduce) continue;
-        be_.copy(grads.flat_slice(s.offset, s.local_numel()), sp_stage_.flat_slice(at, s.local_numel()));
+        be_.copy(grads.flat_slice(s.offset, s.local_numel()),
+                 sp_stage_.flat_slice(at, s.local_numel()));
         at += s.local_numel();
       }
     };
@@ -203,8 +204,9 @@ void Trainer::finalize_grads() {
     span.name = "embedding_ar";
     span.kind = SpanKind::kDpExposed;
     auto reduce = [&] {
-      world_.group("embedding").all_reduce(model_->grad(param).view({model_->grad(param).numel()}),
-                                           ReduceOp::kSum, Stream::kCompute);
+      world_.group("embedding")
+          .all_reduce(model_->grad(param).view({model_->grad(param).numel()}), ReduceOp::kSum,
+                      Stream::kCompute);
     };
     if (tracer_)
       tracer_->around(std::move(span), reduce);
@@ -275,7 +277,8 @@ StepResult Trainer::step(bool apply_update) {
   StepResult r;
   r.num_microbatches = M;
   r.global_batch_size = state.running_global_batch_size;
-  r.loss = static_cast<double>(host[0]) / static_cast<double>(T * M * static_cast<int64_t>(dp_.size()));
+  r.loss =
+      static_cast<double>(host[0]) / static_cast<double>(T * M * static_cast<int64_t>(dp_.size()));
   r.grad_norm = std::sqrt(static_cast<double>(host[1]));
   r.clip_coefficient = optimizer_->clip_coefficient(r.grad_norm);
   if (apply_update) {

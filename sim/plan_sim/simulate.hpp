@@ -68,9 +68,9 @@ struct SimulationResult {
   TimeBreakdown breakdown;
   std::vector<TimeBreakdown> stage_breakdown;  // the same on every pipeline stage's GPU
   std::vector<StageMemory> per_stage;          // one per pipeline stage
-  int64_t peak_bytes = 0;              // max over stages
-  int64_t capacity_bytes = 0;          // GPU memory of the cluster's GPU
-  bool fits = false;                   // peak_bytes <= capacity_bytes
+  int64_t peak_bytes = 0;                      // max over stages
+  int64_t capacity_bytes = 0;                  // GPU memory of the cluster's GPU
+  bool fits = false;                           // peak_bytes <= capacity_bytes
 
   // Added fields.
   int64_t num_microbatches = 0;          // per data-parallel rank and iteration

@@ -203,8 +203,9 @@ TEST(ParamLayout, InitIsMegatronsAndLayoutIndependent) {
   const ParamSpec& proj = ref.specs[static_cast<size_t>(ref.chunks[0].layers[1].proj_w)];
   float v = 0;
   init_param_shard(proj, d1, 5, 0.02, 0, 1, &v);
-  EXPECT_FLOAT_EQ(v, static_cast<float>(0.02 / std::sqrt(8.0) *
-                                        init_normal(5, static_cast<uint64_t>(proj.model_index), 0)));
+  EXPECT_FLOAT_EQ(v,
+                  static_cast<float>(0.02 / std::sqrt(8.0) *
+                                     init_normal(5, static_cast<uint64_t>(proj.model_index), 0)));
   EXPECT_EQ(proj.init, InitKind::kScaledNormal);
 }
 

@@ -110,13 +110,15 @@ TEST(Trainer, GroupsAreMegatrons) {
   EXPECT_EQ(g.at("world"), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(trainer_groups(tiny_plan({.tp = 4, .sp = true}).parallel, 2).at("tp"),
             (std::vector<int>{0, 1, 2, 3}));
-  // pp 2, dp 2 in the default order tp-cp-ep-dp-pp: stage 0 is ranks 0, 1; pp groups [0, 2], [1, 3].
+  // pp 2, dp 2 in the default order tp-cp-ep-dp-pp: stage 0 is ranks 0, 1; pp groups [0, 2], [1,
+  // 3].
   GroupMembers p = trainer_groups(tiny_plan({.pp = 2, .dp = 2}).parallel, 1);
   EXPECT_EQ(p.at("pp"), (std::vector<int>{1, 3}));
   EXPECT_EQ(p.at("embedding"), (std::vector<int>{1, 3}));
   EXPECT_EQ(p.at("mp"), (std::vector<int>{1, 3}));
   // The other order, tp-cp-ep-pp-dp: pp groups [0, 1], [2, 3].
-  GroupMembers q = trainer_groups(tiny_plan({.pp = 2, .dp = 2, .tp_pp_dp_order = true}).parallel, 1);
+  GroupMembers q =
+      trainer_groups(tiny_plan({.pp = 2, .dp = 2, .tp_pp_dp_order = true}).parallel, 1);
   EXPECT_EQ(q.at("pp"), (std::vector<int>{0, 1}));
   EXPECT_EQ(q.at("dp"), (std::vector<int>{1, 3}));
   // A middle stage has no embedding group: a group of its own.
@@ -141,7 +143,8 @@ TEST(Trainer, RefusesPlansItCannotRun) {
   p.training.precision = Precision::kFp16;
   EXPECT_THROW(check_executable(p), Error);
   // Pipelines, recomputation and the distributed optimizer run.
-  EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4, .vpp = 2,
+  EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4,
+                                              .vpp = 2,
                                               .schedule = ScheduleKind::kInterleaved,
                                               .recompute = Recompute::kFull,
                                               .distributed_optimizer = true})));

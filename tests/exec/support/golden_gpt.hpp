@@ -76,8 +76,7 @@ inline void run_golden(Backend& be, DType act, const GoldenTol& tol) {
   const auto& o = g["optimizer"];
   OptimizerConfig oc{o["lr"], o["beta1"], o["beta2"], o["eps"], o["weight_decay"], o["clip_grad"]};
   Optimizer opt(model.params(), 0, {{0, model.params().total_elems}}, model.weights(),
-                model.grads(), be, oc,
-                [&](const ParamSpec& s, int64_t b, int64_t e, float* out) {
+                model.grads(), be, oc, [&](const ParamSpec& s, int64_t b, int64_t e, float* out) {
                   model.init_values(s, b, e, out);
                 });
   const ChunkParams& chunk = model.chunk(0);

@@ -88,11 +88,18 @@ inline std::vector<Layout> invariance_layouts() {
   out.push_back({.tp = 2, .dp = 2, .sp = true, .distributed_optimizer = true});
   out.push_back({.pp = 2, .recompute = Recompute::kSelective});
   out.push_back({.pp = 2, .recompute = Recompute::kFull, .recompute_layers = 2});
-  out.push_back({.pp = 2, .recompute = Recompute::kFull, .method = RecomputeMethod::kBlock,
+  out.push_back({.pp = 2,
+                 .recompute = Recompute::kFull,
+                 .method = RecomputeMethod::kBlock,
                  .recompute_layers = 3});
-  out.push_back({.pp = 2, .schedule = S::kZbH1, .recompute = Recompute::kFull,
-                 .recompute_layers = 2});
-  out.push_back({.tp = 2, .pp = 2, .dp = 2, .sp = true, .vpp = 2, .schedule = S::kInterleaved,
+  out.push_back(
+      {.pp = 2, .schedule = S::kZbH1, .recompute = Recompute::kFull, .recompute_layers = 2});
+  out.push_back({.tp = 2,
+                 .pp = 2,
+                 .dp = 2,
+                 .sp = true,
+                 .vpp = 2,
+                 .schedule = S::kInterleaved,
                  .distributed_optimizer = true});
   return out;
 }
