@@ -135,7 +135,14 @@ Gpt2BpeTokenizer Gpt2BpeTokenizer::from_text(const std::string& vocab_json,
                                              const std::string& vocab_name,
                                              const std::string& merge_name) {
   auto model = std::make_shared<Model>();
-  const Json vocab = parse_json(vocab_json, vocab_name);
+  // nlohmann::json (a std::map per object), not the ordered Json of plan files: an ordered
+  // object looks keys up linearly, quadratic for GPT-2's 50257 entries.
+  nlohmann::json vocab;
+  try {
+    vocab = nlohmann::json::parse(vocab_json);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(cat(vocab_name, ": not valid JSON (", e.what(), ")"));
+  }
   if (!vocab.is_object() || vocab.empty())
     throw Error(cat(vocab_name, ": not a vocabulary (a JSON object of token -> id)"));
   std::unordered_map<std::string, int32_t> encoder;
@@ -144,7 +151,7 @@ Gpt2BpeTokenizer Gpt2BpeTokenizer::from_text(const std::string& vocab_json,
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= static_cast<int64_t>(vocab.size()))
       throw Error(cat(vocab_name, ": the id of \"", token, "\" must be an integer in [0, ",
-                      vocab.size(), "), got ", json_excerpt(id)));
+                      vocab.size(), "), got ", id.dump()));
     const auto v = static_cast<int32_t>(id.get<int64_t>());
     if (!model->id_to_token[static_cast<size_t>(v)].empty())
       throw Error(cat(vocab_name, ": id ", v, " is given to two tokens"));
