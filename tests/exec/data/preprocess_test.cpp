@@ -76,8 +76,8 @@ TEST(Preprocess, OnePairPerKeyAndAnyWorkerCount) {
     });
     EXPECT_GE(calls, 1);
   }
-  for (const char* file : {"_a_document.bin", "_a_document.idx", "_b_document.bin",
-                           "_b_document.idx"}) {
+  for (const char* file :
+       {"_a_document.bin", "_a_document.idx", "_b_document.bin", "_b_document.idx"}) {
     std::string one = "w1", three = "w3";  // appended: GCC 12 warns on "literal" + std::string
     one.append(file);
     three.append(file);
