@@ -79,13 +79,24 @@ void SafetensorsWriter::write(const std::string& path) const {
     for (const auto& [k, v] : metadata_) m[k] = v;
     header["__metadata__"] = m;
   }
+  // Data laid out by dtype size, largest first (as safetensors' own writer does), so every
+  // tensor starts at a multiple of its element size; the header keeps the order of add().
+  std::vector<size_t> order(entries_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return dtype_bytes(entries_[a].dtype) > dtype_bytes(entries_[b].dtype);
+  });
+  std::vector<int64_t> begin(entries_.size());
   int64_t offset = 0;
-  for (const Entry& e : entries_) {
-    const auto bytes = static_cast<int64_t>(e.data.size());
+  for (size_t i : order) {
+    begin[i] = offset;
+    offset += static_cast<int64_t>(entries_[i].data.size());
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
     header[e.name] = {{"dtype", to_string(e.dtype)},
                       {"shape", e.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+                      {"data_offsets", {begin[i], begin[i] + static_cast<int64_t>(e.data.size())}}};
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -95,8 +106,10 @@ void SafetensorsWriter::write(const std::string& path) const {
   uint64_t n = text.size();
   bool ok =
       std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  for (const Entry& e : entries_)
+  for (size_t i : order) {
+    const Entry& e = entries_[i];
     ok = ok && (e.data.empty() || std::fwrite(e.data.data(), 1, e.data.size(), f) == e.data.size());
+  }
   const int err = errno;
   ok = (std::fclose(f) == 0) && ok;
   std::error_code ec;

@@ -1,7 +1,8 @@
 // safetensors: the tensor file format PyTorch's `safetensors` reads. Layout: u64 little-endian N,
 // then N bytes of JSON header {"__metadata__": {string: string}, NAME: {"dtype": "BF16"|"F32"|
 // "I32", "shape": [...], "data_offsets": [begin, end]}, ...} padded with spaces to a multiple of
-// 8, then the raw little-endian data, tensors back to back in the order added.
+// 8, then the raw little-endian data, tensors back to back, largest dtype first (so each starts at
+// a multiple of its element size), in the order added within a dtype size.
 // Invariant: a written file's offsets cover the data exactly, with no gaps or overlaps, and every
 // tensor's byte count equals its shape's element count times the dtype size.
 #pragma once

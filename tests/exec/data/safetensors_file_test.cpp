@@ -1,6 +1,7 @@
-// safetensors: a written file parsed back byte for byte (header layout, 8-byte alignment, offsets
-// in order, metadata), damaged files refused naming the file, and, when python3 has the
-// `safetensors` package, PyTorch's reader loading it (skipped otherwise).
+// safetensors: a written file parsed back byte for byte (header layout, 8-byte alignment, data
+// ordered by dtype size so each tensor is aligned, metadata), damaged files refused naming the
+// file, and, when python3 has the `safetensors` package, PyTorch's reader loading it (skipped
+// otherwise).
 #include "exec/data/safetensors_file.hpp"
 
 #include <gmock/gmock.h>
@@ -26,6 +27,7 @@ SafetensorsWriter example() {
   w.add_f32("embedding.weight", {2, 3}, f);
   w.add_i32("step", {2}, i);
   w.add_bf16("norm.bias", {3}, b);
+  w.add_f32("head.weight", {2}, std::vector<float>{3.0f, -1.0f});  // placed before the bf16
   w.set_metadata("format", "pt");
   return w;
 }
@@ -42,8 +44,9 @@ TEST(Safetensors, Layout) {
               StartsWith("{\"__metadata__\":{\"format\":\"pt\"},\"embedding.weight\":{\"dtype\":"
                          "\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},\"step\":{\"dtype\":"
                          "\"I32\",\"shape\":[2],\"data_offsets\":[24,32]},\"norm.bias\":{\"dtype\":"
-                         "\"BF16\",\"shape\":[3],\"data_offsets\":[32,38]}}"));
-  EXPECT_EQ(bytes.size(), 8 + n + 38);
+                         "\"BF16\",\"shape\":[3],\"data_offsets\":[40,46]},\"head.weight\":"
+                         "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[32,40]}}"));
+  EXPECT_EQ(bytes.size(), 8 + n + 46);
   float first = 0;
   std::memcpy(&first, bytes.data() + 8 + n, 4);
   EXPECT_EQ(first, 1.5f);
@@ -54,7 +57,7 @@ TEST(Safetensors, ReadsBack) {
   example().write(dir / "m.safetensors");
   const SafetensorsContents c = read_safetensors(dir / "m.safetensors");
   EXPECT_EQ(c.metadata.at("format"), "pt");
-  ASSERT_EQ(c.tensors.size(), 3u);
+  ASSERT_EQ(c.tensors.size(), 4u);
   const SafetensorsTensor& b = c.tensors.at("norm.bias");
   EXPECT_EQ(b.dtype, SafetensorsDtype::kBF16);
   EXPECT_EQ(b.shape, std::vector<int64_t>{3});
