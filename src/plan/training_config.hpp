@@ -1,10 +1,14 @@
-// TrainingConfig: precision, optimizer and data settings of a plan ("training" in the plan file),
-// named after Megatron-LM's arguments. All fields have Megatron-like defaults.
+// TrainingConfig: precision, optimizer, learning-rate schedule, data, evaluation, checkpoint and
+// logging settings of a plan ("training" in the plan file), named after Megatron-LM's arguments.
+// All fields have Megatron-like defaults; training_from_json checks the rules Megatron states for
+// them (e.g. --lr-warmup-iters and --lr-warmup-fraction are exclusive).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/common/json_reader.hpp"
 
@@ -25,21 +29,64 @@ struct RampupBatchSize {  // --rampup-batch-size START INCR SAMPLES
   bool operator==(const RampupBatchSize&) const = default;
 };
 
+enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };
+const char* to_string(LrDecayStyle s);  // Megatron's names: constant, linear, cosine, ...
+
+// --data-path: data prefixes, optionally weighted ("0.3 A 0.7 B"). weights is empty or one per
+// prefix (Megatron's get_blend_from_list).
+struct DataBlend {
+  std::vector<std::string> prefixes;
+  std::vector<double> weights;
+  bool empty() const { return prefixes.empty(); }
+  bool operator==(const DataBlend&) const = default;
+};
+
+// Megatron's get_blend_from_list over the words of --data-path: an even count whose every other
+// word (from the first) is a number is weight/prefix pairs, anything else is prefixes only.
+// `field` names the flag or field in errors (weights must be > 0).
+DataBlend parse_data_path(const std::vector<std::string>& words, const std::string& field);
+// The words back (weights printed as numbers), so parse_data_path(data_path_words(b)) == b.
+std::vector<std::string> data_path_words(const DataBlend& blend);
+
+// Megatron's parse_and_normalize_split: the numbers of `split` (any separators: "949,50,1"),
+// padded with zeros to three, each >= 0, normalized to sum 1. Error naming `field` otherwise.
+std::array<double, 3> parse_split(const std::string& split, const std::string& field);
+
+inline constexpr const char* kDefaultSplit = "969, 30, 1";  // Megatron's legacy default
+
 struct TrainingConfig {
-  Precision precision = Precision::kBf16;   // --bf16 / --fp16 / neither
-  bool grads_in_fp32 = true;                // --accumulate-allreduce-grads-in-fp32 (main grads)
-  AttentionBackend attention_backend = AttentionBackend::kFlash;  // --attention-backend
-                                          // (default: flash, unfused for fp32)
-  double lr = 1e-4;                         // --lr
-  double weight_decay = 0.1;                // --weight-decay
-  double adam_beta1 = 0.9;                  // --adam-beta1
-  double adam_beta2 = 0.95;                 // --adam-beta2
-  double adam_eps = 1e-8;                   // --adam-eps
-  double clip_grad = 1.0;                   // --clip-grad (0: off)
-  double init_method_std = 0.02;            // --init-method-std
-  int64_t seed = 1234;                      // --seed
-  int64_t train_iters = 0;                  // --train-iters (0: not set)
+  Precision precision = Precision::kBf16;  // --bf16 / --fp16 / neither
+  bool grads_in_fp32 = true;               // --accumulate-allreduce-grads-in-fp32 (main grads)
+  // --attention-backend (default: flash, unfused for fp32)
+  AttentionBackend attention_backend = AttentionBackend::kFlash;
+  double lr = 1e-4;               // --lr
+  double weight_decay = 0.1;      // --weight-decay
+  double adam_beta1 = 0.9;        // --adam-beta1
+  double adam_beta2 = 0.95;       // --adam-beta2
+  double adam_eps = 1e-8;         // --adam-eps
+  double clip_grad = 1.0;         // --clip-grad (0: off)
+  double init_method_std = 0.02;  // --init-method-std
+  int64_t seed = 1234;            // --seed
+  int64_t train_iters = 0;        // --train-iters (0: not set)
   std::optional<RampupBatchSize> rampup_batch_size;
+  // Learning-rate schedule (Megatron's OptimizerParamScheduler).
+  LrDecayStyle lr_decay_style = LrDecayStyle::kLinear;  // --lr-decay-style
+  double min_lr = 0.0;                                  // --min-lr
+  std::optional<int64_t> lr_decay_iters;                // --lr-decay-iters (unset: train_iters)
+  int64_t lr_warmup_iters = 0;                          // --lr-warmup-iters
+  std::optional<double> lr_warmup_fraction;             // --lr-warmup-fraction
+  double lr_warmup_init = 0.0;                          // --lr-warmup-init
+  // Data (empty data_path: synthetic tokens).
+  DataBlend data_path;                // --data-path
+  std::string split = kDefaultSplit;  // --split
+  // Evaluation, checkpoints, logging.
+  int64_t eval_interval = 1000;  // --eval-interval (0: only at the end)
+  int64_t eval_iters = 100;      // --eval-iters
+  std::string save;              // --save ("" : none)
+  std::string load;              // --load ("" : none)
+  int64_t save_interval = 0;     // --save-interval (0: not set)
+  int64_t log_interval = 100;    // --log-interval
+  std::string tensorboard_dir;   // --tensorboard-dir ("" : none)
   bool operator==(const TrainingConfig&) const = default;
 };
 

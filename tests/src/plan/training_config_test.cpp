@@ -1,5 +1,6 @@
-// Tests of the "training" section: Megatron-like defaults, the ramp-up triple, ranges, and
-// errors naming the field.
+// Tests of the "training" section: Megatron-like defaults, the ramp-up triple, ranges, the
+// learning-rate schedule, data, evaluation, checkpoint and logging fields with Megatron's rules,
+// --data-path and --split parsing as Megatron's, and errors naming the field.
 #include "src/plan/training_config.hpp"
 
 #include <gmock/gmock.h>
@@ -71,6 +72,105 @@ TEST(TrainingConfig, JsonRoundTrip) {
   t.rampup_batch_size = RampupBatchSize{4, 4, 40};
   EXPECT_EQ(training_from_json(training_to_json(t), "training"), t);
   EXPECT_EQ(training_from_json(training_to_json(TrainingConfig{}), "training"), TrainingConfig{});
+}
+
+TEST(TrainingConfig, ScheduleDataEvalCheckpointDefaults) {
+  const TrainingConfig t = training_from_json(parse_json("{}", "t"), "training");
+  EXPECT_EQ(t.lr_decay_style, LrDecayStyle::kLinear);
+  EXPECT_EQ(t.min_lr, 0.0);
+  EXPECT_FALSE(t.lr_decay_iters.has_value());
+  EXPECT_EQ(t.lr_warmup_iters, 0);
+  EXPECT_FALSE(t.lr_warmup_fraction.has_value());
+  EXPECT_TRUE(t.data_path.empty());
+  EXPECT_EQ(t.split, "969, 30, 1");
+  EXPECT_EQ(t.eval_interval, 1000);
+  EXPECT_EQ(t.eval_iters, 100);
+  EXPECT_EQ(t.save, "");
+  EXPECT_EQ(t.save_interval, 0);
+  EXPECT_EQ(t.log_interval, 100);
+  EXPECT_EQ(t.tensorboard_dir, "");
+  // Defaults are not written out, so existing plan files keep their shape.
+  EXPECT_FALSE(training_to_json(t).contains("split"));
+}
+
+TEST(TrainingConfig, ScheduleDataEvalCheckpointFields) {
+  const TrainingConfig t = training_from_json(
+      parse_json(R"({"lr": 6e-4, "min_lr": 6e-5, "lr_decay_style": "cosine", "train_iters": 2000,
+                     "lr_decay_iters": 1800, "lr_warmup_fraction": 0.01, "lr_warmup_init": 1e-6,
+                     "data_path": [0.3, "data/a_text_document", "0.7", "data/b_text_document"],
+                     "split": "949,50,1", "eval_interval": 200, "eval_iters": 10,
+                     "save": "ckpt", "load": "ckpt", "save_interval": 500, "log_interval": 10,
+                     "tensorboard_dir": "tb"})",
+                 "t"),
+      "training");
+  EXPECT_EQ(t.lr_decay_style, LrDecayStyle::kCosine);
+  EXPECT_EQ(t.min_lr, 6e-5);
+  EXPECT_EQ(t.lr_decay_iters, 1800);
+  EXPECT_EQ(t.lr_warmup_fraction, 0.01);
+  EXPECT_EQ(t.lr_warmup_init, 1e-6);
+  EXPECT_EQ(t.data_path.prefixes,
+            (std::vector<std::string>{"data/a_text_document", "data/b_text_document"}));
+  EXPECT_EQ(t.data_path.weights, (std::vector<double>{0.3, 0.7}));
+  EXPECT_EQ(t.split, "949,50,1");
+  EXPECT_EQ(t.eval_interval, 200);
+  EXPECT_EQ(t.save_interval, 500);
+  EXPECT_EQ(t.tensorboard_dir, "tb");
+  EXPECT_EQ(training_from_json(training_to_json(t), "training"), t);
+}
+
+TEST(TrainingConfig, MegatronsRules) {
+  EXPECT_EQ(error_of(R"({"lr_warmup_iters": 10, "lr_warmup_fraction": 0.1})"),
+            "training.lr_warmup_fraction: can only specify one of lr_warmup_fraction and "
+            "lr_warmup_iters");
+  EXPECT_THAT(error_of(R"({"lr_warmup_fraction": 1.0})"),
+              StartsWith("training.lr_warmup_fraction: must be < 1"));
+  EXPECT_EQ(error_of(R"({"lr": 1e-4, "min_lr": 1e-3})"),
+            "training.min_lr: must be <= lr (0.0001), got 0.001");
+  EXPECT_EQ(error_of(R"({"train_iters": 100, "lr_warmup_iters": 100})"),
+            "training.lr_warmup_iters: must be < train_iters (100), got 100");
+  EXPECT_EQ(error_of(R"({"train_iters": 100, "lr_decay_iters": 50, "lr_warmup_iters": 60})"),
+            "training.lr_warmup_iters: must be < lr_decay_iters (50), got 60");
+  EXPECT_EQ(error_of(R"({"save": "ckpt"})"),
+            "training.save_interval: must be >= 1 when save is set");
+  EXPECT_EQ(error_of(R"({"lr_decay_style": "WSD"})"),
+            "training.lr_decay_style: must be one of constant, linear, cosine, "
+            "inverse-square-root; got \"WSD\"");
+  EXPECT_THAT(error_of(R"({"log_interval": 0})"),
+              StartsWith("training.log_interval: must be >= 1"));
+  EXPECT_THAT(error_of(R"({"data_path": ["a"], "split": "100,0,0"})"),
+              StartsWith("training.split: \"100,0,0\" leaves the validation set empty while "
+                         "evaluation is asked for"));
+  // No evaluation asked: a split without validation is fine.
+  EXPECT_NO_THROW(training_from_json(
+      parse_json(R"({"data_path": ["a"], "split": "100,0,0", "eval_iters": 0})", "t"), "t"));
+  EXPECT_THAT(error_of(R"({"data_path": [0, "a"]})"),
+              StartsWith("training.data_path: the weight of a must be a number > 0"));
+  EXPECT_THAT(error_of(R"({"data_path": "a"})"),
+              StartsWith("training.data_path: must be a list of data prefixes"));
+}
+
+TEST(TrainingConfig, DataPathAsMegatronReadsIt) {
+  // Megatron's get_blend_from_list: weight/prefix pairs only when every other word is a number.
+  EXPECT_EQ(parse_data_path({"A"}, "f"), (DataBlend{{"A"}, {}}));
+  EXPECT_EQ(parse_data_path({"0.3", "A", "0.7", "B"}, "f"), (DataBlend{{"A", "B"}, {0.3, 0.7}}));
+  EXPECT_EQ(parse_data_path({"A", "B"}, "f"), (DataBlend{{"A", "B"}, {}}));
+  EXPECT_EQ(parse_data_path({"1", "A", "B"}, "f"), (DataBlend{{"1", "A", "B"}, {}}));
+  EXPECT_EQ(parse_data_path({"30", " A "}, "f"), (DataBlend{{"A"}, {30}}));
+  const DataBlend b{{"A", "B"}, {0.25, 3}};
+  EXPECT_EQ(parse_data_path(data_path_words(b), "f"), b);
+}
+
+TEST(TrainingConfig, SplitAsMegatronReadsIt) {
+  // Megatron's parse_and_normalize_split: the numbers, padded to three, normalized.
+  EXPECT_EQ(parse_split("949,50,1", "f"), (std::array<double, 3>{0.949, 0.05, 0.001}));
+  EXPECT_EQ(parse_split("1 1", "f"), (std::array<double, 3>{0.5, 0.5, 0.0}));
+  EXPECT_EQ(parse_split("90/5/5", "f"), (std::array<double, 3>{0.9, 0.05, 0.05}));
+  EXPECT_EQ(parse_split("0.5, 0.25, .25", "f"), (std::array<double, 3>{0.5, 0.25, 0.25}));
+  EXPECT_THAT(error_of(R"({"split": "1,2,3,4"})"),
+              StartsWith("training.split: \"1,2,3,4\" has 4 numbers; at most three"));
+  EXPECT_THAT(error_of(R"({"split": "0,0"})"), StartsWith("training.split: \"0,0\" gives every"));
+  EXPECT_THAT(error_of(R"({"split": "1.2.3"})"),
+              StartsWith("training.split: \"1.2.3\" has \"1.2.3\""));
 }
 
 }  // namespace
