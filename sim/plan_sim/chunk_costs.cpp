@@ -63,6 +63,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       add_unit(u);
       ch.act_bytes += x.act_bytes;
       ch.weight_input_bytes += x.weight_input_bytes;
+      ch.weight_dy_bytes += x.weight_dy_bytes;
       ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, x.ws_fwd_bytes);
       ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, x.ws_bwd_bytes);
     }
@@ -117,6 +118,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       u.bwd_input = recompute + lc.bwd_input.cost;
       u.bwd_weight = lc.bwd_weight.cost;
       ch.weight_input_bytes += lc.weight_input_bytes;
+      ch.weight_dy_bytes += lc.weight_dy_bytes;
       ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, lc.ws_fwd_bytes);
       ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, lc.ws_bwd_bytes);
       add_unit(u);
@@ -132,6 +134,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       u.dense_params = x.params;
       add_unit(u);
       ch.act_bytes += x.act_bytes;
+      ch.weight_dy_bytes += x.weight_dy_bytes;
       ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, x.ws_fwd_bytes);
       ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, x.ws_bwd_bytes);
     }

@@ -48,6 +48,7 @@ struct ChunkCosts {
   int64_t act_bytes = 0;           // kept per micro-batch from its forward to its backward
   int64_t recompute_bytes = 0;     // alive during the backward: what recomputation re-creates
   int64_t weight_input_bytes = 0;  // of act_bytes, what W still needs after B (zero-bubble)
+  int64_t weight_dy_bytes = 0;     // zero-bubble: output gradients B keeps for W
   int64_t ws_fwd_bytes = 0, ws_bwd_bytes = 0;   // transient in one forward / backward
   int64_t dense_params = 0, expert_params = 0;  // this GPU's gradients of the chunk
   int32_t unit_begin = 0, unit_end = 0;         // into ChunkTable::units, backward order

@@ -502,6 +502,12 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   }
   w_in += e * ffn_elems;  // FC2 inputs
   l.weight_input_bytes = std::llround(w_in);
+  // Zero-bubble W needs the output gradients of the same GEMMs, kept from B: QKV (q + 2 kv
+  // columns), the projection and FC2 (this rank's sequence shard, gathered again in W), FC1.
+  double w_dy = e * c.dbl(d.tokens) * c.dbl(d.q_w + 2 * d.kv_w) + 2 * c.x_bytes();
+  w_dy += e * ffn_elems * c.dbl(d.gate);
+  if (moe) w_dy += e * moe_shape(c).routed * c.dbl(d.h);  // the expert FC2 outputs' gradient
+  l.weight_dy_bytes = std::llround(w_dy);
   const double score_bytes =
       d.flash ? 0.0 : e * c.dbl(d.a / d.t) * c.dbl(d.b) * c.dbl(d.sl) * c.dbl(d.s);
   l.ws_fwd_bytes = std::llround(score_bytes);
@@ -540,6 +546,7 @@ void build_embedding(const Ctx& c, ExtraCosts& x) {
   x.bwd_weight.add("embedding_bwd", Cat::kCompute, grad_ns);
   x.act_bytes =
       cost::embedding_activation_bytes(activation_shape(c.plan, d, false, Recompute::kNone));
+  x.weight_dy_bytes = std::llround(full);  // zero-bubble: the gathered output gradient, B -> W
 }
 
 void build_output(const Ctx& c, ExtraCosts& x) {
@@ -568,6 +575,7 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   x.act_bytes = cost::output_layer_activation_bytes(
       activation_shape(c.plan, d, false, Recompute::kNone), d.vocab);
   x.weight_input_bytes = std::llround(c.full_x_bytes());
+  x.weight_dy_bytes = std::llround(c.dbl(d.e) * logits);  // zero-bubble: dL/dlogits, B -> W
   // Forward: the 16-bit logits before their fp32 copy; backward: the 16-bit logit gradient.
   x.ws_fwd_bytes = std::llround(c.dbl(d.e) * logits);
   x.ws_bwd_bytes = std::llround(c.dbl(d.e) * logits);
@@ -575,12 +583,13 @@ void build_output(const Ctx& c, ExtraCosts& x) {
 
 void reset(LayerCosts& l, bool rec) {
   for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd}) p->clear(rec);
-  l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = 0;
+  l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = l.weight_dy_bytes = 0;
   l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = 0;
 }
 void reset(ExtraCosts& x, bool rec) {
   for (Pass* p : {&x.fwd, &x.bwd, &x.bwd_input, &x.bwd_weight}) p->clear(rec);
-  x.act_bytes = x.weight_input_bytes = x.ws_fwd_bytes = x.ws_bwd_bytes = x.params = 0;
+  x.act_bytes = x.weight_input_bytes = x.weight_dy_bytes = x.ws_fwd_bytes = x.ws_bwd_bytes = 0;
+  x.params = 0;
 }
 
 }  // namespace

@@ -71,6 +71,7 @@ struct LayerCosts {
   int64_t act_full_bytes = 0;      // kept without any recompute
   int64_t ckpt_bytes = 0;          // full recompute: the layer input, the only tensor kept
   int64_t weight_input_bytes = 0;  // inputs of the weight-gradient GEMMs (kept until W)
+  int64_t weight_dy_bytes = 0;     // zero-bubble: their output gradients, made in B, used in W
   int64_t ws_fwd_bytes = 0;        // transient during the forward (materialized scores)
   int64_t ws_bwd_bytes = 0;        // transient during the backward (activation gradients)
   int64_t dense_params = 0;        // this GPU's shard of the layer's non-expert parameters
@@ -82,6 +83,7 @@ struct ExtraCosts {
   Pass fwd, bwd, bwd_input, bwd_weight;
   int64_t act_bytes = 0;
   int64_t weight_input_bytes = 0;
+  int64_t weight_dy_bytes = 0;
   int64_t ws_fwd_bytes = 0, ws_bwd_bytes = 0;
   int64_t params = 0;  // this GPU's shard (output: final norm + output weight unless tied, pp 1)
 };

@@ -527,6 +527,7 @@ class Builder {
     P_.add_memory(first, des::MemWhen::kAtStart, kMemActivations, ch.recompute_bytes);
     P_.add_memory(first, des::MemWhen::kAtStart, kMemOther, ch.ws_bwd_bytes);
     const int64_t kept = split_ ? ch.weight_input_bytes : 0;
+    if (split_) P_.add_memory(first, des::MemWhen::kAtStart, kMemActivations, ch.weight_dy_bytes);
     P_.add_memory(last, des::MemWhen::kAtEnd, kMemActivations,
                   -(ch.act_bytes - kept) - ch.recompute_bytes);
     P_.add_memory(last, des::MemWhen::kAtEnd, kMemOther, -ch.ws_bwd_bytes);
@@ -535,7 +536,8 @@ class Builder {
   void weight_grad(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, bool last_mb) {
     const OpId op = compute_op(er, ch.bwd_weight, label);
     if (opt_.record_trace) segments(op, stage, ch, 'W', 0, ch.unit_end - ch.unit_begin - 1);
-    P_.add_memory(op, des::MemWhen::kAtEnd, kMemActivations, -ch.weight_input_bytes);
+    P_.add_memory(op, des::MemWhen::kAtEnd, kMemActivations,
+                  -ch.weight_input_bytes - ch.weight_dy_bytes);
     if (last_mb && par_.overlap_grad_reduce)
       for (int32_t b = ch.bucket_begin; b < ch.bucket_end; ++b) reduce_bucket(er, stage, b, op, ch);
   }

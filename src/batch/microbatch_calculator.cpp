@@ -99,6 +99,13 @@ std::optional<BatchRuleError> check_microbatch_spec(const MicrobatchSpec& s) {
   return std::nullopt;
 }
 
+std::optional<int64_t> microbatches_if_valid(int64_t global_batch_size, int64_t micro_batch_size,
+                                             int64_t data_parallel_size) {
+  MicrobatchSpec s{global_batch_size, micro_batch_size, data_parallel_size, std::nullopt, false};
+  if (check_microbatch_spec(s)) return std::nullopt;
+  return global_batch_size / (micro_batch_size * data_parallel_size);
+}
+
 int64_t num_microbatches(int64_t global_batch_size, int64_t micro_batch_size,
                          int64_t data_parallel_size, const BatchFieldNames& names) {
   MicrobatchSpec s{global_batch_size, micro_batch_size, data_parallel_size, std::nullopt, false};

@@ -46,6 +46,11 @@ struct BatchRuleError {
 // when a rule is broken.
 std::optional<BatchRuleError> check_microbatch_spec(const MicrobatchSpec& spec);
 
+// The micro-batch count G / (M x D) when every rule of a constant batch holds, else nullopt
+// (no allocation): the one count the simulator, the sweep and the executor all use.
+std::optional<int64_t> microbatches_if_valid(int64_t global_batch_size, int64_t micro_batch_size,
+                                             int64_t data_parallel_size);
+
 // Global batch size (G) / (micro (M) x dp (D)) for a constant batch size; throws Error naming
 // `names.global_batch` with Megatron's message when G is not divisible by M x D.
 int64_t num_microbatches(int64_t global_batch_size, int64_t micro_batch_size,

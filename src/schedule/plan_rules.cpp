@@ -9,14 +9,14 @@ namespace mplan {
 
 std::optional<ScheduleSpec> schedule_spec_of(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
-  const int64_t per_step = p.micro_batch_size * p.dp;
-  if (per_step <= 0 || p.global_batch_size <= 0 || p.global_batch_size % per_step != 0)
-    return std::nullopt;
+  const std::optional<int64_t> m =
+      microbatches_if_valid(p.global_batch_size, p.micro_batch_size, p.dp);
+  if (!m) return std::nullopt;
   ScheduleSpec s;
   s.kind = p.schedule;
   s.pp = p.pp;
   s.vpp = p.vpp;
-  s.microbatches = p.global_batch_size / per_step;
+  s.microbatches = *m;
   s.group_size =
       p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage : 0;
   return s;

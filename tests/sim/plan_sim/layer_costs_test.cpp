@@ -169,3 +169,25 @@ TEST(LayerCosts, OptimizerBytes) {
 
 }  // namespace
 }  // namespace mplan::sim
+
+namespace mplan::sim {
+namespace {
+
+// Zero-bubble W keeps, per dense layer, the inputs of the four weight GEMMs and their output
+// gradients — as the executor's weight slot holds them: bf16 QKV gradient (s·b·3h/t), projection
+// and FC2 output gradients (s·b·h/r each), FC1's (s·b·4h/t); the head keeps dL/dlogits, the
+// embedding its gathered output gradient.
+TEST(LayerCosts, ZeroBubbleWeightGradientBytes) {
+  for (bool sp : {false, true}) {
+    const Plan pl = a100_plan(4, sp);
+    const PlanCosts c = costs_of(pl);
+    const int64_t s = 2048, b = 2, h = 4096, t = 4, r = sp ? 4 : 1, e = 2, V = 51200;
+    EXPECT_EQ(c.dense.weight_dy_bytes,
+              e * s * b * 3 * h / t + 2 * e * s * b * h / r + e * s * b * 4 * h / t);
+    EXPECT_EQ(c.output.weight_dy_bytes, e * s * b * V / t);
+    EXPECT_EQ(c.embedding.weight_dy_bytes, e * s * b * h);
+  }
+}
+
+}  // namespace
+}  // namespace mplan::sim
