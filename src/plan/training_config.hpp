@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "src/batch/rampup_batch_size.hpp"
 #include "src/common/json_reader.hpp"
 
 namespace mplan {
@@ -17,13 +18,6 @@ const char* to_string(Precision p);
 const char* to_string(AttentionBackend a);
 // Bytes per element of the parameters / activations for a precision.
 int64_t bytes_per_element(Precision p);
-
-struct RampupBatchSize {  // --rampup-batch-size START INCR SAMPLES
-  int64_t start = 0;
-  int64_t increment = 0;
-  int64_t samples = 0;
-  bool operator==(const RampupBatchSize&) const = default;
-};
 
 struct TrainingConfig {
   Precision precision = Precision::kBf16;   // --bf16 / --fp16 / neither
