@@ -1,7 +1,7 @@
 // Tests of plan <-> Megatron-LM arguments. Expected values come from Megatron-LM's sources and
 // example scripts (argument names and defaults in megatron/training/arguments.py, the batch
 // schedule of examples/gpt3/train_gpt3_175b_distributed.sh) or are worked out by hand.
-#include "src/plan/megatron_args.hpp"
+#include "src/interop/megatron/megatron_args.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

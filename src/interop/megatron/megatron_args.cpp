@@ -3,7 +3,7 @@
 // (TransformerConfig, ModelParallelConfig, training/config). Import applies Megatron-LM's own
 // defaults for what a script leaves out (e.g. --adam-beta2 0.999, --weight-decay 0.01), so the
 // plan describes the job Megatron-LM would run; export writes every such value explicitly.
-#include "src/plan/megatron_args.hpp"
+#include "src/interop/megatron/megatron_args.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -14,7 +14,7 @@
 
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
-#include "src/plan/shell_script.hpp"
+#include "src/interop/megatron/shell_script.hpp"
 #include "src/plan/validate.hpp"
 
 namespace mplan {
