@@ -306,83 +306,12 @@ TEST(MegatronRampup, MatchesTheGpt3ExampleStepSchedule) {
 
 // In the shape of Megatron-LM's GPT-3 175B launch script (README recipe with the batch ramp-up):
 // arrays over lines, a comment inside an array, continuations, positional path variables, and
-// 8 processes for a tp 8 x pp 16 layout.
-const char* kGpt3Script = R"SH(#!/bin/bash
-export CUDA_DEVICE_MAX_CONNECTIONS=1
-GPUS_PER_NODE=8
-MASTER_ADDR=localhost
-MASTER_PORT=6000
-NUM_NODES=1
-NODE_RANK=0
-WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))
-
-CHECKPOINT_PATH=$1 #<Specify path>
-TENSORBOARD_LOGS_PATH=$2 #<Specify path>
-VOCAB_FILE=$3 #<Specify path to file>/gpt2-vocab.json
-MERGE_FILE=$4 #<Specify path to file>/gpt2-merges.txt
-DATA_PATH=$5 #<Specify path and file prefix>_text_document
-
-DISTRIBUTED_ARGS=(
-    --nproc_per_node $GPUS_PER_NODE
-    --nnodes $NUM_NODES
-    --master_addr $MASTER_ADDR
-    --master_port $MASTER_PORT
-)
-
-GPT_MODEL_ARGS=(
-    --num-layers 96
-    --hidden-size 12288
-    --num-attention-heads 96
-    --seq-length 2048
-    --max-position-embeddings 2048
-    --attention-backend auto # Can use (flash/fused/unfused/local)
-)
-
-TRAINING_ARGS=(
-    --micro-batch-size 1
-    --global-batch-size 1536
-    --rampup-batch-size 16 16 5859375
-    --train-iters 500000
-    --weight-decay 0.1
-    --adam-beta1 0.9
-    --adam-beta2 0.95
-    --init-method-std 0.006
-    --clip-grad 1.0
-    --fp16
-    --lr 6.0e-5
-    --lr-decay-style cosine
-    --min-lr 6.0e-6
-    --lr-warmup-fraction .001
-    --lr-decay-iters 430000
-)
-
-MODEL_PARALLEL_ARGS=(
-	--tensor-model-parallel-size 8
-	--pipeline-model-parallel-size 16
-)
-
-DATA_ARGS=(
-    --data-path $DATA_PATH
-    --vocab-file $VOCAB_FILE
-    --merge-file $MERGE_FILE
-    --split 949,50,1
-)
-
-EVAL_AND_LOGGING_ARGS=(
-    --log-interval 100
-    --save $CHECKPOINT_PATH
-    --load $CHECKPOINT_PATH
-    --tensorboard-dir $TENSORBOARD_LOGS_PATH
-    --made-up-argument 3
-)
-
-torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \
-    ${GPT_MODEL_ARGS[@]} \
-    ${TRAINING_ARGS[@]} \
-    ${MODEL_PARALLEL_ARGS[@]} \
-    ${DATA_ARGS[@]} \
-    ${EVAL_AND_LOGGING_ARGS[@]}
-)SH";
+// 8 processes for a tp 8 x pp 16 layout (fixtures/README.md).
+std::string gpt3_script() {
+  return read_text_file(std::string(MPLAN_SOURCE_DIR) +
+                            "/tests/src/interop/megatron/fixtures/gpt3_175b_made_up_argument.sh",
+                        "fixture");
+}
 
 MegatronImportOptions default_import() {
   MegatronImportOptions o;
@@ -391,7 +320,7 @@ MegatronImportOptions default_import() {
 }
 
 TEST(MegatronImport, Gpt3LaunchScript) {
-  MegatronImport r = import_megatron(kGpt3Script, default_import());
+  MegatronImport r = import_megatron(gpt3_script(), default_import());
   const Plan& p = r.plan;
   EXPECT_EQ(p.parallel.tp, 8);
   EXPECT_EQ(p.parallel.pp, 16);
@@ -433,7 +362,7 @@ TEST(MegatronImport, Gpt3LaunchScript) {
 TEST(MegatronImport, Gpt3ScriptWithMoreNodesGivenAsVariable) {
   MegatronImportOptions o = default_import();
   o.vars = {{"NUM_NODES", "128"}};  // 1024 processes: dp 8
-  MegatronImport r = import_megatron(kGpt3Script, o);
+  MegatronImport r = import_megatron(gpt3_script(), o);
   EXPECT_EQ(r.plan.parallel.dp, 8);
   EXPECT_EQ(r.script_world_size, 1024);
   EXPECT_FALSE(any_contains(r.warnings, "launches"));
