@@ -7,7 +7,7 @@
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
 #include "src/common/error.hpp"
-#include "src/interop/megatron/megatron_args.hpp"
+#include "src/interop/megatron/megatron_export.hpp"
 #include "src/plan/plan.hpp"
 
 namespace mplan::cli {

@@ -11,7 +11,7 @@
 #include "cli/output.hpp"
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
-#include "src/interop/megatron/megatron_args.hpp"
+#include "src/interop/megatron/megatron_import.hpp"
 #include "src/plan/plan.hpp"
 
 namespace mplan::cli {
