@@ -17,11 +17,9 @@
 namespace mplan::cli {
 namespace {
 
-constexpr const char* kDefaultCluster = "dgx-a100-80g";
-
 struct ImportOptions {
   std::string path;
-  std::string cluster = kDefaultCluster;
+  std::string cluster;  // empty: the script's "# mplan: cluster=" line, else the default
   std::string out = "plan.json";
   std::vector<std::string> vars;
   int64_t gpus = 0;
@@ -60,6 +58,30 @@ std::string shortest(double v) {
 
 std::string on_off(bool b) { return b ? "on" : "off"; }
 
+const char* cluster_source_name(ClusterSource c) {
+  switch (c) {
+    case ClusterSource::kGiven:
+      return "given";
+    case ClusterSource::kScript:
+      return "script";
+    case ClusterSource::kDefault:
+      break;
+  }
+  return "default";
+}
+
+const char* cluster_note(ClusterSource c) {
+  switch (c) {
+    case ClusterSource::kGiven:
+      return "";
+    case ClusterSource::kScript:
+      return " (the script's '# mplan: cluster' line)";
+    case ClusterSource::kDefault:
+      break;
+  }
+  return " (the default cluster; --cluster to change)";
+}
+
 void print_list(std::ostream& os, const std::string& title, const std::vector<std::string>& l) {
   if (l.empty()) return;
   os << title << " (" << l.size() << "):\n";
@@ -77,7 +99,7 @@ void run_import(const ImportOptions& o) {
   }
   std::string shown = o.path == "-" ? "standard input" : o.path;
   MegatronImportOptions io;
-  io.cluster = load_cluster(o.cluster, "--cluster");
+  if (!o.cluster.empty()) io.cluster = load_cluster(o.cluster, "--cluster");
   io.vars = parse_vars(o.vars);
   io.gpus = o.gpus;
   io.vocab_size = o.vocab_size;
@@ -112,6 +134,7 @@ void run_import(const ImportOptions& o) {
     j["model"] = m.name;
     j["matched_preset"] = r.matched_preset.empty() ? Json(nullptr) : Json(r.matched_preset);
     j["cluster"] = plan.cluster.name;
+    j["cluster_source"] = cluster_source_name(r.cluster_source);
     j["world_size"] = plan.world_size();
     j["num_nodes"] = plan.num_nodes();
     j["script_world_size"] = r.script_world_size > 0 ? Json(r.script_world_size) : Json(nullptr);
@@ -138,7 +161,7 @@ void run_import(const ImportOptions& o) {
      << on_off(p.sequence_parallel) << ", order " << p.order << "\n";
   os << "  GPUs      " << plan.world_size() << " = " << plan.num_nodes() << " node"
      << (plan.num_nodes() > 1 ? "s" : "") << " of " << plan.cluster.name
-     << (o.cluster == kDefaultCluster ? " (the default cluster; --cluster to change)" : "");
+     << cluster_note(r.cluster_source);
   if (r.script_world_size > 0 && r.script_world_size != plan.world_size())
     os << "; the script launches " << r.script_world_size;
   os << "\n";
@@ -174,8 +197,9 @@ void add_import(CLI::App& app) {
                   "list; '-' reads standard input")
       ->required();
   cmd->add_option("--cluster", opts->cluster,
-                  std::string("Cluster preset or JSON file for the plan (default ") +
-                      kDefaultCluster + ", where Megatron-LM's papers measured)");
+                  std::string("Cluster preset or JSON file for the plan (default: the script's "
+                              "'# mplan: cluster=' line, which mplan export writes, else ") +
+                      kDefaultImportCluster + ", where Megatron-LM's papers measured)");
   cmd->add_option("--out", opts->out, "Plan file to write (default plan.json; '-' for stdout)");
   cmd->add_option("--var", opts->vars,
                   "NAME=VALUE: a shell variable for the script; 1=VALUE gives $1; a named one "
@@ -191,15 +215,17 @@ void add_import(CLI::App& app) {
   cmd->add_option("--name", opts->name,
                   "Model name in the plan when no preset has its shape (default: the file's name)");
   cmd->add_flag("--json", opts->json,
-                "Print the report as JSON {model, matched_preset, world_size, parallel, warnings, "
-                "not_modelled, ignored, undefined} on stdout");
+                "Print the report as JSON {model, matched_preset, cluster, cluster_source, "
+                "world_size, parallel, warnings, not_modelled, ignored, undefined} on stdout");
   cmd->footer(
       "Understands bash arrays over many lines (with comments inside), line continuations,\n"
       "VAR=value, $VAR, ${VAR}, ${VAR:-default}, ${ARR[@]}, $((arithmetic)), if/else on simple\n"
       "tests, and torchrun's --nproc_per_node/--nnodes. Positional arguments ($1 ...) have no\n"
       "value unless given with --var; an argument that shapes the plan and depends on one is an\n"
       "error that says what is missing. Where the process count disagrees with the layout, the\n"
-      "plan is sized by the layout and a warning says so. Exit status 2 on bad input.\n"
+      "plan is sized by the layout and a warning says so. '# mplan: KEY=VALUE' lines (written by\n"
+      "mplan export) give the cluster and mark a --train-iters the plan did not set, so that\n"
+      "export | import gives the plan back. Exit status 2 on bad input.\n"
       "Examples:\n"
       "  mplan import --megatron train_gpt3_175b_distributed.sh --out gpt3.json\n"
       "  mplan import --megatron train.sh --var NUM_NODES=16 --cluster dgx-h100\n"

@@ -10,6 +10,7 @@
 
 #include "src/common/error.hpp"
 #include "src/interop/megatron/megatron_rampup.hpp"
+#include "src/interop/megatron/rotary_base.hpp"
 
 namespace mplan {
 namespace {
@@ -403,6 +404,13 @@ const std::vector<Row>& table() {
        [](const Row& r, Out& o) {
          if (o.plan.model.position_embedding == PositionEmbedding::kRope) o.arg(r.name, "rope");
        }},
+      {"--rotary-base", G::kModel, "", kNone,
+       // The plan holds no RoPE base (it changes no step): import checks the value against the
+       // model once its preset is known; export writes the preset's (rotary_base.hpp).
+       [](const Row& r, In& s) { s.rotary_base = s.args.int_value(r.name, 1, false); },
+       [](const Row& r, Out& o) {
+         if (auto base = preset_rotary_base(o.plan.model)) o.arg(r.name, *base);
+       }},
       {"--no-position-embedding", G::kNone, "model.position_embedding", kStep,
        [](const Row& r, In& s) {
          if (s.args.flag(r.name) && s.position_type != "rope")
@@ -512,6 +520,18 @@ const std::vector<Row>& table() {
          const auto& moe = o.plan.model.moe;
          if (moe && moe->layer_freq != 1) o.arg(r.name, moe->layer_freq);
        }},
+      {"--moe-grouped-gemm", G::kMoe, "", kStep,
+       [](const Row& r, In& s) {
+         if (!s.model.moe) return;
+         if (!s.args.flag(r.name))
+           s.warnings.push_back(
+               "--moe-grouped-gemm: not given, so Megatron-LM runs the local experts one GEMM "
+               "after another; mplan costs them as one grouped GEMM");
+       },
+       [](const Row& r, Out& o) {
+         // The cost model runs a rank's local experts as one grouped GEMM.
+         if (o.plan.model.moe) o.flag(r.name);
+       }},
       {"--moe-token-dispatcher-type", G::kMoe, "", kStep,
        [](const Row& r, In& s) {
          if (auto d = s.args.value(r.name, false); d && *d != "alltoall")
@@ -569,6 +589,22 @@ const std::vector<Row>& table() {
       {"--context-parallel-size", G::kParallel, "parallel.cp", kStep,
        [](const Row& r, In& s) { s.parallel.cp = s.args.int_value(r.name, 1, true).value_or(1); },
        [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.cp); }},
+      {"--cp-comm-type", G::kParallel, "", kStep,
+       [](const Row& r, In& s) {
+         const ArgOccurrence* a = s.args.get(r.name);
+         if (!a) return;
+         for (const ShellField& v : a->values)
+           if (v.text != "p2p") {
+             s.warnings.push_back(cat(r.name, " ", MegatronArgList::text_of(a->values),
+                                      ": not modelled; mplan costs context parallelism as the "
+                                      "p2p ring"));
+             return;
+           }
+       },
+       [](const Row& r, Out& o) {
+         // The cost model's context parallelism is Megatron-LM's default p2p ring.
+         if (o.plan.parallel.cp > 1) o.arg(r.name, "p2p");
+       }},
       {"--expert-model-parallel-size", G::kParallel, "parallel.ep", kStep,
        [](const Row& r, In& s) {
          s.parallel.ep = s.args.int_value(r.name, 1, true).value_or(1);
@@ -701,15 +737,24 @@ const std::vector<Row>& table() {
       // ---- training: iterations, optimizer, initialization --------------------------------------
       {"--train-iters", G::kTraining, "training.train_iters", kNone,
        [](const Row& r, In& s) {
-         s.training.train_iters = s.args.int_value(r.name, 1, false).value_or(0);
+         auto iters = s.args.int_value(r.name, 1, false);
+         // A count export chose because the plan had none leaves the plan without one.
+         if (iters && iters == s.export_default_train_iters) iters.reset();
+         s.training.train_iters = iters.value_or(0);
        },
        [](const Row& r, Out& o) {
-         if (o.plan.training.train_iters > 0) {
-           o.arg(r.name, o.plan.training.train_iters);
+         const int64_t planned = o.plan.training.train_iters;
+         if (o.options.train_iters > 0) {
+           o.arg(r.name, o.options.train_iters);
+         } else if (planned > 0) {
+           o.arg(r.name, planned);
          } else {
-           o.notes.push_back(
-               "the plan sets no training.train_iters: add --train-iters or --train-samples before "
-               "running");
+           // Megatron-LM needs --train-iters or --train-samples to run at all.
+           o.arg(r.name, kExportTrainIters);
+           o.notes.push_back(cat("the plan sets no training.train_iters: --train-iters ",
+                                 kExportTrainIters,
+                                 " written (mplan export --train-iters N for another count)"));
+           o.directives.push_back({kDefaultTrainItersDirective, num(kExportTrainIters)});
          }
        }},
       {"--lr", G::kTraining, "training.lr", kNone,
@@ -858,7 +903,7 @@ const std::vector<Row>& table() {
       no_effect("--train-samples"), no_effect("--use-mcore-models"),
       no_effect("--profile"), no_effect("--use-pytorch-profiler"),
       no_effect("--record-memory-history"), no_effect("--memory-snapshot-path"),
-      no_effect("--rotary-base"), no_effect("--norm-epsilon"),
+      no_effect("--norm-epsilon"),
       no_effect("--loss-scale"), no_effect("--initial-loss-scale"),
       no_effect("--min-loss-scale"), no_effect("--hysteresis"),
       no_effect("--moe-aux-loss-coeff"), no_effect("--override-opt"),

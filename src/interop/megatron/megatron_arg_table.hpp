@@ -54,6 +54,10 @@ struct ImportState {
   std::string recompute_granularity;                // --recompute-granularity
   std::optional<std::string> recompute_method;      // --recompute-method
   bool use_flash_attn = false;                      // --use-flash-attn
+  // From the script's "# mplan: default-train-iters=N" line: a --train-iters N that export chose
+  // because the plan had none.
+  std::optional<int64_t> export_default_train_iters;
+  std::optional<int64_t> rotary_base;  // --rotary-base (checked against the model after the table)
 };
 
 // What the rows write an exported job from.
@@ -62,6 +66,7 @@ struct ExportState {
   const MegatronExportOptions& options;
   std::vector<MegatronArg>& args;   // the array being written
   std::vector<std::string>& notes;  // what the arguments cannot express
+  std::vector<std::pair<std::string, std::string>>& directives;  // "# mplan:" lines for import
 
   void flag(std::string_view name) { args.push_back({std::string(name), {}}); }
   void arg(std::string_view name, std::string value);

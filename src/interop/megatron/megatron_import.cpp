@@ -4,6 +4,7 @@
 // lists of what was not read.
 #include "src/interop/megatron/megatron_import.hpp"
 
+#include <charconv>
 #include <numeric>
 #include <optional>
 
@@ -11,6 +12,8 @@
 #include "src/common/error.hpp"
 #include "src/interop/megatron/launch_command.hpp"
 #include "src/interop/megatron/megatron_arg_table.hpp"
+#include "src/interop/megatron/megatron_launch.hpp"
+#include "src/interop/megatron/rotary_base.hpp"
 #include "src/interop/megatron/shell_script.hpp"
 #include "src/plan/validate.hpp"
 
@@ -63,7 +66,7 @@ std::string layout_text(const ParallelConfig& p, int64_t need) {
 // dp from the processes launched (or --gpus); the smallest size that holds the layout when that
 // does not divide.
 void size_world(ImportState& s, const LaunchCommand& launch, const MegatronImportOptions& o,
-                MegatronImport& r) {
+                const ClusterSpec& cluster, MegatronImport& r) {
   ParallelConfig& p = s.parallel;
   const int64_t model_size = p.tp * p.cp * p.pp;
   const int64_t expert_size = p.etp * p.ep * p.pp;
@@ -93,10 +96,10 @@ void size_world(ImportState& s, const LaunchCommand& launch, const MegatronImpor
                                " (use --gpus N for another size)"));
     }
   }
-  if (launch.nnodes > 1 && launch.nproc_per_node != o.cluster.gpus_per_node && o.gpus == 0)
+  if (launch.nnodes > 1 && launch.nproc_per_node != cluster.gpus_per_node && o.gpus == 0)
     r.warnings.push_back(cat("the script runs ", launch.nproc_per_node,
-                             " processes per node; cluster '", o.cluster.name, "' has ",
-                             o.cluster.gpus_per_node, " GPUs per node"));
+                             " processes per node; cluster '", cluster.name, "' has ",
+                             cluster.gpus_per_node, " GPUs per node"));
 }
 
 // Megatron-LM's global batch when the script gives none: micro batch x dp.
@@ -155,6 +158,71 @@ void list_unread(const MegatronArgList& args, MegatronImport& r) {
   }
 }
 
+// A "# mplan: cluster=" value: a preset name, or a cluster as JSON (never a file: a script
+// does not make mplan read other files).
+ClusterSpec directive_cluster(const MplanDirective& d) {
+  const std::string field = cat("line ", d.line, ": # mplan: cluster");
+  if (!d.value.empty() && d.value[0] == '{')
+    return cluster_from_json(parse_json(d.value, field), field);
+  if (is_file_reference(d.value))
+    throw Error(
+        cat(field, ": names a file ('", d.value, "'); give a preset name or the cluster as JSON"));
+  return load_cluster(d.value, field);
+}
+
+// What the script's "# mplan:" lines settle.
+struct Directives {
+  ClusterSpec cluster;  // the caller's, else the script's, else the default preset
+  std::optional<int64_t> default_train_iters;
+};
+
+Directives read_directives(const std::string& text, const MegatronImportOptions& o,
+                           MegatronImport& r) {
+  Directives out;
+  std::optional<ClusterSpec> from_script;
+  for (const MplanDirective& d : read_mplan_directives(text)) {
+    if (d.key == kClusterDirective) {
+      from_script = directive_cluster(d);
+    } else if (d.key == kDefaultTrainItersDirective) {
+      int64_t n = 0;
+      auto res = std::from_chars(d.value.data(), d.value.data() + d.value.size(), n);
+      if (res.ec != std::errc() || res.ptr != d.value.data() + d.value.size() || n < 1)
+        throw Error(cat("line ", d.line, ": # mplan: ", d.key, ": must be an integer >= 1, got '",
+                        d.value, "'"));
+      out.default_train_iters = n;
+    } else {
+      r.warnings.push_back(cat("line ", d.line, ": # mplan: ", d.key.empty() ? d.value : d.key,
+                               ": not a directive mplan knows (cluster=, default-train-iters=); "
+                               "ignored"));
+    }
+  }
+  if (o.cluster) {
+    r.cluster_source = ClusterSource::kGiven;
+    if (from_script && !(*from_script == *o.cluster))
+      r.warnings.push_back(cat("the script was exported for cluster '", from_script->name,
+                               "'; the plan uses the cluster given, '", o.cluster->name, "'"));
+    out.cluster = *o.cluster;
+  } else if (from_script) {
+    r.cluster_source = ClusterSource::kScript;
+    out.cluster = *from_script;
+  } else {
+    r.cluster_source = ClusterSource::kDefault;
+    out.cluster = load_cluster(kDefaultImportCluster);
+  }
+  return out;
+}
+
+// --rotary-base is not in the plan; say so when the script's differs from what export writes.
+void check_rotary_base(const ImportState& s, MegatronImport& r) {
+  if (!s.rotary_base) return;
+  const int64_t written = preset_rotary_base(s.model).value_or(kMegatronRotaryBase);
+  if (*s.rotary_base != written)
+    r.warnings.push_back(cat("--rotary-base ", *s.rotary_base,
+                             ": the plan holds no RoPE base (it changes no time or memory); "
+                             "mplan export writes ",
+                             written, " for ", s.model.name));
+}
+
 }  // namespace
 
 MegatronImport import_megatron(const std::string& text, const MegatronImportOptions& o) {
@@ -163,16 +231,19 @@ MegatronImport import_megatron(const std::string& text, const MegatronImportOpti
   so.vars = o.vars;
   ShellScript sh = read_shell_script(text, so);
   r.warnings = sh.notes;
-  LaunchCommand launch = find_launch_command(sh, o.gpus, o.cluster.gpus_per_node, r.warnings);
+  const Directives directives = read_directives(text, o, r);
+  const ClusterSpec& cluster = directives.cluster;
+  LaunchCommand launch = find_launch_command(sh, o.gpus, cluster.gpus_per_node, r.warnings);
   MegatronArgList args(split_arguments(launch.arguments, r.warnings), r.warnings);
   r.undefined = args.undefined_report();
   for (const auto& d : sh.defaults_used)
     r.undefined.push_back(d + " (has no value here; the script's default is used)");
 
   ImportState s{args, r.warnings};
+  s.export_default_train_iters = directives.default_train_iters;
   for (const MegatronArgRow& row : megatron_arg_table())
     if (row.parse) row.parse(row, s);
-  size_world(s, launch, o, r);
+  size_world(s, launch, o, cluster, r);
   default_global_batch(s, r);
   infer_vocab(s, o, r);
 
@@ -182,7 +253,8 @@ MegatronImport import_megatron(const std::string& text, const MegatronImportOpti
   if (!r.matched_preset.empty() && !detail.empty())
     r.warnings.push_back(cat("model matches preset ", r.matched_preset, " (", detail, ")"));
   r.plan.model = s.model;
-  r.plan.cluster = o.cluster;
+  check_rotary_base(s, r);
+  r.plan.cluster = cluster;
   r.plan.parallel = s.parallel;
   r.plan.training = s.training;
   list_unread(args, r);

@@ -58,6 +58,9 @@ std::string render_megatron_torchrun(const MegatronLaunch& L, const std::string&
   s += L.nnodes > 1 ? " on every node, with NODE_RANK (0 .. NUM_NODES-1) and MASTER_ADDR set.\n"
                     : ".\n";
   for (const auto& n : L.notes) s += "# note: " + n + "\n";
+  if (!L.directives.empty())
+    s += "# mplan import reads the lines below to give the plan back (export | import).\n";
+  for (const auto& [k, v] : L.directives) s += "# mplan: " + k + "=" + v + "\n";
   s += "\n";
   for (const auto& [k, v] : L.env) s += "export " + k + "=" + shell_quote(v) + "\n";
   s += cat("\nGPUS_PER_NODE=", L.nproc_per_node, "\nNUM_NODES=", L.nnodes, "\n");
@@ -100,7 +103,41 @@ Json megatron_launch_to_json(const MegatronLaunch& L) {
   j["groups"] = groups;
   j["argv"] = megatron_argv(L);
   j["notes"] = L.notes;
+  Json directives = Json::object();
+  for (const auto& [k, v] : L.directives) directives[k] = v;
+  j["mplan"] = directives;
   return j;
+}
+
+std::vector<MplanDirective> read_mplan_directives(const std::string& text) {
+  std::vector<MplanDirective> out;
+  int line_no = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    size_t b = line.find_first_not_of(" \t");
+    if (b == std::string_view::npos || line.substr(b, 8) != "# mplan:") continue;
+    std::string_view rest = line.substr(b + 8);
+    size_t k = rest.find_first_not_of(" \t");
+    rest = k == std::string_view::npos ? std::string_view{} : rest.substr(k);
+    while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\t' || rest.back() == '\r'))
+      rest.remove_suffix(1);
+    size_t eq = rest.find('=');
+    MplanDirective d;
+    d.line = line_no;
+    if (eq != std::string_view::npos && eq > 0) {
+      d.key = std::string(rest.substr(0, eq));
+      d.value = std::string(rest.substr(eq + 1));
+    } else {
+      d.value = std::string(rest);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace mplan

@@ -9,6 +9,7 @@
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
 #include "src/interop/megatron/megatron_import.hpp"
+#include "src/plan/validate.hpp"
 #include "tests/src/interop/megatron/test_plans.hpp"
 
 namespace mplan {
@@ -175,6 +176,132 @@ TEST(MegatronRoundTrip, PresetPlanFile) {
   MegatronImport r = import_megatron(script, options_for(plan));
   EXPECT_TRUE(r.plan == plan);
   EXPECT_EQ(r.matched_preset, "gpt3-1.3b");
+}
+
+// --- ready to run --------------------------------------------------------------------------------
+
+TEST(MegatronExport, WritesEveryArgumentThePredictionDependsOn) {
+  auto argv_of = [](const char* json) {
+    return megatron_argv(megatron_launch_from_plan(plan_of(json)));
+  };
+  // MoE: the cost model's grouped expert GEMM and all-to-all token exchange; context parallelism
+  // as Megatron-LM's p2p ring.
+  auto mixtral = argv_of(kMixtral);
+  EXPECT_TRUE(has(mixtral, "--moe-grouped-gemm"));
+  EXPECT_THAT(values_of(mixtral, "--moe-token-dispatcher-type"), ElementsAre("alltoall"));
+  EXPECT_THAT(values_of(mixtral, "--cp-comm-type"), ElementsAre("p2p"));
+  EXPECT_THAT(values_of(mixtral, "--rotary-base"), ElementsAre("1000000"));
+  // Llama 3's RoPE base (Llama 3 paper, Section 3.2).
+  EXPECT_THAT(values_of(argv_of(kLlamaUneven), "--rotary-base"), ElementsAre("500000"));
+  // Dense, learned positions, cp 1: none of these.
+  auto gpt3 = argv_of(kGpt3Interleaved);
+  for (const char* a : {"--moe-grouped-gemm", "--rotary-base", "--cp-comm-type"})
+    EXPECT_FALSE(has(gpt3, a)) << a;
+  EXPECT_FALSE(has(argv_of(kCustomMoe), "--rotary-base"));  // not a preset: Megatron's default
+  EXPECT_TRUE(has(argv_of(kCustomMoe), "--moe-grouped-gemm"));
+}
+
+TEST(MegatronExport, TrainItersFromThePlanTheCallerOrADefault) {
+  Plan plan = plan_of(kVppUneven);  // train_iters 5
+  EXPECT_THAT(values_of(megatron_argv(megatron_launch_from_plan(plan)), "--train-iters"),
+              ElementsAre("5"));
+  MegatronExportOptions eo;
+  eo.train_iters = 70;
+  EXPECT_THAT(values_of(megatron_argv(megatron_launch_from_plan(plan, eo)), "--train-iters"),
+              ElementsAre("70"));
+  plan.training.train_iters = 0;
+  MegatronLaunch L = megatron_launch_from_plan(plan);
+  EXPECT_THAT(values_of(megatron_argv(L), "--train-iters"), ElementsAre("100"));
+  EXPECT_TRUE(any_contains(L.notes, "the plan sets no training.train_iters: --train-iters 100"));
+  EXPECT_THAT(L.directives, ::testing::Contains(
+                                std::pair<std::string, std::string>{"default-train-iters", "100"}));
+  // Read back, the count export chose leaves the plan without one; a count edited in is kept.
+  std::string script = render_megatron_torchrun(L, "t");
+  EXPECT_EQ(import_megatron(script, {}).plan.training.train_iters, 0);
+  size_t at = script.find("    --train-iters 100\n");
+  ASSERT_NE(at, std::string::npos);
+  script.replace(at, 22, "    --train-iters 300\n");
+  EXPECT_EQ(import_megatron(script, {}).plan.training.train_iters, 300);
+}
+
+// --- the cluster through export -> import ------------------------------------------------------
+
+TEST(MegatronExport, TheClusterTravelsInTheScript) {
+  Plan plan = plan_of(kLlamaUneven);  // dgx-h100, a preset: named
+  MegatronLaunch L = megatron_launch_from_plan(plan);
+  ASSERT_FALSE(L.directives.empty());
+  EXPECT_EQ(L.directives[0], (std::pair<std::string, std::string>{"cluster", "dgx-h100"}));
+  std::string script = render_megatron_torchrun(L, "t");
+  EXPECT_THAT(script, HasSubstr("\n# mplan: cluster=dgx-h100\n"));
+  MegatronImport r = import_megatron(script, {});
+  EXPECT_EQ(r.cluster_source, ClusterSource::kScript);
+  EXPECT_TRUE(r.plan == plan);
+
+  // A cluster that is no preset (a changed preset here) travels as JSON.
+  plan.cluster.intra_node.latency_us = 7;
+  plan.cluster.name = "my-h100";
+  L = megatron_launch_from_plan(plan);
+  EXPECT_EQ(L.directives[0].second.substr(0, 1), "{");
+  r = import_megatron(render_megatron_torchrun(L, "t"), {});
+  EXPECT_TRUE(r.plan.cluster == plan.cluster);
+  EXPECT_TRUE(r.plan == plan);
+
+  // The caller's cluster wins, with a warning when the script names another.
+  MegatronImportOptions o;
+  o.cluster = load_cluster("dgx-a100-80g");
+  r = import_megatron(render_megatron_torchrun(L, "t"), o);
+  EXPECT_EQ(r.cluster_source, ClusterSource::kGiven);
+  EXPECT_EQ(r.plan.cluster.name, "dgx-a100-80g");
+  EXPECT_TRUE(any_contains(r.warnings, "the script was exported for cluster 'my-h100'"));
+  // No directive and no cluster given: the default.
+  r = import_megatron(render_megatron_args(L), {});
+  EXPECT_EQ(r.cluster_source, ClusterSource::kDefault);
+  EXPECT_EQ(r.plan.cluster.name, kDefaultImportCluster);
+}
+
+// A valid plan of `model` on `cluster` with no train_iters (as the sweep writes them): tp over a
+// node where the heads allow, pp 2 with virtual stages where the layers allow, dp 2, the
+// distributed optimizer, expert parallelism 2 for MoE models.
+std::optional<Plan> preset_plan(const std::string& model, const std::string& cluster) {
+  Plan p;
+  p.model = load_model(model);
+  p.cluster = load_cluster(cluster);
+  for (int64_t tp = p.cluster.gpus_per_node; tp >= 1; tp /= 2)
+    for (int64_t vpp : {2, 1}) {
+      ParallelConfig& q = p.parallel;
+      q = ParallelConfig{};
+      q.tp = tp;
+      q.pp = 2;
+      q.vpp = vpp;
+      q.schedule = vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+      q.dp = 2;
+      q.sequence_parallel = tp > 1;
+      q.distributed_optimizer = true;
+      q.ep = p.model.moe ? 2 : 1;
+      q.etp = p.model.moe ? 1 : tp;
+      q.micro_batch_size = 1;
+      q.global_batch_size = 32;
+      if (validate(p).empty()) return p;
+    }
+  return std::nullopt;
+}
+
+TEST(MegatronRoundTrip, EveryModelPresetOnEveryClusterPreset) {
+  int checked = 0;
+  for (const auto& model : preset_names("models"))
+    for (const auto& cluster : preset_names("clusters")) {
+      SCOPED_TRACE(model + " on " + cluster);
+      std::optional<Plan> plan = preset_plan(model, cluster);
+      ASSERT_TRUE(plan.has_value());
+      std::string script = render_megatron_torchrun(megatron_launch_from_plan(*plan), "t");
+      MegatronImport r = import_megatron(script, {});  // nothing but the script
+      EXPECT_EQ(plan_to_json(r.plan).dump(1), plan_to_json(*plan).dump(1));
+      EXPECT_TRUE(r.plan == *plan);
+      EXPECT_EQ(r.cluster_source, ClusterSource::kScript);
+      EXPECT_TRUE(r.not_modelled.empty());
+      ++checked;
+    }
+  EXPECT_EQ(checked, 32);  // 8 models x 4 clusters
 }
 
 }  // namespace

@@ -213,8 +213,59 @@ TEST(MegatronImport, MixtralShapeMatchesThePreset) {
   // 8 processes cannot hold etp 1 x ep 8 x pp 4 = 32: sized by the layout, dp 8.
   EXPECT_EQ(r.plan.world_size(), 32);
   EXPECT_EQ(r.plan.parallel.dp, 8);
-  EXPECT_THAT(r.not_modelled, ElementsAre("--moe-grouped-gemm"));
+  // --moe-grouped-gemm is read (the cost model's grouped expert GEMM), so nothing is left over.
+  EXPECT_TRUE(r.not_modelled.empty());
+  EXPECT_FALSE(any_contains(r.warnings, "--moe-grouped-gemm"));
   EXPECT_TRUE(any_contains(r.undefined, "$SLURM_NNODES -> \"1\""));
+}
+
+TEST(MegatronImport, MplanDirectives) {
+  const std::string args =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+      "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --vocab-size 100 "
+      "--micro-batch-size 1\n";
+  EXPECT_EQ(import_megatron("# mplan: cluster=dgx-h200\n" + args, {}).plan.cluster.name,
+            "dgx-h200");
+  EXPECT_THAT([&] { import_megatron("\n  # mplan: cluster=nowhere\n" + args, {}); },
+              ThrowsMessage<Error>(HasSubstr("line 2: # mplan: cluster: unknown cluster preset")));
+  EXPECT_THAT([&] { import_megatron("# mplan: cluster=../c.json\n" + args, {}); },
+              ThrowsMessage<Error>(HasSubstr("names a file")));
+  EXPECT_THAT([&] { import_megatron("# mplan: default-train-iters=x\n" + args, {}); },
+              ThrowsMessage<Error>(HasSubstr("line 1: # mplan: default-train-iters: must be")));
+  MegatronImport r = import_megatron("# mplan: colour=blue\n" + args, {});
+  EXPECT_TRUE(any_contains(r.warnings, "line 1: # mplan: colour: not a directive mplan knows"));
+  EXPECT_EQ(r.cluster_source, ClusterSource::kDefault);
+}
+
+TEST(MegatronImport, RotaryBaseIsCheckedNotKept) {
+  // Megatron-LM's own Llama 3 example uses --rotary-base 1000000; Llama 3 was trained with 500000.
+  const std::string llama3 =
+      "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --ffn-hidden-size 14336 --seq-length 8192 "
+      "--max-position-embeddings 8192 --position-embedding-type rope --normalization RMSNorm "
+      "--swiglu --untie-embeddings-and-output-weights --disable-bias-linear --vocab-size 128256 "
+      "--micro-batch-size 1 ";
+  MegatronImportOptions o;
+  o.gpus = 8;
+  MegatronImport r = import_megatron(llama3 + "--rotary-base 1000000\n", o);
+  EXPECT_EQ(r.matched_preset, "llama3-8b");
+  EXPECT_TRUE(any_contains(r.warnings, "--rotary-base 1000000: the plan holds no RoPE base"));
+  EXPECT_TRUE(any_contains(r.warnings, "mplan export writes 500000 for llama3-8b"));
+  EXPECT_FALSE(any_contains(r.ignored, "--rotary-base"));
+  r = import_megatron(llama3 + "--rotary-base 500000\n", o);
+  EXPECT_FALSE(any_contains(r.warnings, "--rotary-base"));
+}
+
+TEST(MegatronImport, MoeWithoutGroupedGemmIsReported) {
+  MegatronImportOptions o;
+  o.gpus = 2;
+  MegatronImport r = import_megatron(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --num-experts 4 "
+      "--cp-comm-type a2a\n",
+      o);
+  EXPECT_TRUE(any_contains(r.warnings, "--moe-grouped-gemm: not given"));
+  EXPECT_TRUE(any_contains(r.warnings, "--cp-comm-type a2a: not modelled"));
 }
 
 }  // namespace
