@@ -88,16 +88,8 @@ void print_list(std::ostream& os, const std::string& title, const std::vector<st
   for (const auto& s : l) os << "  " << s << "\n";
 }
 
-void run_import(const ImportOptions& o) {
-  if (o.json && o.out == "-")
-    throw Error("--json: the report and --out - would share standard output; give --out FILE");
-  std::string text;
-  if (o.path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    text = read_text_file(o.path, "--megatron");
-  }
-  std::string shown = o.path == "-" ? "standard input" : o.path;
+// The library's options from the command line's.
+MegatronImportOptions import_options(const ImportOptions& o) {
   MegatronImportOptions io;
   if (!o.cluster.empty()) io.cluster = load_cluster(o.cluster, "--cluster");
   io.vars = parse_vars(o.vars);
@@ -108,46 +100,37 @@ void run_import(const ImportOptions& o) {
   } else if (o.path != "-") {
     io.model_name = std::filesystem::path(o.path).stem().string();
   }
-  MegatronImport r;
-  try {
-    r = import_megatron(text, io);
-  } catch (const Error& e) {
-    throw Error(cat(shown, ": ", e.what()));
-  }
-  const Plan& plan = r.plan;
-  std::string plan_text = plan_to_json(plan).dump(2) + "\n";
-  if (o.out == "-") {
-    std::cout << plan_text;
-  } else {
-    write_text_file(o.out, plan_text, "--out");
-  }
+  return io;
+}
 
+void print_json_report(const ImportOptions& o, const std::string& shown, const MegatronImport& r) {
+  const Plan& plan = r.plan;
+  Json j;
+  j["schema_version"] = 1;
+  j["source"] = shown;
+  j["out"] = o.out;
+  j["model"] = plan.model.name;
+  j["matched_preset"] = r.matched_preset.empty() ? Json(nullptr) : Json(r.matched_preset);
+  j["cluster"] = plan.cluster.name;
+  j["cluster_source"] = cluster_source_name(r.cluster_source);
+  j["world_size"] = plan.world_size();
+  j["num_nodes"] = plan.num_nodes();
+  j["script_world_size"] = r.script_world_size > 0 ? Json(r.script_world_size) : Json(nullptr);
+  j["parallel"] = parallel_to_json(plan.parallel);
+  j["warnings"] = r.warnings;
+  j["not_modelled"] = r.not_modelled;
+  j["ignored"] = r.ignored;
+  j["undefined"] = r.undefined;
+  std::cout << j.dump(2) << "\n";
+}
+
+// The plan in six lines: model, layout, GPUs, batch, schedule, training.
+void print_summary(std::ostream& os, const MegatronImport& r) {
+  const Plan& plan = r.plan;
   const ModelSpec& m = plan.model;
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
-  int64_t per_step = p.micro_batch_size * p.dp;
-  if (o.json) {
-    Json j;
-    j["schema_version"] = 1;
-    j["source"] = shown;
-    j["out"] = o.out;
-    j["model"] = m.name;
-    j["matched_preset"] = r.matched_preset.empty() ? Json(nullptr) : Json(r.matched_preset);
-    j["cluster"] = plan.cluster.name;
-    j["cluster_source"] = cluster_source_name(r.cluster_source);
-    j["world_size"] = plan.world_size();
-    j["num_nodes"] = plan.num_nodes();
-    j["script_world_size"] = r.script_world_size > 0 ? Json(r.script_world_size) : Json(nullptr);
-    j["parallel"] = parallel_to_json(p);
-    j["warnings"] = r.warnings;
-    j["not_modelled"] = r.not_modelled;
-    j["ignored"] = r.ignored;
-    j["undefined"] = r.undefined;
-    std::cout << j.dump(2) << "\n";
-    return;
-  }
-  std::ostream& os = o.out == "-" ? std::cerr : std::cout;
-  os << "imported " << shown << " -> " << (o.out == "-" ? "standard output" : o.out) << "\n";
+  const int64_t per_step = p.micro_batch_size * p.dp;
   os << "  model     " << m.name
      << (r.matched_preset.empty() ? " (no preset has this shape)" : " (matches the preset)") << ": "
      << m.num_layers << " layers, hidden " << m.hidden_size << ", " << m.num_attention_heads
@@ -181,7 +164,36 @@ void run_import(const ImportOptions& o) {
      << shortest(t.weight_decay) << ", seed " << t.seed;
   if (t.train_iters > 0) os << ", " << t.train_iters << " iterations";
   os << "\n";
+}
 
+void run_import(const ImportOptions& o) {
+  if (o.json && o.out == "-")
+    throw Error("--json: the report and --out - would share standard output; give --out FILE");
+  std::string text;
+  if (o.path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    text = read_text_file(o.path, "--megatron");
+  }
+  const std::string shown = o.path == "-" ? "standard input" : o.path;
+  const MegatronImportOptions io = import_options(o);
+  MegatronImport r;
+  try {
+    r = import_megatron(text, io);
+  } catch (const Error& e) {
+    throw Error(cat(shown, ": ", e.what()));
+  }
+  std::string plan_text = plan_to_json(r.plan).dump(2) + "\n";
+  if (o.out == "-") {
+    std::cout << plan_text;
+  } else {
+    write_text_file(o.out, plan_text, "--out");
+  }
+  if (o.json) return print_json_report(o, shown, r);
+
+  std::ostream& os = o.out == "-" ? std::cerr : std::cout;
+  os << "imported " << shown << " -> " << (o.out == "-" ? "standard output" : o.out) << "\n";
+  print_summary(os, r);
   for (const auto& w : r.warnings) std::cerr << "mplan: warning: " << w << "\n";
   print_list(std::cerr, "not modelled by mplan (may change time or memory)", r.not_modelled);
   print_list(std::cerr, "ignored (no effect on a training step)", r.ignored);

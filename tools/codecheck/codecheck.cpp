@@ -62,7 +62,7 @@ int depth(std::vector<std::string> args) {
     const auto& f = d.function;
     over += f.depth > max_depth;
     std::cout << d.file << ":" << f.line << ": " << f.name << ": depth " << f.depth << " (line "
-              << f.deepest_line << ")\n";
+              << f.deepest_line << "), " << f.last_line - f.line + 1 << " lines\n";
   }
   std::cout << over << " function" << (over == 1 ? "" : "s") << " nested deeper than " << max_depth
             << "\n";

@@ -109,6 +109,7 @@ class DepthScanner {
     max_depth_ = 0;
     deepest_line_ = f.line;
     size_t end = block(i + 1, 0);
+    f.last_line = line(end == 0 ? 0 : end - 1);
     f.depth = max_depth_;
     f.deepest_line = deepest_line_;
     std::tie(max_depth_, deepest_line_) = saved;

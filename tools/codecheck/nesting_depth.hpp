@@ -16,6 +16,7 @@ namespace mplan::codecheck {
 struct FunctionDepth {
   std::string name;      // as declared: "Engine::run", "TEST(Suite, Name)", "Grid::size"
   int line = 0;          // 1-based line of the body's opening brace
+  int last_line = 0;     // line of its closing brace
   int depth = 0;         // deepest nesting inside the body
   int deepest_line = 0;  // where that depth is first reached
 };

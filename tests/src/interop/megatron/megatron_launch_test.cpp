@@ -66,5 +66,34 @@ TEST(MegatronLaunch, Json) {
   EXPECT_EQ(j["notes"][0], "a note");
 }
 
+TEST(MegatronLaunch, DirectivesAreWrittenAndReadBack) {
+  MegatronLaunch L = two_node_launch();
+  L.directives = {{"cluster", "dgx-h100"}, {"default-train-iters", "100"}};
+  std::string s = render_megatron_torchrun(L, "t");
+  EXPECT_THAT(s, HasSubstr("# note: a note\n# mplan import reads the lines below"));
+  EXPECT_THAT(s, HasSubstr("\n# mplan: cluster=dgx-h100\n# mplan: default-train-iters=100\n"));
+  EXPECT_THAT(render_megatron_args(L), Not(HasSubstr("mplan")));
+  EXPECT_EQ(megatron_launch_to_json(L)["mplan"]["cluster"], "dgx-h100");
+  auto d = read_mplan_directives(s);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].key, "cluster");
+  EXPECT_EQ(d[0].value, "dgx-h100");
+  EXPECT_EQ(d[1].key, "default-train-iters");
+  EXPECT_EQ(d[1].line, d[0].line + 1);
+}
+
+TEST(MegatronLaunch, DirectiveLines) {
+  auto d = read_mplan_directives(
+      "x=1\n  #   mplan: nothing\n# mplan:   cluster={\"a\": \"b=c\"}  \r\n# mplan cluster=y\n"
+      "echo '# mplan: not=here'\n# mplan: nothing\n");
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].line, 3);  // "#   mplan:" is not the form: only "# mplan:" counts
+  EXPECT_EQ(d[0].key, "cluster");
+  EXPECT_EQ(d[0].value, "{\"a\": \"b=c\"}");
+  EXPECT_EQ(d[1].line, 6);
+  EXPECT_EQ(d[1].key, "");  // no KEY=VALUE
+  EXPECT_EQ(d[1].value, "nothing");
+}
+
 }  // namespace
 }  // namespace mplan
