@@ -18,7 +18,7 @@ TEST(IncludeLayers, LayerOrder) {
                                                     "schedule", "plan", "interop"}));
   EXPECT_EQ(layer_of("src/common/error.hpp"), 0);
   EXPECT_EQ(layer_of("src/plan/plan.hpp"), 5);
-  EXPECT_EQ(layer_of("src/interop/megatron/megatron_args.cpp"), 6);
+  EXPECT_EQ(layer_of("src/interop/megatron/megatron_import.cpp"), 6);
   EXPECT_EQ(layer_of("src/nowhere/x.hpp"), -1);
   EXPECT_EQ(layer_of("sim/des/engine.hpp"), -1);
   EXPECT_EQ(layer_of("src/plan.hpp"), -1);
