@@ -7,7 +7,7 @@
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
 #include "src/common/error.hpp"
-#include "src/plan/megatron_args.hpp"
+#include "src/interop/megatron/megatron_export.hpp"
 #include "src/plan/plan.hpp"
 
 namespace mplan::cli {
@@ -18,12 +18,14 @@ struct ExportOptions {
   std::string format = "torchrun";
   std::string out;
   bool legacy_rampup = false;
+  int64_t train_iters = 0;
 };
 
 void run_export(const ExportOptions& o) {
   Plan plan = load_plan(o.plan_path);
   MegatronExportOptions eo;
   eo.legacy_rampup = o.legacy_rampup;
+  eo.train_iters = o.train_iters;
   MegatronLaunch launch;
   try {
     launch = megatron_launch_from_plan(plan, eo);
@@ -74,20 +76,29 @@ void add_export(CLI::App& app) {
                   "arguments, one per line; json: launcher, groups and argv as JSON")
       ->check(CLI::IsMember({"torchrun", "args", "json"}));
   cmd->add_option("--out", opts->out, "Write to this file instead of standard output");
+  cmd->add_option("--train-iters", opts->train_iters,
+                  "Iterations to train (--train-iters); default: the plan's training.train_iters, "
+                  "else 100")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--legacy-rampup", opts->legacy_rampup,
                 "Write a batch ramp-up as --rampup-batch-size (Megatron-LM before "
                 "--step-batch-size-schedule) instead of the equivalent step schedule");
   cmd->footer(
-      "The plan must be valid (mplan validate). Fields Megatron-LM cannot express exactly (a\n"
-      "zb-h1 or gpipe schedule, sequence parallelism with tp 1, ...) are listed on stderr and as\n"
-      "comments in the script. The script trains on synthetic data (--mock-data with a\n"
-      "NullTokenizer of the model's vocabulary); replace DATA_ARGS for real data.\n"
+      "The plan must be valid (mplan validate). The script runs as it is: every argument the\n"
+      "plan and its prediction depend on is written (--train-iters, --moe-grouped-gemm and\n"
+      "--moe-token-dispatcher-type alltoall for MoE models, a preset's --rotary-base, ...).\n"
+      "Fields Megatron-LM cannot express exactly (a zb-h1 or gpipe schedule, sequence\n"
+      "parallelism with tp 1, ...) are listed on stderr and as comments in the script. The\n"
+      "script trains on synthetic data (--mock-data with a NullTokenizer of the model's\n"
+      "vocabulary); replace DATA_ARGS for real data. '# mplan:' lines keep the cluster (and mark\n"
+      "a --train-iters the plan did not set) for mplan import.\n"
       "Examples:\n"
       "  mplan export --megatron best.json > train.sh       torchrun script, 'bash train.sh' on "
       "each node\n"
       "  mplan export --megatron best.json --out train.sh   the same, written to train.sh\n"
       "  mplan export --megatron best.json --format args    pretrain_gpt.py's arguments only\n"
       "  mplan export --megatron best.json --format json    for tools\n"
+      "  mplan export --megatron best.json --train-iters 500\n"
       "  mplan import --megatron train.sh --out again.json  the way back (identical plan)");
   cmd->callback([opts] { run_export(*opts); });
 }

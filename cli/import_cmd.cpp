@@ -11,17 +11,15 @@
 #include "cli/output.hpp"
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
-#include "src/plan/megatron_args.hpp"
+#include "src/interop/megatron/megatron_import.hpp"
 #include "src/plan/plan.hpp"
 
 namespace mplan::cli {
 namespace {
 
-constexpr const char* kDefaultCluster = "dgx-a100-80g";
-
 struct ImportOptions {
   std::string path;
-  std::string cluster = kDefaultCluster;
+  std::string cluster;  // empty: the script's "# mplan: cluster=" line, else the default
   std::string out = "plan.json";
   std::vector<std::string> vars;
   int64_t gpus = 0;
@@ -60,24 +58,40 @@ std::string shortest(double v) {
 
 std::string on_off(bool b) { return b ? "on" : "off"; }
 
+const char* cluster_source_name(ClusterSource c) {
+  switch (c) {
+    case ClusterSource::kGiven:
+      return "given";
+    case ClusterSource::kScript:
+      return "script";
+    case ClusterSource::kDefault:
+      break;
+  }
+  return "default";
+}
+
+const char* cluster_note(ClusterSource c) {
+  switch (c) {
+    case ClusterSource::kGiven:
+      return "";
+    case ClusterSource::kScript:
+      return " (the script's '# mplan: cluster' line)";
+    case ClusterSource::kDefault:
+      break;
+  }
+  return " (the default cluster; --cluster to change)";
+}
+
 void print_list(std::ostream& os, const std::string& title, const std::vector<std::string>& l) {
   if (l.empty()) return;
   os << title << " (" << l.size() << "):\n";
   for (const auto& s : l) os << "  " << s << "\n";
 }
 
-void run_import(const ImportOptions& o) {
-  if (o.json && o.out == "-")
-    throw Error("--json: the report and --out - would share standard output; give --out FILE");
-  std::string text;
-  if (o.path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    text = read_text_file(o.path, "--megatron");
-  }
-  std::string shown = o.path == "-" ? "standard input" : o.path;
+// The library's options from the command line's.
+MegatronImportOptions import_options(const ImportOptions& o) {
   MegatronImportOptions io;
-  io.cluster = load_cluster(o.cluster, "--cluster");
+  if (!o.cluster.empty()) io.cluster = load_cluster(o.cluster, "--cluster");
   io.vars = parse_vars(o.vars);
   io.gpus = o.gpus;
   io.vocab_size = o.vocab_size;
@@ -86,45 +100,37 @@ void run_import(const ImportOptions& o) {
   } else if (o.path != "-") {
     io.model_name = std::filesystem::path(o.path).stem().string();
   }
-  MegatronImport r;
-  try {
-    r = import_megatron(text, io);
-  } catch (const Error& e) {
-    throw Error(cat(shown, ": ", e.what()));
-  }
-  const Plan& plan = r.plan;
-  std::string plan_text = plan_to_json(plan).dump(2) + "\n";
-  if (o.out == "-") {
-    std::cout << plan_text;
-  } else {
-    write_text_file(o.out, plan_text, "--out");
-  }
+  return io;
+}
 
+void print_json_report(const ImportOptions& o, const std::string& shown, const MegatronImport& r) {
+  const Plan& plan = r.plan;
+  Json j;
+  j["schema_version"] = 1;
+  j["source"] = shown;
+  j["out"] = o.out;
+  j["model"] = plan.model.name;
+  j["matched_preset"] = r.matched_preset.empty() ? Json(nullptr) : Json(r.matched_preset);
+  j["cluster"] = plan.cluster.name;
+  j["cluster_source"] = cluster_source_name(r.cluster_source);
+  j["world_size"] = plan.world_size();
+  j["num_nodes"] = plan.num_nodes();
+  j["script_world_size"] = r.script_world_size > 0 ? Json(r.script_world_size) : Json(nullptr);
+  j["parallel"] = parallel_to_json(plan.parallel);
+  j["warnings"] = r.warnings;
+  j["not_modelled"] = r.not_modelled;
+  j["ignored"] = r.ignored;
+  j["undefined"] = r.undefined;
+  std::cout << j.dump(2) << "\n";
+}
+
+// The plan in six lines: model, layout, GPUs, batch, schedule, training.
+void print_summary(std::ostream& os, const MegatronImport& r) {
+  const Plan& plan = r.plan;
   const ModelSpec& m = plan.model;
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
-  int64_t per_step = p.micro_batch_size * p.dp;
-  if (o.json) {
-    Json j;
-    j["schema_version"] = 1;
-    j["source"] = shown;
-    j["out"] = o.out;
-    j["model"] = m.name;
-    j["matched_preset"] = r.matched_preset.empty() ? Json(nullptr) : Json(r.matched_preset);
-    j["cluster"] = plan.cluster.name;
-    j["world_size"] = plan.world_size();
-    j["num_nodes"] = plan.num_nodes();
-    j["script_world_size"] = r.script_world_size > 0 ? Json(r.script_world_size) : Json(nullptr);
-    j["parallel"] = parallel_to_json(p);
-    j["warnings"] = r.warnings;
-    j["not_modelled"] = r.not_modelled;
-    j["ignored"] = r.ignored;
-    j["undefined"] = r.undefined;
-    std::cout << j.dump(2) << "\n";
-    return;
-  }
-  std::ostream& os = o.out == "-" ? std::cerr : std::cout;
-  os << "imported " << shown << " -> " << (o.out == "-" ? "standard output" : o.out) << "\n";
+  const int64_t per_step = p.micro_batch_size * p.dp;
   os << "  model     " << m.name
      << (r.matched_preset.empty() ? " (no preset has this shape)" : " (matches the preset)") << ": "
      << m.num_layers << " layers, hidden " << m.hidden_size << ", " << m.num_attention_heads
@@ -138,7 +144,7 @@ void run_import(const ImportOptions& o) {
      << on_off(p.sequence_parallel) << ", order " << p.order << "\n";
   os << "  GPUs      " << plan.world_size() << " = " << plan.num_nodes() << " node"
      << (plan.num_nodes() > 1 ? "s" : "") << " of " << plan.cluster.name
-     << (o.cluster == kDefaultCluster ? " (the default cluster; --cluster to change)" : "");
+     << cluster_note(r.cluster_source);
   if (r.script_world_size > 0 && r.script_world_size != plan.world_size())
     os << "; the script launches " << r.script_world_size;
   os << "\n";
@@ -158,7 +164,36 @@ void run_import(const ImportOptions& o) {
      << shortest(t.weight_decay) << ", seed " << t.seed;
   if (t.train_iters > 0) os << ", " << t.train_iters << " iterations";
   os << "\n";
+}
 
+void run_import(const ImportOptions& o) {
+  if (o.json && o.out == "-")
+    throw Error("--json: the report and --out - would share standard output; give --out FILE");
+  std::string text;
+  if (o.path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    text = read_text_file(o.path, "--megatron");
+  }
+  const std::string shown = o.path == "-" ? "standard input" : o.path;
+  const MegatronImportOptions io = import_options(o);
+  MegatronImport r;
+  try {
+    r = import_megatron(text, io);
+  } catch (const Error& e) {
+    throw Error(cat(shown, ": ", e.what()));
+  }
+  std::string plan_text = plan_to_json(r.plan).dump(2) + "\n";
+  if (o.out == "-") {
+    std::cout << plan_text;
+  } else {
+    write_text_file(o.out, plan_text, "--out");
+  }
+  if (o.json) return print_json_report(o, shown, r);
+
+  std::ostream& os = o.out == "-" ? std::cerr : std::cout;
+  os << "imported " << shown << " -> " << (o.out == "-" ? "standard output" : o.out) << "\n";
+  print_summary(os, r);
   for (const auto& w : r.warnings) std::cerr << "mplan: warning: " << w << "\n";
   print_list(std::cerr, "not modelled by mplan (may change time or memory)", r.not_modelled);
   print_list(std::cerr, "ignored (no effect on a training step)", r.ignored);
@@ -174,8 +209,9 @@ void add_import(CLI::App& app) {
                   "list; '-' reads standard input")
       ->required();
   cmd->add_option("--cluster", opts->cluster,
-                  std::string("Cluster preset or JSON file for the plan (default ") +
-                      kDefaultCluster + ", where Megatron-LM's papers measured)");
+                  std::string("Cluster preset or JSON file for the plan (default: the script's "
+                              "'# mplan: cluster=' line, which mplan export writes, else ") +
+                      kDefaultImportCluster + ", where Megatron-LM's papers measured)");
   cmd->add_option("--out", opts->out, "Plan file to write (default plan.json; '-' for stdout)");
   cmd->add_option("--var", opts->vars,
                   "NAME=VALUE: a shell variable for the script; 1=VALUE gives $1; a named one "
@@ -191,15 +227,17 @@ void add_import(CLI::App& app) {
   cmd->add_option("--name", opts->name,
                   "Model name in the plan when no preset has its shape (default: the file's name)");
   cmd->add_flag("--json", opts->json,
-                "Print the report as JSON {model, matched_preset, world_size, parallel, warnings, "
-                "not_modelled, ignored, undefined} on stdout");
+                "Print the report as JSON {model, matched_preset, cluster, cluster_source, "
+                "world_size, parallel, warnings, not_modelled, ignored, undefined} on stdout");
   cmd->footer(
       "Understands bash arrays over many lines (with comments inside), line continuations,\n"
       "VAR=value, $VAR, ${VAR}, ${VAR:-default}, ${ARR[@]}, $((arithmetic)), if/else on simple\n"
       "tests, and torchrun's --nproc_per_node/--nnodes. Positional arguments ($1 ...) have no\n"
       "value unless given with --var; an argument that shapes the plan and depends on one is an\n"
       "error that says what is missing. Where the process count disagrees with the layout, the\n"
-      "plan is sized by the layout and a warning says so. Exit status 2 on bad input.\n"
+      "plan is sized by the layout and a warning says so. '# mplan: KEY=VALUE' lines (written by\n"
+      "mplan export) give the cluster and mark a --train-iters the plan did not set, so that\n"
+      "export | import gives the plan back. Exit status 2 on bad input.\n"
       "Examples:\n"
       "  mplan import --megatron train_gpt3_175b_distributed.sh --out gpt3.json\n"
       "  mplan import --megatron train.sh --var NUM_NODES=16 --cluster dgx-h100\n"

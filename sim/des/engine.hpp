@@ -39,7 +39,16 @@ class Engine {
   void run(const Program& p, SimResult& out, const RunOptions& opt = {});
 
  private:
+  class Loop;  // one run's event loop over these arrays (engine.cpp)
+
+  // Before a run: the program's waits and memory deltas indexed per op, the chains of ops that
+  // can run back to back, the per-op state and the result reset.
   void prepare(const Program& p, SimResult& out, bool fuse_chains);
+  void index_waits(const Program& p);
+  void index_mem_deltas(const Program& p);
+  void find_chains(const Program& p, bool fuse_chains);
+  void reset_state(const Program& p);
+  void reset_result(const Program& p, SimResult& out);
   void report_deadlock(const Program& p, int64_t now, int64_t done, SimResult& out);
 
   EventQueue queue_;

@@ -15,7 +15,7 @@
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
 #include "src/model/model_stats.hpp"
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 #include "src/schedule/schedule.hpp"
 
 namespace mplan::sim {

@@ -13,7 +13,7 @@
 #include "src/common/units.hpp"
 #include "src/model/layer_range.hpp"
 #include "src/model/model_stats.hpp"
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 
 namespace mplan::sweep {
 

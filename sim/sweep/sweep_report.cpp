@@ -10,7 +10,7 @@
 #include "sim/sweep/time_bound.hpp"
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 #include "src/schedule/timeline.hpp"
 #include "src/schedule/timeline_svg.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "sim/plan_sim/stage_groups.hpp"
 #include "src/common/error.hpp"
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 
 namespace mplan::sweep {
 

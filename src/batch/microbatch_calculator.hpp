@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/plan/training_config.hpp"
+#include "src/batch/rampup_batch_size.hpp"
 
 namespace mplan {
 

@@ -11,8 +11,6 @@
 #include <utility>
 
 #include "src/common/error.hpp"
-#include "src/plan/plan.hpp"
-#include "src/plan/validate.hpp"
 
 namespace mplan {
 
@@ -266,13 +264,6 @@ std::vector<RankGridProblem> rank_grid_problems(const ParallelConfig& p) {
                               " the decoder and expert grids build different pipeline groups "
                               "(Megatron requires them to be the same)"));
   return out;
-}
-
-void check_rank_grid(const Plan& plan, std::vector<Violation>& out) {
-  for (auto& pr : rank_grid_problems(plan.parallel)) {
-    Violation v{pr.field, pr.message};
-    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(std::move(v));
-  }
 }
 
 int64_t data_parallel_size_for_world(int64_t world_size, const ParallelConfig& p,

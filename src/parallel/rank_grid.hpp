@@ -16,9 +16,6 @@
 
 namespace mplan {
 
-struct Plan;
-struct Violation;
-
 // The group kinds of initialize_model_parallel, named after the axes they span.
 enum class GroupKind : uint8_t {
   kTp,                 // _TENSOR_MODEL_PARALLEL_GROUP
@@ -73,8 +70,6 @@ struct RankGridProblem {
 
 // Every reason Megatron would refuse (tp, cp, ep, etp, pp, dp, order) of `p`; empty when fine.
 std::vector<RankGridProblem> rank_grid_problems(const ParallelConfig& p);
-// Appends rank_grid_problems(plan.parallel) to `out`, skipping any already listed there.
-void check_rank_grid(const Plan& plan, std::vector<Violation>& out);
 // Megatron's data_parallel_size = world / (tp·pp·cp); throws Error "<field>: ..." when it does
 // not divide (e.g. field "--gpus").
 int64_t data_parallel_size_for_world(int64_t world_size, const ParallelConfig& p,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "src/batch/rampup_batch_size.hpp"
 #include "src/common/json_reader.hpp"
 
 namespace mplan {
@@ -21,13 +22,6 @@ const char* to_string(Precision p);
 const char* to_string(AttentionBackend a);
 // Bytes per element of the parameters / activations for a precision.
 int64_t bytes_per_element(Precision p);
-
-struct RampupBatchSize {  // --rampup-batch-size START INCR SAMPLES
-  int64_t start = 0;
-  int64_t increment = 0;
-  int64_t samples = 0;
-  bool operator==(const RampupBatchSize&) const = default;
-};
 
 enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };
 const char* to_string(LrDecayStyle s);  // Megatron's names: constant, linear, cosine, ...

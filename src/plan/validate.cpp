@@ -7,7 +7,7 @@
 #include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
 #include "src/parallel/rank_grid.hpp"
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 
 namespace mplan {
 

@@ -157,6 +157,46 @@ TEST_F(ImportExport, ExportFormats) {
   EXPECT_EQ(nlohmann::json::parse(back.out)["parallel"]["dp"], 4);
 }
 
+// `mplan export --megatron X | mplan import --megatron -` gives X back for the best plans of
+// sweeps — the cluster (read from the script's "# mplan:" line) and so the prediction included.
+TEST_F(ImportExport, SweepBestPlansSurviveExportImport) {
+  const std::string import_again = "' import --megatron - --out again.json";
+  for (const char* sweep : {"--gpus 8 --model gpt3-1.3b --cluster dgx-h100",
+                            "--gpus 32 --model mixtral-8x7b --cluster dgx-h100",
+                            "--gpus 4 --model llama2-7b --cluster h200x4",
+                            "--gpus 64 --model llama3-70b --cluster dgx-h100"}) {
+    SCOPED_TRACE(sweep);
+    Result best = run(std::string("sweep ") + sweep + " --out best.json");
+    ASSERT_EQ(best.code, 0) << best.err;
+    Result piped = run("export --megatron best.json | '" + std::string(MPLAN_BIN) + import_again);
+    ASSERT_EQ(piped.code, 0) << piped.err;
+    EXPECT_THAT(piped.out, HasSubstr("(the script's '# mplan: cluster' line)"));
+    auto a = nlohmann::json::parse(slurp(file("best.json")));
+    auto b = nlohmann::json::parse(slurp(file("again.json")));
+    a.erase("description");  // the sweep's summary, not part of the plan
+    EXPECT_EQ(a, b);
+    Result sa = run("simulate best.json --json");
+    Result sb = run("simulate again.json --json");
+    ASSERT_EQ(sa.code, 0) << sa.err;
+    ASSERT_EQ(sb.code, 0) << sb.err;
+    auto pa = nlohmann::json::parse(sa.out), pb = nlohmann::json::parse(sb.out);
+    pa.erase("plan");  // the file name
+    pb.erase("plan");
+    EXPECT_EQ(pa, pb);
+  }
+}
+
+TEST_F(ImportExport, ExportsRunAsTheyAre) {
+  std::string preset = shipped_plan("gpt3-1.3b-dp4");  // no train_iters in the plan
+  Result e = run("export --megatron '" + preset + "' --train-iters 20 --format args");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.out, HasSubstr("--train-iters 20\n"));
+  Result d = run("export --megatron '" + preset + "'");
+  EXPECT_THAT(d.out, HasSubstr("    --train-iters 100\n"));
+  EXPECT_THAT(d.out, HasSubstr("# mplan: cluster=h200x4\n# mplan: default-train-iters=100\n"));
+  EXPECT_EQ(run("export --megatron '" + preset + "' --train-iters 0").code, 2);
+}
+
 TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
   write("broken.sh", "A=(\n  --num-layers 2\n\ntorchrun pretrain_gpt.py ${A[@]}\n");
   write("positional.sh",
@@ -197,7 +237,8 @@ TEST_F(ImportExport, HelpListsEveryOption) {
     EXPECT_THAT(i.out, HasSubstr(opt)) << opt;
   Result e = run("export --help");
   ASSERT_EQ(e.code, 0);
-  for (const char* opt : {"--megatron", "--format", "--out", "--legacy-rampup", "Examples:"})
+  for (const char* opt :
+       {"--megatron", "--format", "--out", "--train-iters", "--legacy-rampup", "Examples:"})
     EXPECT_THAT(e.out, HasSubstr(opt)) << opt;
 }
 

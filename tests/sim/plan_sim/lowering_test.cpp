@@ -12,7 +12,7 @@
 #include <string>
 
 #include "sim/des/engine.hpp"
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 #include "tests/sim/plan_sim/test_plans.hpp"
 
 namespace mplan::sim {

@@ -70,48 +70,65 @@ TEST(LayerRange, UnevenWithVirtualStages) {
   EXPECT_EQ(stage_chunks(24, p, 3), (std::vector<LayerRange>{{10, 2}, {22, 2}}));
 }
 
-TEST(LayerRange, EveryValidSplitPartitionsTheLayers) {
-  int checked = 0;
+// A pipeline split: layers over pp stages of vpp chunks, first and last stage sizes (0: even).
+struct Split {
+  int64_t layers = 0, pp = 1, vpp = 1, first = 0, last = 0;
+};
+
+// Every split with layers 1..40, pp 1..6, vpp 1..3 and first / last stage sizes 0..8.
+std::vector<Split> split_shapes() {
+  std::vector<Split> out;
   for (int64_t layers = 1; layers <= 40; ++layers)
     for (int64_t pp = 1; pp <= 6; ++pp)
       for (int64_t vpp = 1; vpp <= 3; ++vpp)
         for (int64_t first = 0; first <= 8; ++first)
-          for (int64_t last = 0; last <= 8; ++last) {
-            if (vpp > 1 && pp == 1) continue;
-            ParallelConfig p = pipeline(pp, vpp);
-            if (first > 0) p.decoder_first_pipeline_num_layers = first;
-            if (last > 0) p.decoder_last_pipeline_num_layers = last;
-            // Megatron's rules (validate() states them): keep the splits it accepts.
-            int64_t middle = pp - (first > 0) - (last > 0);
-            int64_t rest = layers - first - last;
-            bool ok;
-            if (first == 0 && last == 0) {
-              ok = layers % (pp * vpp) == 0;
-            } else {
-              ok = middle >= 0 && rest >= 0 && (rest == 0) == (middle == 0) && first % vpp == 0 &&
-                   last % vpp == 0 &&
-                   (middle == 0 || (rest % middle == 0 && (rest / middle) % vpp == 0));
-            }
-            if (!ok) continue;
-            std::vector<int> owner(static_cast<size_t>(layers), 0);
-            for (int64_t r = 0; r < pp; ++r) {
-              int64_t on_stage = 0;
-              for (const LayerRange& c : stage_chunks(layers, p, r)) {
-                on_stage += c.count;
-                for (int64_t i = c.first; i < c.first + c.count; ++i) {
-                  ASSERT_GE(i, 0);
-                  ASSERT_LT(i, layers);
-                  ++owner[static_cast<size_t>(i)];
-                }
-              }
-              EXPECT_EQ(on_stage, layers_on_stage(layers, p, r));
-            }
-            for (int64_t i = 0; i < layers; ++i)
-              ASSERT_EQ(owner[static_cast<size_t>(i)], 1)
-                  << "layer " << i << " of " << layers << ", pp " << pp << ", vpp " << vpp
-                  << ", first " << first << ", last " << last;
-            ++checked;
-          }
+          for (int64_t last = 0; last <= 8; ++last) out.push_back({layers, pp, vpp, first, last});
+  return out;
+}
+
+// Megatron's rules (validate() states them): true for the splits it accepts.
+bool megatron_accepts(const Split& s) {
+  if (s.vpp > 1 && s.pp == 1) return false;
+  if (s.first == 0 && s.last == 0) return s.layers % (s.pp * s.vpp) == 0;
+  int64_t middle = s.pp - (s.first > 0) - (s.last > 0);
+  int64_t rest = s.layers - s.first - s.last;
+  return middle >= 0 && rest >= 0 && (rest == 0) == (middle == 0) && s.first % s.vpp == 0 &&
+         s.last % s.vpp == 0 &&
+         (middle == 0 || (rest % middle == 0 && (rest / middle) % s.vpp == 0));
+}
+
+// The chunks of all stages cover every layer exactly once, and each stage's chunks add up to
+// layers_on_stage().
+void expect_partition(const Split& s) {
+  ParallelConfig p = pipeline(s.pp, s.vpp);
+  if (s.first > 0) p.decoder_first_pipeline_num_layers = s.first;
+  if (s.last > 0) p.decoder_last_pipeline_num_layers = s.last;
+  std::vector<int> owner(static_cast<size_t>(s.layers), 0);
+  for (int64_t r = 0; r < s.pp; ++r) {
+    int64_t on_stage = 0;
+    for (const LayerRange& c : stage_chunks(s.layers, p, r)) {
+      on_stage += c.count;
+      for (int64_t i = c.first; i < c.first + c.count; ++i) {
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, s.layers);
+        ++owner[static_cast<size_t>(i)];
+      }
+    }
+    EXPECT_EQ(on_stage, layers_on_stage(s.layers, p, r));
+  }
+  for (int64_t i = 0; i < s.layers; ++i)
+    ASSERT_EQ(owner[static_cast<size_t>(i)], 1)
+        << "layer " << i << " of " << s.layers << ", pp " << s.pp << ", vpp " << s.vpp << ", first "
+        << s.first << ", last " << s.last;
+}
+
+TEST(LayerRange, EveryValidSplitPartitionsTheLayers) {
+  int checked = 0;
+  for (const Split& s : split_shapes()) {
+    if (!megatron_accepts(s)) continue;
+    expect_partition(s);
+    ++checked;
+  }
   EXPECT_GT(checked, 500);
 }
 

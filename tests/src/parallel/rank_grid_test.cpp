@@ -412,96 +412,129 @@ TEST(RankGrid, MegatronOrderConsistency) {
 
 // ---- Properties over many shapes ---------------------------------------------------------------
 
+// Every layout of the orders and sizes below that Megatron accepts (up to 96 GPUs): the product
+// order x tp x cp x pp x dp x ep x etp, the last axis fastest.
+std::vector<ParallelConfig> accepted_shapes() {
+  const std::vector<std::string> orders = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-cp-ep-dp",
+                                           "dp-pp-tp-cp-ep"};
+  const std::vector<std::vector<int>> axes = {{1, 2, 4}, {1, 2}, {1, 2, 3, 4}, {1, 2, 4, 6},
+                                              {1, 2, 4}, {1, 2}};  // tp cp pp dp ep etp
+  std::vector<size_t> radix = {orders.size()};
+  for (const auto& a : axes) radix.push_back(a.size());
+  std::vector<ParallelConfig> out;
+  std::vector<size_t> at(radix.size(), 0);
+  for (bool more = true; more;) {
+    auto v = [&](size_t axis) { return axes[axis][at[axis + 1]]; };
+    ParallelConfig p = cfg(v(0), v(1), v(2), v(3), v(4), v(5), orders[at[0]]);
+    if (rank_grid_problems(p).empty()) out.push_back(p);
+    // Next index: count up the last axis, carrying into the ones before it.
+    size_t a = radix.size();
+    while (a > 0 && ++at[a - 1] == radix[a - 1]) at[--a] = 0;
+    more = a > 0;
+  }
+  return out;
+}
+
+// Coordinates round-trip through both grids, and each grid gives every rank its own.
+void expect_coordinates_round_trip(const RankGrid& g) {
+  const int world = g.world_size();
+  std::set<std::tuple<int, int, int, int>> dec, exp;
+  for (int r = 0; r < world; ++r) {
+    RankCoord c = g.coord(r);
+    ASSERT_EQ(g.rank_at(c.tp, c.cp, c.dp, c.pp), r);
+    ASSERT_EQ(g.expert_rank_at(c.expert_tp, c.ep, c.expert_dp, c.pp), r);
+    dec.insert({c.tp, c.cp, c.dp, c.pp});
+    exp.insert({c.expert_tp, c.ep, c.expert_dp, c.pp});
+  }
+  ASSERT_EQ(static_cast<int>(dec.size()), world);
+  ASSERT_EQ(static_cast<int>(exp.size()), world);
+}
+
+// The size of a group of kind `k`, from the parallel sizes.
+int expected_group_size(const ParallelConfig& p, int edp, GroupKind k) {
+  const int tp = static_cast<int>(p.tp), cp = static_cast<int>(p.cp);
+  const int pp = static_cast<int>(p.pp), dp = static_cast<int>(p.dp);
+  const int ep = static_cast<int>(p.ep), etp = static_cast<int>(p.etp);
+  const std::map<GroupKind, int> size = {{GroupKind::kTp, tp},
+                                         {GroupKind::kPp, pp},
+                                         {GroupKind::kDp, dp},
+                                         {GroupKind::kCp, cp},
+                                         {GroupKind::kDpCp, dp * cp},
+                                         {GroupKind::kTpPp, tp * pp},
+                                         {GroupKind::kTpCp, tp * cp},
+                                         {GroupKind::kTpDp, tp * dp},
+                                         {GroupKind::kTpDpCp, tp * dp * cp},
+                                         {GroupKind::kEp, ep},
+                                         {GroupKind::kExpertTp, etp},
+                                         {GroupKind::kExpertDp, edp},
+                                         {GroupKind::kTpEp, etp * ep},
+                                         {GroupKind::kTpEpPp, etp * ep * pp},
+                                         {GroupKind::kEmbedding, pp == 1 ? 1 : 2},
+                                         {GroupKind::kPositionEmbedding, 1}};
+  return size.at(k);
+}
+
+// Groups of kind `k` have the expected size, know their index, and cover each rank as often as
+// the kind says: once, or (embedding groups) on the first and last stage only.
+void expect_groups_cover_ranks(const RankGrid& g, const ParallelConfig& p, GroupKind k) {
+  const int world = g.world_size();
+  auto groups = g.groups(k);
+  std::vector<int> seen(world, 0);
+  for (int i = 0; i < static_cast<int>(groups.size()); ++i) {
+    ASSERT_EQ(static_cast<int>(groups[i].size()), expected_group_size(p, g.expert_dp(), k))
+        << to_string(k);
+    for (int r : groups[i]) {
+      ASSERT_TRUE(r >= 0 && r < world);
+      ++seen[r];
+      ASSERT_EQ(g.group_index_of(k, r), i) << to_string(k);
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    int stage = g.coord(r).pp;
+    int expect = group_kind_covers_world(k)   ? 1
+                 : k == GroupKind::kEmbedding ? (stage == 0 || stage == p.pp - 1)
+                                              : (stage == 0);
+    ASSERT_EQ(seen[r], expect) << to_string(k) << " rank " << r;
+  }
+}
+
+// Single-axis groups of rank r: member i has that coordinate i, the others fixed; the pp groups
+// of both grids coincide (Megatron asserts it).
+void expect_single_axis_groups(const RankGrid& g, int r) {
+  RankCoord c = g.coord(r);
+  auto tpg = g.group_of(GroupKind::kTp, r);
+  for (int i = 0; i < g.tp(); ++i) ASSERT_EQ(tpg[i], g.rank_at(i, c.cp, c.dp, c.pp));
+  auto cpg = g.group_of(GroupKind::kCp, r);
+  for (int i = 0; i < g.cp(); ++i) ASSERT_EQ(cpg[i], g.rank_at(c.tp, i, c.dp, c.pp));
+  auto dpg = g.group_of(GroupKind::kDp, r);
+  for (int i = 0; i < g.dp(); ++i) ASSERT_EQ(dpg[i], g.rank_at(c.tp, c.cp, i, c.pp));
+  auto ppg = g.group_of(GroupKind::kPp, r);
+  for (int i = 0; i < g.pp(); ++i) ASSERT_EQ(ppg[i], g.rank_at(c.tp, c.cp, c.dp, i));
+  auto epg = g.group_of(GroupKind::kEp, r);
+  for (int i = 0; i < g.ep(); ++i)
+    ASSERT_EQ(epg[i], g.expert_rank_at(c.expert_tp, i, c.expert_dp, c.pp));
+  auto edpg = g.group_of(GroupKind::kExpertDp, r);
+  for (int i = 0; i < g.expert_dp(); ++i)
+    ASSERT_EQ(edpg[i], g.expert_rank_at(c.expert_tp, c.ep, i, c.pp));
+  for (int i = 0; i < g.pp(); ++i)
+    ASSERT_EQ(ppg[i], g.expert_rank_at(c.expert_tp, c.ep, c.expert_dp, i));
+  ASSERT_EQ(g.groups_of_rank(r).at("tp"), tpg);
+}
+
 TEST(RankGrid, PropertiesOverManyShapes) {
   int checked = 0;
-  for (std::string order : {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-cp-ep-dp", "dp-pp-tp-cp-ep"})
-    for (int tp : {1, 2, 4})
-      for (int cp : {1, 2})
-        for (int pp : {1, 2, 3, 4})
-          for (int dp : {1, 2, 4, 6})
-            for (int ep : {1, 2, 4})
-              for (int etp : {1, 2}) {
-                ParallelConfig p = cfg(tp, cp, pp, dp, ep, etp, order);
-                if (!rank_grid_problems(p).empty()) continue;
-                ++checked;
-                RankGrid g(p);
-                int world = tp * cp * pp * dp;
-                SCOPED_TRACE(testing::Message()
-                             << order << " tp " << tp << " cp " << cp << " pp " << pp << " dp "
-                             << dp << " ep " << ep << " etp " << etp);
-                ASSERT_EQ(g.world_size(), world);
-                ASSERT_EQ(g.expert_dp() * etp * ep * pp, world);
-                // Coordinates round-trip through both grids.
-                std::set<std::tuple<int, int, int, int>> dec, exp;
-                for (int r = 0; r < world; ++r) {
-                  RankCoord c = g.coord(r);
-                  ASSERT_EQ(g.rank_at(c.tp, c.cp, c.dp, c.pp), r);
-                  ASSERT_EQ(g.expert_rank_at(c.expert_tp, c.ep, c.expert_dp, c.pp), r);
-                  dec.insert({c.tp, c.cp, c.dp, c.pp});
-                  exp.insert({c.expert_tp, c.ep, c.expert_dp, c.pp});
-                }
-                ASSERT_EQ(static_cast<int>(dec.size()), world);
-                ASSERT_EQ(static_cast<int>(exp.size()), world);
-                // Expected group size per kind from the parallel sizes.
-                int edp = g.expert_dp();
-                std::map<GroupKind, int> size = {{GroupKind::kTp, tp},
-                                                 {GroupKind::kPp, pp},
-                                                 {GroupKind::kDp, dp},
-                                                 {GroupKind::kCp, cp},
-                                                 {GroupKind::kDpCp, dp * cp},
-                                                 {GroupKind::kTpPp, tp * pp},
-                                                 {GroupKind::kTpCp, tp * cp},
-                                                 {GroupKind::kTpDp, tp * dp},
-                                                 {GroupKind::kTpDpCp, tp * dp * cp},
-                                                 {GroupKind::kEp, ep},
-                                                 {GroupKind::kExpertTp, etp},
-                                                 {GroupKind::kExpertDp, edp},
-                                                 {GroupKind::kTpEp, etp * ep},
-                                                 {GroupKind::kTpEpPp, etp * ep * pp},
-                                                 {GroupKind::kEmbedding, pp == 1 ? 1 : 2},
-                                                 {GroupKind::kPositionEmbedding, 1}};
-                for (GroupKind k : all_group_kinds()) {
-                  auto groups = g.groups(k);
-                  std::vector<int> seen(world, 0);
-                  for (int i = 0; i < static_cast<int>(groups.size()); ++i) {
-                    ASSERT_EQ(static_cast<int>(groups[i].size()), size.at(k)) << to_string(k);
-                    for (int r : groups[i]) {
-                      ASSERT_TRUE(r >= 0 && r < world);
-                      ++seen[r];
-                      ASSERT_EQ(g.group_index_of(k, r), i) << to_string(k);
-                    }
-                  }
-                  for (int r = 0; r < world; ++r) {
-                    int stage = g.coord(r).pp;
-                    int expect = group_kind_covers_world(k)   ? 1
-                                 : k == GroupKind::kEmbedding ? (stage == 0 || stage == pp - 1)
-                                                              : (stage == 0);
-                    ASSERT_EQ(seen[r], expect) << to_string(k) << " rank " << r;
-                  }
-                }
-                // Single-axis groups: member i has that coordinate i, the others fixed.
-                for (int r = 0; r < world; ++r) {
-                  RankCoord c = g.coord(r);
-                  auto tpg = g.group_of(GroupKind::kTp, r);
-                  for (int i = 0; i < tp; ++i) ASSERT_EQ(tpg[i], g.rank_at(i, c.cp, c.dp, c.pp));
-                  auto cpg = g.group_of(GroupKind::kCp, r);
-                  for (int i = 0; i < cp; ++i) ASSERT_EQ(cpg[i], g.rank_at(c.tp, i, c.dp, c.pp));
-                  auto dpg = g.group_of(GroupKind::kDp, r);
-                  for (int i = 0; i < dp; ++i) ASSERT_EQ(dpg[i], g.rank_at(c.tp, c.cp, i, c.pp));
-                  auto ppg = g.group_of(GroupKind::kPp, r);
-                  for (int i = 0; i < pp; ++i) ASSERT_EQ(ppg[i], g.rank_at(c.tp, c.cp, c.dp, i));
-                  auto epg = g.group_of(GroupKind::kEp, r);
-                  for (int i = 0; i < ep; ++i)
-                    ASSERT_EQ(epg[i], g.expert_rank_at(c.expert_tp, i, c.expert_dp, c.pp));
-                  auto edpg = g.group_of(GroupKind::kExpertDp, r);
-                  for (int i = 0; i < edp; ++i)
-                    ASSERT_EQ(edpg[i], g.expert_rank_at(c.expert_tp, c.ep, i, c.pp));
-                  // The pp groups of both grids coincide (Megatron asserts it).
-                  for (int i = 0; i < pp; ++i)
-                    ASSERT_EQ(ppg[i], g.expert_rank_at(c.expert_tp, c.ep, c.expert_dp, i));
-                  ASSERT_EQ(g.groups_of_rank(r).at("tp"), tpg);
-                }
-              }
+  for (const ParallelConfig& p : accepted_shapes()) {
+    ++checked;
+    RankGrid g(p);
+    const int world = static_cast<int>(p.tp * p.cp * p.pp * p.dp);
+    SCOPED_TRACE(testing::Message() << p.order << " tp " << p.tp << " cp " << p.cp << " pp " << p.pp
+                                    << " dp " << p.dp << " ep " << p.ep << " etp " << p.etp);
+    ASSERT_EQ(g.world_size(), world);
+    ASSERT_EQ(g.expert_dp() * p.etp * p.ep * p.pp, world);
+    expect_coordinates_round_trip(g);
+    for (GroupKind k : all_group_kinds()) expect_groups_cover_ranks(g, p, k);
+    for (int r = 0; r < world; ++r) expect_single_axis_groups(g, r);
+  }
   EXPECT_GT(checked, 500);
 }
 

@@ -4,7 +4,7 @@
 // expands words the way bash does (unquoted expansions split on whitespace, "${ARR[@]}" one word
 // per element) and records the commands. Tests and conditions are three-valued: true, false, or
 // unknown when they depend on a value the script does not define; unknown branches are skipped.
-#include "src/plan/shell_script.hpp"
+#include "src/interop/megatron/shell_script.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,9 +1,12 @@
-// Schedule rules of a plan, in the plan's field names; rules validate() already reports (vpp > 1
-// without pp > 1) are left to it.
-#include "src/schedule/plan_rules.hpp"
+// Rank-grid and schedule rules of a plan, in the plan's field names; rules validate() already
+// reports (vpp > 1 without pp > 1) are left to it.
+#include "src/plan/plan_rules.hpp"
+
+#include <algorithm>
 
 #include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
+#include "src/parallel/rank_grid.hpp"
 
 namespace mplan {
 
@@ -83,6 +86,13 @@ void append_schedule_violations(const Plan& plan, std::vector<Violation>& out) {
     if (report(at_step,
                cat(" (ramp-up step at ", step.state.consumed_samples, " consumed samples)")))
       return;
+  }
+}
+
+void check_rank_grid(const Plan& plan, std::vector<Violation>& out) {
+  for (auto& pr : rank_grid_problems(plan.parallel)) {
+    Violation v{pr.field, pr.message};
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(std::move(v));
   }
 }
 

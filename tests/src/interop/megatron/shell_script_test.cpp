@@ -1,7 +1,7 @@
 // Tests of the bash reader: each expected word list is what bash itself would pass to the
 // program (worked out by the bash rules: unquoted expansions split, "${A[@]}" keeps elements),
 // with placeholders where the script reads a value it does not define.
-#include "src/plan/shell_script.hpp"
+#include "src/interop/megatron/shell_script.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Schedule rules of a plan, as validate(plan) reports them.
-#include "src/schedule/plan_rules.hpp"
+#include "src/plan/plan_rules.hpp"
 
 #include <gtest/gtest.h>
 

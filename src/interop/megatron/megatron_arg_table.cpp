@@ -1,0 +1,958 @@
+// The rows. Argument names, defaults and rules follow Megatron-LM's megatron/training/arguments.py
+// and the dataclasses its arguments are generated from (TransformerConfig, ModelParallelConfig,
+// training/config). Import applies Megatron-LM's own defaults for what a script leaves out (e.g.
+// --adam-beta2 0.999, --weight-decay 0.01), so the plan describes the job Megatron-LM would run;
+// export writes every such value explicitly.
+#include "src/interop/megatron/megatron_arg_table.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "src/common/error.hpp"
+#include "src/interop/megatron/megatron_rampup.hpp"
+#include "src/interop/megatron/rotary_base.hpp"
+
+namespace mplan {
+namespace {
+
+using G = ArgGroup;
+constexpr StepEffect kStep = StepEffect::kChangesStep;
+constexpr StepEffect kNone = StepEffect::kNoEffect;
+using Row = MegatronArgRow;
+using In = ImportState;
+using Out = ExportState;
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// Shortest text that reads back to the same double (Python's float() included).
+std::string num(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+int64_t required_int(const Row& r, In& s) {
+  auto v = s.args.int_value(r.name, 1, true);
+  if (!v) throw Error(cat(r.name, ": missing (Megatron-LM requires it)"));
+  return *v;
+}
+
+void refuse_layout(const Row& r, In& s) {
+  if (s.args.has(r.name))
+    throw Error(cat(r.name,
+                    ": not modelled by mplan (its plans are GPT decoders with an even or "
+                    "first/last-uneven pipeline split)"));
+}
+
+void warn_other_activation(const Row& r, In& s) {
+  if (s.args.has(r.name))
+    s.warnings.push_back(cat(r.name, ": not modelled; mplan costs the MLP as ",
+                             s.model.activation == Activation::kSwiglu ? "SwiGLU" : "GeLU"));
+}
+
+void warn_pipeline_split(const Row& r, In& s) {
+  if (s.args.has(r.name))
+    s.warnings.push_back(
+        cat(r.name, ": not modelled; the plan splits the transformer layers only"));
+}
+
+// A Megatron-LM default for an optional training number (no error when unresolved).
+double training_number(const Row& r, In& s, double megatron_default) {
+  return s.args.double_value(r.name, 0.0, false).value_or(megatron_default);
+}
+
+void check_beta(const Row& r, double v) {
+  if (v >= 1.0) throw Error(cat(r.name, ": must be < 1, got ", num(v)));
+}
+
+// The expert layout is written for MoE models and whenever it differs from Megatron's default.
+bool writes_expert_layout(const Plan& plan) {
+  const ParallelConfig& p = plan.parallel;
+  return plan.model.moe || p.ep != 1 || p.etp != p.tp;
+}
+
+// True when the plan's batch ramps up (a ramp-up that starts at the global batch does not).
+bool ramps(const Plan& plan) {
+  const auto& r = plan.training.rampup_batch_size;
+  return r && plan.parallel.global_batch_size > r->start;
+}
+
+// Megatron-LM's rule for the ramp-up of a plan being exported; a note when it does not ramp.
+void check_export_rampup(Out& o) {
+  const auto& rr = o.plan.training.rampup_batch_size;
+  if (!rr) return;
+  const int64_t gbs = o.plan.parallel.global_batch_size;
+  if (rr->start > gbs || (gbs - rr->start) % rr->increment != 0)
+    throw Error(cat("training.rampup_batch_size: global_batch_size - start (", gbs, " - ",
+                    rr->start, ") must be a non-negative multiple of the increment (",
+                    rr->increment, "), as Megatron-LM's ramp-up requires"));
+  if (ramps(o.plan) && rr->samples < 1)
+    throw Error("training.rampup_batch_size: ramp_samples must be >= 1 when the batch ramps up");
+  if (!ramps(o.plan))
+    o.notes.push_back(
+        "training.rampup_batch_size starts at the global batch size: no ramp-up is written");
+}
+
+// --rampup-batch-size START INCREMENT SAMPLES, all known here.
+RampupBatchSize read_legacy_rampup(const ArgOccurrence& a) {
+  if (a.values.size() != 3)
+    throw Error(cat("--rampup-batch-size: takes three values START INCREMENT SAMPLES, got '",
+                    MegatronArgList::text_of(a.values), "'"));
+  int64_t v[3];
+  for (int i = 0; i < 3; ++i) {
+    const ShellField& f = a.values[i];
+    if (!f.resolved())
+      throw Error(cat("--rampup-batch-size: its value (", f.text, ") depends on ",
+                      join_unknown(f.unknown), ", which has no value here; ",
+                      how_to_set(f.unknown)));
+    auto res = std::from_chars(f.text.data(), f.text.data() + f.text.size(), v[i]);
+    if (res.ec != std::errc() || res.ptr != f.text.data() + f.text.size() ||
+        v[i] < (i == 2 ? 0 : 1))
+      throw Error(
+          cat("--rampup-batch-size: START and INCREMENT must be integers >= 1 and "
+              "SAMPLES >= 0, got '",
+              MegatronArgList::text_of(a.values), "'"));
+  }
+  return RampupBatchSize{v[0], v[1], v[2]};
+}
+
+// --step-batch-size-schedule: the final batch is the global batch; a linear ramp-up the plan
+// can hold becomes the plan's ramp-up.
+void read_step_schedule(const ArgOccurrence& a, In& s) {
+  if (s.training.rampup_batch_size)
+    throw Error("--step-batch-size-schedule: give it or --rampup-batch-size, not both");
+  bool unresolved = std::any_of(a.values.begin(), a.values.end(),
+                                [](const ShellField& f) { return !f.resolved(); });
+  if (a.values.empty() || unresolved)
+    throw Error("--step-batch-size-schedule: needs one value \"THRESHOLD:BATCH ...\" known here");
+  if (a.values.size() > 1)
+    s.warnings.push_back(cat("--step-batch-size-schedule: its value reaches pretrain_gpt.py as ",
+                             a.values.size(),
+                             " words (an unquoted ${ARRAY[@]} splits it), which Megatron-LM's "
+                             "argparse refuses; read as one value"));
+  auto steps = parse_step_schedule(MegatronArgList::text_of(a.values), s.model.seq_length);
+  int64_t final_batch = steps.back().second;
+  if (s.global_batch_size) {
+    s.warnings.push_back(
+        cat("--global-batch-size with --step-batch-size-schedule: Megatron-LM "
+            "refuses the two together; the schedule's final batch (",
+            final_batch, ") is the plan's global batch"));
+    if (*s.global_batch_size != final_batch)
+      s.warnings.push_back(cat("--global-batch-size ", *s.global_batch_size,
+                               " differs from the schedule's final batch ", final_batch));
+  }
+  s.global_batch_size = final_batch;
+  if (steps.size() < 2) return;
+  if (auto ramp = steps_as_rampup(steps)) {
+    s.training.rampup_batch_size = *ramp;
+  } else {
+    s.warnings.push_back(
+        cat("--step-batch-size-schedule: not a linear ramp-up that the plan can "
+            "hold; the plan uses the final batch ",
+            final_batch, " throughout"));
+  }
+}
+
+// vpp from whichever of its three arguments the script gives (at most one).
+void read_virtual_stages(const Row& r, In& s) {
+  ParallelConfig& p = s.parallel;
+  auto stages = s.args.int_value(r.name, 1, true);
+  const auto& per_stage = s.layers_per_virtual_stage;
+  if (int(per_stage.has_value()) + int(stages.has_value()) + int(s.legacy_vpp.has_value()) > 1)
+    throw Error(
+        "--num-layers-per-virtual-pipeline-stage: give only one of it, "
+        "--num-virtual-stages-per-pipeline-rank and --virtual-pipeline-model-parallel-size");
+  const int64_t layers = s.model.num_layers;
+  if (s.legacy_vpp) {
+    p.vpp = *s.legacy_vpp;
+    s.warnings.push_back(
+        "--virtual-pipeline-model-parallel-size: not an argument of the current Megatron-LM (it "
+        "takes --num-virtual-stages-per-pipeline-rank); read as vpp");
+  } else if (stages) {
+    p.vpp = *stages;
+  } else if (per_stage) {
+    // The uneven split's rows come after this one (export writes them after vpp).
+    if (s.args.has("--decoder-first-pipeline-num-layers") ||
+        s.args.has("--decoder-last-pipeline-num-layers"))
+      throw Error(
+          "--num-layers-per-virtual-pipeline-stage: Megatron-LM refuses it with an uneven "
+          "pipeline; use --num-virtual-stages-per-pipeline-rank");
+    if (layers % p.pp != 0)
+      throw Error(cat("--pipeline-model-parallel-size: must divide --num-layers (", layers,
+                      "), got ", p.pp));
+    if ((layers / p.pp) % *per_stage != 0)
+      throw Error(cat("--num-layers-per-virtual-pipeline-stage: must divide the ", layers / p.pp,
+                      " layers per pipeline stage, got ", *per_stage));
+    p.vpp = layers / p.pp / *per_stage;
+  }
+  if (p.vpp > 1 && p.pp == 1)
+    throw Error(
+        "--num-virtual-stages-per-pipeline-rank: virtual pipeline stages need "
+        "--pipeline-model-parallel-size > 1");
+  p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+}
+
+// The schedule follows from vpp in Megatron-LM: interleaved when > 1, else 1F1B.
+void note_schedule(Out& o) {
+  const ParallelConfig& p = o.plan.parallel;
+  switch (p.schedule) {
+    case ScheduleKind::k1F1B:
+      break;
+    case ScheduleKind::kInterleaved:
+      if (p.vpp == 1)
+        o.notes.push_back("parallel.schedule interleaved with vpp 1 runs as 1F1B in Megatron-LM");
+      break;
+    case ScheduleKind::kGpipe:
+      o.notes.push_back("parallel.schedule gpipe: Megatron-LM has no GPipe schedule and runs 1F1B");
+      break;
+    case ScheduleKind::kZbH1:
+      o.notes.push_back(
+          "parallel.schedule zb-h1: Megatron-LM has no zero-bubble schedule and runs 1F1B");
+      break;
+  }
+}
+
+// TransformerConfig's recompute rules over --recompute-granularity (or --recompute-activations),
+// --recompute-method and --recompute-num-layers.
+void read_recompute(const Row& r, In& s) {
+  ParallelConfig& p = s.parallel;
+  auto rnl = s.args.int_value(r.name, 1, true);
+  const std::string& gran = s.recompute_granularity;
+  const auto& method = s.recompute_method;
+  if (gran == "full") {
+    p.recompute = Recompute::kFull;
+    if (!method)
+      throw Error(
+          "--recompute-method: missing; Megatron-LM needs uniform or block with "
+          "--recompute-granularity full");
+    if (*method != "uniform" && *method != "block")
+      throw Error(cat("--recompute-method: must be uniform or block, got '", *method, "'"));
+    if (!rnl)
+      throw Error(
+          "--recompute-num-layers: missing; Megatron-LM needs it with --recompute-granularity "
+          "full");
+    p.recompute_method = *method == "uniform" ? RecomputeMethod::kUniform : RecomputeMethod::kBlock;
+    p.recompute_num_layers = *rnl;
+  } else if (gran == "selective") {
+    p.recompute = Recompute::kSelective;
+    if (method)
+      throw Error(
+          "--recompute-method: Megatron-LM refuses it with --recompute-granularity selective");
+    if (rnl)
+      throw Error(
+          "--recompute-num-layers: Megatron-LM refuses it with --recompute-granularity selective");
+  } else if (gran.empty()) {
+    if (method || rnl)
+      s.warnings.push_back(
+          "--recompute-method / --recompute-num-layers without --recompute-granularity: no "
+          "recompute");
+  } else {
+    throw Error(cat("--recompute-granularity: must be full or selective, got '", gran, "'"));
+  }
+}
+
+void read_position_type(const Row& r, In& s) {
+  std::string pos = s.args.value(r.name, true).value_or("learned_absolute");
+  if (s.rotary_alias) pos = "rope";
+  if (pos == "learned_absolute") {
+    s.model.position_embedding = PositionEmbedding::kLearned;
+  } else if (pos == "rope") {
+    s.model.position_embedding = PositionEmbedding::kRope;
+  } else if (pos == "yarn" || pos == "mrope" || pos == "relative" || pos == "none") {
+    s.model.position_embedding = PositionEmbedding::kRope;
+    s.warnings.push_back(cat("--position-embedding-type ", pos,
+                             ": not modelled; costed as rope (no position parameters)"));
+  } else {
+    throw Error(
+        cat("--position-embedding-type: must be one of learned_absolute, rope, yarn, "
+            "mrope, relative, none; got '",
+            pos, "'"));
+  }
+  s.position_type = pos;
+}
+
+void read_attention_backend(const Row& r, In& s) {
+  TrainingConfig& t = s.training;
+  std::string backend = s.args.value(r.name, false).value_or("auto");
+  if (s.use_flash_attn) backend = "flash";
+  if (backend == "unfused" || backend == "local") {
+    t.attention_backend = AttentionBackend::kUnfused;
+  } else if (backend == "auto" && t.precision == Precision::kFp32) {
+    t.attention_backend = AttentionBackend::kUnfused;  // auto: no flash kernels in fp32
+  } else if (backend == "auto" || backend == "flash" || backend == "fused") {
+    t.attention_backend = AttentionBackend::kFlash;
+  } else {
+    throw Error(cat("--attention-backend: must be one of auto, flash, fused, unfused, local; got '",
+                    backend, "'"));
+  }
+}
+
+void read_moe_layer_freq(const Row& r, In& s) {
+  if (!s.model.moe) return;
+  auto f = s.args.value(r.name, true);
+  if (!f) return;
+  int64_t x = 0;
+  auto res = std::from_chars(f->data(), f->data() + f->size(), x);
+  if (res.ec != std::errc() || res.ptr != f->data() + f->size() || x < 1)
+    throw Error(
+        cat("--moe-layer-freq: only an integer frequency N >= 1 (every N-th layer is MoE) "
+            "is modelled, got '",
+            *f, "'"));
+  s.model.moe->layer_freq = x;
+}
+
+// An argument with no effect on a step, matched as a name prefix: data, tokenizer files,
+// checkpoints, logging, evaluation, learning-rate schedule, profiling, loss scaling.
+Row no_effect(std::string_view name) { return Row{name, G::kNone, "", kNone}; }
+
+const std::vector<Row>& table() {
+  static const std::vector<Row> rows = {
+      // ---- arguments that make a model or layout mplan cannot represent ---------------------
+      {"--pipeline-model-parallel-layout", G::kNone, "", kStep, refuse_layout},
+      {"--hybrid-layer-pattern", G::kNone, "", kStep, refuse_layout},
+      {"--multi-latent-attention", G::kNone, "", kStep, refuse_layout},
+      {"--encoder-num-layers", G::kNone, "", kStep, refuse_layout},
+      {"--decoder-num-layers", G::kNone, "", kStep, refuse_layout},
+      {"--model-parallel-size", G::kNone, "", kStep,
+       [](const Row& r, In& s) {
+         if (s.args.has(r.name))
+           throw Error(
+               "--model-parallel-size: Megatron-LM refuses it; use --tensor-model-parallel-size");
+       }},
+
+      // ---- model ------------------------------------------------------------------------------
+      {"--num-layers", G::kModel, "model.num_layers", kStep,
+       [](const Row& r, In& s) { s.model.num_layers = required_int(r, s); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.num_layers); }},
+      {"--hidden-size", G::kModel, "model.hidden_size", kStep,
+       [](const Row& r, In& s) { s.model.hidden_size = required_int(r, s); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.hidden_size); }},
+      {"--num-attention-heads", G::kModel, "model.num_attention_heads", kStep,
+       [](const Row& r, In& s) { s.model.num_attention_heads = required_int(r, s); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.num_attention_heads); }},
+      {"--group-query-attention", G::kModel, "model.num_query_groups", kStep,
+       [](const Row& r, In& s) { s.group_query_attention = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         const ModelSpec& m = o.plan.model;
+         if (m.num_query_groups != m.num_attention_heads) o.flag(r.name);
+       }},
+      {"--num-query-groups", G::kModel, "model.num_query_groups", kStep,
+       [](const Row& r, In& s) {
+         ModelSpec& m = s.model;
+         auto groups = s.args.int_value(r.name, 1, true);
+         m.num_query_groups = s.group_query_attention ? groups.value_or(1) : m.num_attention_heads;
+         if (!s.group_query_attention && groups)
+           s.warnings.push_back(
+               "--num-query-groups without --group-query-attention: Megatron-LM ignores it "
+               "(multi-head attention)");
+         if (m.num_attention_heads % m.num_query_groups != 0)
+           throw Error(cat("--num-query-groups: must divide --num-attention-heads (",
+                           m.num_attention_heads, "), got ", m.num_query_groups));
+       },
+       [](const Row& r, Out& o) {
+         const ModelSpec& m = o.plan.model;
+         if (m.num_query_groups != m.num_attention_heads) o.arg(r.name, m.num_query_groups);
+       }},
+      {"--kv-channels", G::kModel, "model.kv_channels", kStep,
+       [](const Row& r, In& s) {
+         ModelSpec& m = s.model;
+         auto kv = s.args.int_value(r.name, 1, true);
+         if (!kv && m.hidden_size % m.num_attention_heads != 0)
+           throw Error(cat("--hidden-size: must be divisible by --num-attention-heads (",
+                           m.num_attention_heads, ") unless --kv-channels is given, got ",
+                           m.hidden_size));
+         m.kv_channels = kv.value_or(m.hidden_size / m.num_attention_heads);
+       },
+       [](const Row& r, Out& o) {
+         const ModelSpec& m = o.plan.model;
+         if (m.kv_channels != m.hidden_size / m.num_attention_heads ||
+             m.hidden_size % m.num_attention_heads != 0)
+           o.arg(r.name, m.kv_channels);
+       }},
+      {"--ffn-hidden-size", G::kModel, "model.ffn_hidden_size", kStep,
+       [](const Row& r, In& s) {
+         // arguments.py: 4h, or int((4h * 2/3) / 64) * 64 with SwiGLU (--swiglu is looked at
+         // here; its row comes later, where export writes it).
+         ModelSpec& m = s.model;
+         auto ffn = s.args.int_value(r.name, 1, true);
+         if (ffn) {
+           m.ffn_hidden_size = *ffn;
+         } else if (s.args.has("--swiglu")) {
+           double x = static_cast<double>(4 * m.hidden_size * 2) / 3.0 / 64.0;
+           m.ffn_hidden_size = static_cast<int64_t>(x) * 64;
+         } else {
+           m.ffn_hidden_size = 4 * m.hidden_size;
+         }
+       },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.ffn_hidden_size); }},
+      {"--seq-length", G::kModel, "model.seq_length", kStep,
+       [](const Row& r, In& s) { s.model.seq_length = required_int(r, s); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.seq_length); }},
+      {"--max-position-embeddings", G::kModel, "model.max_position_embeddings", kStep,
+       [](const Row& r, In& s) {
+         ModelSpec& m = s.model;
+         m.max_position_embeddings = required_int(r, s);
+         if (m.max_position_embeddings < m.seq_length)
+           throw Error(cat("--max-position-embeddings: must be >= --seq-length (", m.seq_length,
+                           ") as Megatron-LM requires, got ", m.max_position_embeddings));
+       },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.max_position_embeddings); }},
+      {"--use-rotary-position-embeddings", G::kNone, "model.position_embedding", kStep,
+       [](const Row& r, In& s) { s.rotary_alias = s.args.flag(r.name); }},
+      {"--position-embedding-type", G::kModel, "model.position_embedding", kStep,
+       read_position_type,
+       [](const Row& r, Out& o) {
+         if (o.plan.model.position_embedding == PositionEmbedding::kRope) o.arg(r.name, "rope");
+       }},
+      {"--rotary-base", G::kModel, "", kNone,
+       // The plan holds no RoPE base (it changes no step): import checks the value against the
+       // model once its preset is known; export writes the preset's (rotary_base.hpp).
+       [](const Row& r, In& s) { s.rotary_base = s.args.int_value(r.name, 1, false); },
+       [](const Row& r, Out& o) {
+         if (auto base = preset_rotary_base(o.plan.model)) o.arg(r.name, *base);
+       }},
+      {"--no-position-embedding", G::kNone, "model.position_embedding", kStep,
+       [](const Row& r, In& s) {
+         if (s.args.flag(r.name) && s.position_type != "rope")
+           throw Error(
+               "--no-position-embedding: Megatron-LM refuses it unless --position-embedding-type "
+               "rope (use --position-embedding-type)");
+       }},
+      {"--normalization", G::kModel, "model.normalization", kStep,
+       [](const Row& r, In& s) {
+         std::string norm = s.args.value(r.name, true).value_or("LayerNorm");
+         if (norm == "LayerNorm") {
+           s.model.normalization = Normalization::kLayerNorm;
+         } else if (norm == "RMSNorm") {
+           s.model.normalization = Normalization::kRmsNorm;
+         } else {
+           throw Error(cat("--normalization: must be LayerNorm or RMSNorm, got '", norm, "'"));
+         }
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.normalization == Normalization::kRmsNorm) o.arg(r.name, "RMSNorm");
+       }},
+      {"--swiglu", G::kModel, "model.activation", kStep,
+       [](const Row& r, In& s) {
+         s.model.activation = s.args.flag(r.name) ? Activation::kSwiglu : Activation::kGelu;
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.activation == Activation::kSwiglu) o.flag(r.name);
+       }},
+      {"--squared-relu", G::kNone, "", kStep, warn_other_activation},
+      {"--quick-geglu", G::kNone, "", kStep, warn_other_activation},
+      {"--openai-gelu", G::kNone, "", kStep, warn_other_activation},
+      {"--untie-embeddings-and-output-weights", G::kModel, "model.tied_embeddings", kStep,
+       [](const Row& r, In& s) { s.model.tied_embeddings = !s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (!o.plan.model.tied_embeddings) o.flag(r.name);
+       }},
+      {"--disable-bias-linear", G::kModel, "model.add_bias_linear", kStep,
+       [](const Row& r, In& s) { s.model.add_bias_linear = !s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (!o.plan.model.add_bias_linear) o.flag(r.name);
+       }},
+      {"--vocab-size", G::kModel, "model.vocab_size", kStep,
+       // Without it, import infers the vocabulary after the table (tokenizer, preset).
+       [](const Row& r, In& s) { s.vocab_size = s.args.int_value(r.name, 1, true); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.model.vocab_size); }},
+      {"--vocab-extra-ids", G::kNone, "", kStep,
+       [](const Row& r, In& s) {
+         if (s.args.has(r.name))
+           s.warnings.push_back("--vocab-extra-ids: not modelled; the vocabulary is --vocab-size only");
+       }},
+      {"--make-vocab-size-divisible-by", G::kModel, "model.make_vocab_size_divisible_by", kStep,
+       [](const Row& r, In& s) {
+         s.model.make_vocab_size_divisible_by = s.args.int_value(r.name, 1, true).value_or(128);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.make_vocab_size_divisible_by != 128)
+           o.arg(r.name, o.plan.model.make_vocab_size_divisible_by);
+       }},
+
+      // ---- MoE (read only when --num-experts makes the model an MoE) ---------------------------
+      {"--num-experts", G::kMoe, "model.moe.num_experts", kStep,
+       [](const Row& r, In& s) {
+         auto experts = s.args.int_value(r.name, 0, true);
+         if (!experts || *experts == 0) return;
+         MoeSpec moe;
+         moe.num_experts = *experts;
+         s.model.moe = moe;
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.moe) o.arg(r.name, o.plan.model.moe->num_experts);
+       }},
+      {"--moe-router-topk", G::kMoe, "model.moe.topk", kStep,
+       [](const Row& r, In& s) {
+         auto& moe = s.model.moe;
+         if (!moe) return;
+         moe->topk = s.args.int_value(r.name, 1, true).value_or(2);
+         if (moe->topk > moe->num_experts)
+           throw Error(cat("--moe-router-topk: must be <= --num-experts (", moe->num_experts,
+                           "), got ", moe->topk));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.moe) o.arg(r.name, o.plan.model.moe->topk);
+       }},
+      {"--moe-ffn-hidden-size", G::kMoe, "model.moe.moe_ffn_hidden_size", kStep,
+       [](const Row& r, In& s) {
+         if (!s.model.moe) return;
+         s.model.moe->moe_ffn_hidden_size =
+             s.args.int_value(r.name, 1, true).value_or(s.model.ffn_hidden_size);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.moe) o.arg(r.name, o.plan.model.moe->moe_ffn_hidden_size);
+       }},
+      {"--moe-shared-expert-intermediate-size", G::kMoe, "model.moe.shared_expert_ffn_hidden_size",
+       kStep,
+       [](const Row& r, In& s) {
+         if (!s.model.moe) return;
+         s.model.moe->shared_expert_ffn_hidden_size =
+             s.args.int_value(r.name, 1, true).value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         const auto& moe = o.plan.model.moe;
+         if (moe && moe->shared_expert_ffn_hidden_size > 0)
+           o.arg(r.name, moe->shared_expert_ffn_hidden_size);
+       }},
+      {"--moe-layer-freq", G::kMoe, "model.moe.layer_freq", kStep, read_moe_layer_freq,
+       [](const Row& r, Out& o) {
+         const auto& moe = o.plan.model.moe;
+         if (moe && moe->layer_freq != 1) o.arg(r.name, moe->layer_freq);
+       }},
+      {"--moe-grouped-gemm", G::kMoe, "", kStep,
+       [](const Row& r, In& s) {
+         if (!s.model.moe) return;
+         if (!s.args.flag(r.name))
+           s.warnings.push_back(
+               "--moe-grouped-gemm: not given, so Megatron-LM runs the local experts one GEMM "
+               "after another; mplan costs them as one grouped GEMM");
+       },
+       [](const Row& r, Out& o) {
+         // The cost model runs a rank's local experts as one grouped GEMM.
+         if (o.plan.model.moe) o.flag(r.name);
+       }},
+      {"--moe-token-dispatcher-type", G::kMoe, "", kStep,
+       [](const Row& r, In& s) {
+         if (auto d = s.args.value(r.name, false); d && *d != "alltoall")
+           s.warnings.push_back(cat(r.name, " ", *d,
+                                    ": not modelled; mplan costs the token exchange as "
+                                    "all-to-all"));
+       },
+       [](const Row& r, Out& o) {
+         // Expert parallelism exchanges tokens by all-to-all, as the cost model assumes.
+         if (o.plan.model.moe) o.arg(r.name, "alltoall");
+       }},
+
+      // ---- parallel layout --------------------------------------------------------------------
+      {"--tensor-model-parallel-size", G::kParallel, "parallel.tp", kStep,
+       [](const Row& r, In& s) { s.parallel.tp = s.args.int_value(r.name, 1, true).value_or(1); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.tp); }},
+      {"--pipeline-model-parallel-size", G::kParallel, "parallel.pp", kStep,
+       [](const Row& r, In& s) { s.parallel.pp = s.args.int_value(r.name, 1, true).value_or(1); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.pp); }},
+      {"--num-layers-per-virtual-pipeline-stage", G::kNone, "parallel.vpp", kStep,
+       [](const Row& r, In& s) { s.layers_per_virtual_stage = s.args.int_value(r.name, 1, true); }},
+      {"--virtual-pipeline-model-parallel-size", G::kNone, "parallel.vpp", kStep,
+       [](const Row& r, In& s) { s.legacy_vpp = s.args.int_value(r.name, 1, true); }},
+      {"--num-virtual-stages-per-pipeline-rank", G::kParallel, "parallel.vpp, parallel.schedule",
+       kStep, read_virtual_stages,
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.vpp > 1) o.arg(r.name, o.plan.parallel.vpp);
+       }},
+      {"--microbatch-group-size-per-virtual-pipeline-stage", G::kParallel,
+       "parallel.microbatch_group_size_per_vp_stage", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.microbatch_group_size_per_vp_stage =
+             s.args.int_value(r.name, 1, true).value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         int64_t g = o.plan.parallel.microbatch_group_size_per_vp_stage;
+         if (g > 0) o.arg(r.name, g);
+       }},
+      {"--decoder-first-pipeline-num-layers", G::kParallel,
+       "parallel.decoder_first_pipeline_num_layers", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.decoder_first_pipeline_num_layers = s.args.int_value(r.name, 1, true);
+       },
+       [](const Row& r, Out& o) {
+         if (const auto& v = o.plan.parallel.decoder_first_pipeline_num_layers) o.arg(r.name, *v);
+       }},
+      {"--decoder-last-pipeline-num-layers", G::kParallel,
+       "parallel.decoder_last_pipeline_num_layers", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.decoder_last_pipeline_num_layers = s.args.int_value(r.name, 1, true);
+       },
+       [](const Row& r, Out& o) {
+         if (const auto& v = o.plan.parallel.decoder_last_pipeline_num_layers) o.arg(r.name, *v);
+       }},
+      {"--context-parallel-size", G::kParallel, "parallel.cp", kStep,
+       [](const Row& r, In& s) { s.parallel.cp = s.args.int_value(r.name, 1, true).value_or(1); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.cp); }},
+      {"--cp-comm-type", G::kParallel, "", kStep,
+       [](const Row& r, In& s) {
+         const ArgOccurrence* a = s.args.get(r.name);
+         if (!a) return;
+         for (const ShellField& v : a->values)
+           if (v.text != "p2p") {
+             s.warnings.push_back(cat(r.name, " ", MegatronArgList::text_of(a->values),
+                                      ": not modelled; mplan costs context parallelism as the "
+                                      "p2p ring"));
+             return;
+           }
+       },
+       [](const Row& r, Out& o) {
+         // The cost model's context parallelism is Megatron-LM's default p2p ring.
+         if (o.plan.parallel.cp > 1) o.arg(r.name, "p2p");
+       }},
+      {"--expert-model-parallel-size", G::kParallel, "parallel.ep", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.ep = s.args.int_value(r.name, 1, true).value_or(1);
+         if (s.parallel.ep > 1 && !s.model.moe)
+           throw Error(cat("--expert-model-parallel-size: ", s.parallel.ep,
+                           " needs --num-experts (Megatron-LM requires an MoE model for expert "
+                           "parallelism)"));
+       },
+       [](const Row& r, Out& o) {
+         if (writes_expert_layout(o.plan)) o.arg(r.name, o.plan.parallel.ep);
+       }},
+      {"--expert-tensor-parallel-size", G::kParallel, "parallel.etp", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.etp = s.args.int_value(r.name, 1, true).value_or(s.parallel.tp);
+       },
+       [](const Row& r, Out& o) {
+         if (writes_expert_layout(o.plan)) o.arg(r.name, o.plan.parallel.etp);
+       }},
+      {"--sequence-parallel", G::kParallel, "parallel.sequence_parallel", kStep,
+       [](const Row& r, In& s) {
+         ParallelConfig& p = s.parallel;
+         p.sequence_parallel = s.args.flag(r.name);
+         if (p.sequence_parallel && p.tp == 1) {
+           p.sequence_parallel = false;
+           s.warnings.push_back(
+               "--sequence-parallel with tensor parallel size 1: Megatron-LM turns it off, and so "
+               "does the plan");
+         }
+       },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.sequence_parallel && p.tp > 1) o.flag(r.name);
+         if (p.sequence_parallel && p.tp == 1)
+           o.notes.push_back(
+               "parallel.sequence_parallel with tp 1: Megatron-LM turns it off, not written");
+       }},
+      {"--use-tp-pp-dp-mapping", G::kParallel, "parallel.order", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.order = s.args.flag(r.name) ? kMegatronTpPpDpOrder : kMegatronDefaultOrder;
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.order == kMegatronTpPpDpOrder) o.flag(r.name);
+       }},
+      {"--use-distributed-optimizer", G::kParallel, "parallel.distributed_optimizer", kStep,
+       [](const Row& r, In& s) { s.parallel.distributed_optimizer = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.distributed_optimizer) o.flag(r.name);
+       }},
+      {"--overlap-grad-reduce", G::kParallel, "parallel.overlap_grad_reduce", kStep,
+       [](const Row& r, In& s) { s.parallel.overlap_grad_reduce = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.overlap_grad_reduce) o.flag(r.name);
+       }},
+      {"--overlap-param-gather", G::kParallel, "parallel.overlap_param_gather", kStep,
+       [](const Row& r, In& s) {
+         ParallelConfig& p = s.parallel;
+         bool opg = s.args.flag(r.name);
+         if (opg && !p.distributed_optimizer)
+           throw Error(
+               "--overlap-param-gather: Megatron-LM supports it only with "
+               "--use-distributed-optimizer");
+         if (opg && !p.overlap_grad_reduce)
+           throw Error("--overlap-param-gather: Megatron-LM needs --overlap-grad-reduce with it");
+         // Without the distributed optimizer there is no parameter gather: the plan's default.
+         p.overlap_param_gather = p.distributed_optimizer ? opg : true;
+       },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (!p.distributed_optimizer || !p.overlap_param_gather) return;
+         if (p.overlap_grad_reduce) {
+           o.flag(r.name);
+         } else {
+           o.notes.push_back(
+               "parallel.overlap_param_gather needs overlap_grad_reduce in Megatron-LM: not "
+               "written");
+         }
+       }},
+      // parallel.schedule has no argument: Megatron-LM runs interleaved 1F1B when vpp > 1 (read
+      // by --num-virtual-stages-per-pipeline-rank), else 1F1B; export notes the rest.
+      {"", G::kParallel, "parallel.schedule", kStep, nullptr,
+       [](const Row&, Out& o) { note_schedule(o); }},
+      {"--account-for-embedding-in-pipeline-split", G::kNone, "", kStep, warn_pipeline_split},
+      {"--account-for-loss-in-pipeline-split", G::kNone, "", kStep, warn_pipeline_split},
+
+      // ---- training: batch ----------------------------------------------------------------------
+      {"--micro-batch-size", G::kTraining, "parallel.micro_batch_size", kStep,
+       [](const Row& r, In& s) { s.parallel.micro_batch_size = required_int(r, s); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.micro_batch_size); }},
+      {"--global-batch-size", G::kTraining, "parallel.global_batch_size", kStep,
+       // Without it (or a step schedule), import uses micro batch x dp once dp is known.
+       [](const Row& r, In& s) { s.global_batch_size = s.args.int_value(r.name, 1, true); },
+       [](const Row& r, Out& o) {
+         check_export_rampup(o);
+         if (!ramps(o.plan) || o.options.legacy_rampup)
+           o.arg(r.name, o.plan.parallel.global_batch_size);
+       }},
+      {"--rampup-batch-size", G::kTraining, "training.rampup_batch_size", kStep,
+       [](const Row& r, In& s) {
+         const ArgOccurrence* a = s.args.get(r.name);
+         if (!a) return;
+         s.training.rampup_batch_size = read_legacy_rampup(*a);
+         s.warnings.push_back(
+             "--rampup-batch-size: the current Megatron-LM ignores it (deprecated for "
+             "--step-batch-size-schedule); the plan keeps the ramp-up the script asks for");
+       },
+       [](const Row& r, Out& o) {
+         if (!ramps(o.plan) || !o.options.legacy_rampup) return;
+         const RampupBatchSize& rr = *o.plan.training.rampup_batch_size;
+         o.args.push_back({std::string(r.name), {num(rr.start), num(rr.increment), num(rr.samples)}});
+         o.notes.push_back(
+             "--rampup-batch-size is for Megatron-LM releases before --step-batch-size-schedule; "
+             "the current one ignores it");
+       }},
+      {"--step-batch-size-schedule", G::kTraining,
+       "training.rampup_batch_size, parallel.global_batch_size", kStep,
+       [](const Row& r, In& s) {
+         if (const ArgOccurrence* a = s.args.get(r.name)) read_step_schedule(*a, s);
+       },
+       [](const Row& r, Out& o) {
+         if (!ramps(o.plan) || o.options.legacy_rampup) return;
+         // Thresholds in tokens: Megatron-LM divides them by --seq-length (floor) to get samples.
+         std::string sched;
+         for (auto [samples, batch] :
+              rampup_as_steps(*o.plan.training.rampup_batch_size, o.plan.parallel.global_batch_size))
+           sched += (sched.empty() ? "" : " ") + num(samples * o.plan.model.seq_length) + ":" +
+                    num(batch);
+         o.arg(r.name, sched);
+       }},
+
+      // ---- training: iterations, optimizer, initialization --------------------------------------
+      {"--train-iters", G::kTraining, "training.train_iters", kNone,
+       [](const Row& r, In& s) {
+         auto iters = s.args.int_value(r.name, 1, false);
+         // A count export chose because the plan had none leaves the plan without one.
+         if (iters && iters == s.export_default_train_iters) iters.reset();
+         s.training.train_iters = iters.value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         const int64_t planned = o.plan.training.train_iters;
+         if (o.options.train_iters > 0) {
+           o.arg(r.name, o.options.train_iters);
+         } else if (planned > 0) {
+           o.arg(r.name, planned);
+         } else {
+           // Megatron-LM needs --train-iters or --train-samples to run at all.
+           o.arg(r.name, kExportTrainIters);
+           o.notes.push_back(cat("the plan sets no training.train_iters: --train-iters ",
+                                 kExportTrainIters,
+                                 " written (mplan export --train-iters N for another count)"));
+           o.directives.push_back({kDefaultTrainItersDirective, num(kExportTrainIters)});
+         }
+       }},
+      {"--lr", G::kTraining, "training.lr", kNone,
+       [](const Row& r, In& s) {
+         if (auto v = s.args.double_value(r.name, 0.0, false)) {
+           s.training.lr = *v;
+         } else if (!s.args.has(r.name)) {
+           s.warnings.push_back(
+               cat("--lr: not given (Megatron-LM needs it); the plan uses ", num(s.training.lr)));
+         }
+       },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.lr); }},
+      {"--weight-decay", G::kTraining, "training.weight_decay", kNone,
+       [](const Row& r, In& s) { s.training.weight_decay = training_number(r, s, 0.01); },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.weight_decay); }},
+      {"--adam-beta1", G::kTraining, "training.adam_beta1", kNone,
+       [](const Row& r, In& s) {
+         s.training.adam_beta1 = training_number(r, s, 0.9);
+         check_beta(r, s.training.adam_beta1);
+       },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.adam_beta1); }},
+      {"--adam-beta2", G::kTraining, "training.adam_beta2", kNone,
+       [](const Row& r, In& s) {
+         s.training.adam_beta2 = training_number(r, s, 0.999);
+         check_beta(r, s.training.adam_beta2);
+       },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.adam_beta2); }},
+      {"--adam-eps", G::kTraining, "training.adam_eps", kNone,
+       [](const Row& r, In& s) { s.training.adam_eps = training_number(r, s, 1e-8); },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.adam_eps); }},
+      {"--clip-grad", G::kTraining, "training.clip_grad", kNone,
+       [](const Row& r, In& s) { s.training.clip_grad = training_number(r, s, 1.0); },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.clip_grad); }},
+      {"--init-method-std", G::kTraining, "training.init_method_std", kNone,
+       [](const Row& r, In& s) { s.training.init_method_std = training_number(r, s, 0.02); },
+       [](const Row& r, Out& o) { o.number(r.name, o.plan.training.init_method_std); }},
+      {"--seed", G::kTraining, "training.seed", kNone,
+       [](const Row& r, In& s) { s.training.seed = s.args.int_value(r.name, 0, false).value_or(1234); },
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.training.seed); }},
+
+      // ---- training: precision ------------------------------------------------------------------
+      {"--bf16", G::kTraining, "training.precision", kStep,
+       [](const Row& r, In& s) { s.bf16 = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.precision == Precision::kBf16) o.flag(r.name);
+       }},
+      {"--grad-reduce-in-bf16", G::kTraining, "training.grads_in_fp32", kStep,
+       [](const Row& r, In& s) { s.reduce_in_bf16 = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         // bf16 reduces gradients in fp32 unless --grad-reduce-in-bf16.
+         const TrainingConfig& t = o.plan.training;
+         if (t.precision == Precision::kBf16 && !t.grads_in_fp32) o.flag(r.name);
+       }},
+      {"--fp16", G::kTraining, "training.precision", kStep,
+       [](const Row& r, In& s) {
+         bool fp16 = s.args.flag(r.name);
+         if (s.bf16 && fp16) throw Error("--bf16: Megatron-LM refuses --bf16 together with --fp16");
+         s.training.precision = s.bf16 ? Precision::kBf16 : fp16 ? Precision::kFp16 : Precision::kFp32;
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.precision == Precision::kFp16) o.flag(r.name);
+       }},
+      {"--accumulate-allreduce-grads-in-fp32", G::kTraining, "training.grads_in_fp32", kStep,
+       [](const Row& r, In& s) {
+         // arguments.py: bf16 accumulates in fp32 unless it reduces in bf16; fp16 on request.
+         bool acc = s.args.flag(r.name);
+         TrainingConfig& t = s.training;
+         if (t.precision == Precision::kBf16) {
+           t.grads_in_fp32 = !s.reduce_in_bf16;
+         } else if (t.precision == Precision::kFp16) {
+           t.grads_in_fp32 = acc;
+         } else {
+           t.grads_in_fp32 = true;
+         }
+       },
+       [](const Row& r, Out& o) {
+         const TrainingConfig& t = o.plan.training;
+         if (t.precision == Precision::kFp16 && t.grads_in_fp32) o.flag(r.name);
+         if (t.precision == Precision::kFp32 && !t.grads_in_fp32)
+           o.notes.push_back("training.grads_in_fp32 false has no meaning in fp32: not written");
+       }},
+      {"--fp8-format", G::kNone, "", kStep,
+       [](const Row& r, In& s) {
+         if (s.args.has(r.name))
+           s.warnings.push_back(cat(r.name, ": fp8 compute is not modelled; the plan is costed in ",
+                                    to_string(s.training.precision)));
+       }},
+      {"--use-flash-attn", G::kNone, "training.attention_backend", kStep,
+       [](const Row& r, In& s) { s.use_flash_attn = s.args.flag(r.name); }},
+      {"--attention-backend", G::kModel, "training.attention_backend", kStep, read_attention_backend,
+       [](const Row& r, Out& o) {
+         if (o.plan.training.attention_backend == AttentionBackend::kUnfused)
+           o.arg(r.name, "unfused");
+       }},
+
+      // ---- training: recompute ------------------------------------------------------------------
+      {"--recompute-activations", G::kNone, "parallel.recompute", kStep,
+       [](const Row& r, In& s) { s.recompute_activations = s.args.flag(r.name); }},
+      {"--recompute-granularity", G::kTraining, "parallel.recompute", kStep,
+       [](const Row& r, In& s) {
+         s.recompute_granularity = s.args.value(r.name, true).value_or("");
+         if (s.recompute_activations) s.recompute_granularity = "selective";
+       },
+       [](const Row& r, Out& o) {
+         Recompute rc = o.plan.parallel.recompute;
+         if (rc == Recompute::kSelective) o.arg(r.name, "selective");
+         if (rc == Recompute::kFull) o.arg(r.name, "full");
+       }},
+      {"--recompute-method", G::kTraining, "parallel.recompute_method", kStep,
+       [](const Row& r, In& s) { s.recompute_method = s.args.value(r.name, true); },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.recompute == Recompute::kFull) o.arg(r.name, to_string(p.recompute_method));
+       }},
+      {"--recompute-num-layers", G::kTraining, "parallel.recompute_num_layers", kStep,
+       read_recompute,
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.recompute == Recompute::kFull) o.arg(r.name, p.recompute_num_layers);
+       }},
+
+      // ---- data ---------------------------------------------------------------------------------
+      // Synthetic data with a tokenizer of exactly --vocab-size tokens: the job runs as it is.
+      {"--mock-data", G::kData, "", kNone, nullptr,
+       [](const Row& r, Out& o) { o.flag(r.name); }},
+      {"--tokenizer-type", G::kData, "", kNone, nullptr,
+       [](const Row& r, Out& o) { o.arg(r.name, "NullTokenizer"); }},
+
+      // ---- no effect on a step (each name also covers the arguments it begins) ------------------
+      no_effect("--data-path"), no_effect("--data-cache-path"),
+      no_effect("--data-args-path"), no_effect("--per-split-data-args-path"),
+      no_effect("--train-data-path"), no_effect("--valid-data-path"),
+      no_effect("--test-data-path"), no_effect("--split"),
+      no_effect("--vocab-file"), no_effect("--merge-file"),
+      no_effect("--tokenizer-"), no_effect("--tiktoken-"),
+      no_effect("--num-workers"), no_effect("--no-mmap-bin-files"),
+      no_effect("--no-create-attention-mask-in-dataloader"), no_effect("--save"),
+      no_effect("--load"), no_effect("--no-save-"), no_effect("--no-load-"),
+      no_effect("--ckpt-"), no_effect("--dist-ckpt-"), no_effect("--async-save"),
+      no_effect("--finetune"), no_effect("--pretrained-checkpoint"),
+      no_effect("--use-checkpoint-args"), no_effect("--auto-detect-ckpt-format"),
+      no_effect("--log-"), no_effect("--tensorboard-"), no_effect("--wandb-"),
+      no_effect("--eval-"), no_effect("--exit-"), no_effect("--timing-log-"),
+      no_effect("--distributed-timeout-minutes"), no_effect("--lr-"),
+      no_effect("--min-lr"), no_effect("--decoupled-"),
+      no_effect("--train-samples"), no_effect("--use-mcore-models"),
+      no_effect("--profile"), no_effect("--use-pytorch-profiler"),
+      no_effect("--record-memory-history"), no_effect("--memory-snapshot-path"),
+      no_effect("--norm-epsilon"),
+      no_effect("--loss-scale"), no_effect("--initial-loss-scale"),
+      no_effect("--min-loss-scale"), no_effect("--hysteresis"),
+      no_effect("--moe-aux-loss-coeff"), no_effect("--override-opt"),
+      no_effect("--use-checkpoint-opt"), no_effect("--no-check-for-nan"),
+      no_effect("--check-for-"), no_effect("--start-weight-decay"),
+      no_effect("--end-weight-decay"), no_effect("--weight-decay-incr-style"),
+      no_effect("--rerun-"), no_effect("--one-logger"),
+      no_effect("--enable-one-logger"), no_effect("--straggler"),
+      no_effect("--no-async-save"),
+  };
+  return rows;
+}
+
+}  // namespace
+
+const char* group_name(ArgGroup g) {
+  switch (g) {
+    case ArgGroup::kModel:
+      return "GPT_MODEL_ARGS";
+    case ArgGroup::kMoe:
+      return "MOE_ARGS";
+    case ArgGroup::kTraining:
+      return "TRAINING_ARGS";
+    case ArgGroup::kParallel:
+      return "MODEL_PARALLEL_ARGS";
+    case ArgGroup::kData:
+      return "DATA_ARGS";
+    case ArgGroup::kNone:
+      break;
+  }
+  return "";
+}
+
+void ExportState::arg(std::string_view name, std::string value) {
+  args.push_back({std::string(name), {std::move(value)}});
+}
+void ExportState::arg(std::string_view name, int64_t value) { arg(name, num(value)); }
+void ExportState::number(std::string_view name, double value) { arg(name, num(value)); }
+
+const std::vector<MegatronArgRow>& megatron_arg_table() { return table(); }
+
+const MegatronArgRow* find_arg_row(std::string_view name) {
+  if (name.empty()) return nullptr;
+  const auto& rows = table();
+  for (const Row& r : rows)
+    if (r.name == name) return &r;
+  for (const Row& r : rows)
+    if (r.effect == StepEffect::kNoEffect && name.substr(0, r.name.size()) == r.name) return &r;
+  return nullptr;
+}
+
+}  // namespace mplan

@@ -1,0 +1,272 @@
+// Tests of import (Megatron-LM launch script or argument list -> plan). Expected values come
+// from Megatron-LM's sources and example scripts (argument defaults in
+// megatron/training/arguments.py, examples/gpt3, examples/mixtral) or are worked out by hand.
+#include "src/interop/megatron/megatron_import.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/common/embedded_configs.hpp"
+#include "src/common/error.hpp"
+#include "src/plan/validate.hpp"
+#include "tests/src/interop/megatron/test_plans.hpp"
+
+namespace mplan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+using namespace megatron_test;
+
+// In the shape of Megatron-LM's GPT-3 175B launch script (README recipe with the batch ramp-up):
+// arrays over lines, a comment inside an array, continuations, positional path variables, and
+// 8 processes for a tp 8 x pp 16 layout (fixtures/README.md).
+std::string gpt3_script() {
+  return read_text_file(std::string(MPLAN_SOURCE_DIR) +
+                            "/tests/src/interop/megatron/fixtures/gpt3_175b_made_up_argument.sh",
+                        "fixture");
+}
+
+MegatronImportOptions default_import() {
+  MegatronImportOptions o;
+  o.cluster = load_cluster("dgx-a100-80g");
+  return o;
+}
+
+TEST(MegatronImport, Gpt3LaunchScript) {
+  MegatronImport r = import_megatron(gpt3_script(), default_import());
+  const Plan& p = r.plan;
+  EXPECT_EQ(p.parallel.tp, 8);
+  EXPECT_EQ(p.parallel.pp, 16);
+  EXPECT_EQ(p.parallel.dp, 1);
+  EXPECT_EQ(p.world_size(), 128);
+  EXPECT_EQ(p.model.num_layers, 96);
+  EXPECT_EQ(p.model.hidden_size, 12288);
+  EXPECT_EQ(p.model.num_attention_heads, 96);
+  EXPECT_EQ(p.model.ffn_hidden_size, 4 * 12288);  // Megatron's default 4h
+  EXPECT_EQ(p.model.vocab_size, 50257);           // GPT-2 BPE files
+  EXPECT_EQ(p.parallel.global_batch_size, 1536);
+  EXPECT_EQ(p.parallel.micro_batch_size, 1);
+  ASSERT_TRUE(p.training.rampup_batch_size.has_value());
+  EXPECT_EQ(*p.training.rampup_batch_size, (RampupBatchSize{16, 16, 5859375}));
+  EXPECT_EQ(p.training.precision, Precision::kFp16);
+  EXPECT_FALSE(p.training.grads_in_fp32);  // fp16 without --accumulate-allreduce-grads-in-fp32
+  EXPECT_EQ(p.training.lr, 6e-5);
+  EXPECT_EQ(p.training.init_method_std, 0.006);
+  EXPECT_EQ(p.training.adam_beta2, 0.95);
+  EXPECT_EQ(p.training.adam_eps, 1e-8);  // Megatron's default
+  EXPECT_EQ(p.training.train_iters, 500000);
+  EXPECT_EQ(p.parallel.schedule, ScheduleKind::k1F1B);
+  EXPECT_EQ(r.script_world_size, 8);
+  EXPECT_EQ(r.matched_preset, "gpt3-175b");
+  EXPECT_EQ(p.model.name, "gpt3-175b");
+  EXPECT_TRUE(any_contains(r.warnings, "launches 8 processes"));
+  EXPECT_TRUE(any_contains(r.warnings, "128 GPUs, dp 1"));
+  EXPECT_THAT(r.not_modelled, ElementsAre("--made-up-argument 3"));
+  EXPECT_TRUE(any_contains(r.ignored, "--lr-decay-style cosine"));
+  EXPECT_TRUE(any_contains(r.ignored, "--save $1"));
+  EXPECT_THAT(
+      r.undefined,
+      ElementsAre("$1 (no value here): --save, --load", "$2 (no value here): --tensorboard-dir",
+                  "$3 (no value here): --vocab-file", "$4 (no value here): --merge-file",
+                  "$5 (no value here): --data-path"));
+  EXPECT_TRUE(validate(p).empty());
+}
+
+TEST(MegatronImport, Gpt3ScriptWithMoreNodesGivenAsVariable) {
+  MegatronImportOptions o = default_import();
+  o.vars = {{"NUM_NODES", "128"}};  // 1024 processes: dp 8
+  MegatronImport r = import_megatron(gpt3_script(), o);
+  EXPECT_EQ(r.plan.parallel.dp, 8);
+  EXPECT_EQ(r.script_world_size, 1024);
+  EXPECT_FALSE(any_contains(r.warnings, "launches"));
+}
+
+TEST(MegatronImport, CurrentExampleStepScheduleIsARampup) {
+  // The current example: --step-batch-size-schedule in tokens, split by an unquoted ${ARR[@]},
+  // given together with --global-batch-size (Megatron-LM refuses both).
+  std::string s =
+      "T=(\n --micro-batch-size 1\n --global-batch-size 1536\n"
+      " --step-batch-size-schedule \"0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536\"\n)\n"
+      "M=(--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048\n"
+      "   --max-position-embeddings 2048 --vocab-size 51200 --tensor-model-parallel-size 8\n"
+      "   --pipeline-model-parallel-size 16)\n"
+      "torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py ${M[@]} ${T[@]}\n";
+  MegatronImport r = import_megatron(s, default_import());
+  ASSERT_TRUE(r.plan.training.rampup_batch_size.has_value());
+  EXPECT_EQ(*r.plan.training.rampup_batch_size, (RampupBatchSize{16, 304, 5859375}));
+  EXPECT_EQ(r.plan.parallel.global_batch_size, 1536);
+  EXPECT_TRUE(any_contains(r.warnings, "refuses the two together"));
+  EXPECT_TRUE(any_contains(r.warnings, "6 words"));
+  EXPECT_FALSE(any_contains(r.warnings, "processes"));  // 128 processes for 128 GPUs
+}
+
+TEST(MegatronImport, MegatronDefaultsWhereTheScriptIsSilent) {
+  MegatronImportOptions o = default_import();
+  o.gpus = 8;
+  MegatronImport r = import_megatron(
+      "--num-layers 4 --hidden-size 4096 --num-attention-heads 32 --seq-length 1024\n"
+      "--max-position-embeddings 1024 --swiglu --micro-batch-size 2 --vocab-size 32000\n"
+      "--num-layers-per-virtual-pipeline-stage 1 --pipeline-model-parallel-size 2\n"
+      "--recompute-activations --lr 1e-4\n",
+      o);
+  const Plan& p = r.plan;
+  // int((4 * 4096 * 2 / 3) / 64) * 64 = int(170.67) * 64 = 10880 (arguments.py, SwiGLU).
+  EXPECT_EQ(p.model.ffn_hidden_size, 10880);
+  EXPECT_EQ(p.model.num_query_groups, 32);  // no --group-query-attention
+  EXPECT_EQ(p.model.kv_channels, 128);
+  EXPECT_EQ(p.training.weight_decay, 0.01);  // Megatron-LM's defaults, not mplan's
+  EXPECT_EQ(p.training.adam_beta2, 0.999);
+  EXPECT_EQ(p.training.precision, Precision::kFp32);
+  EXPECT_EQ(p.parallel.vpp, 2);  // 4 layers / pp 2 = 2 per stage, 1 per virtual stage
+  EXPECT_EQ(p.parallel.schedule, ScheduleKind::kInterleaved);
+  EXPECT_EQ(p.parallel.recompute, Recompute::kSelective);
+  EXPECT_EQ(p.parallel.dp, 4);
+  EXPECT_EQ(p.parallel.global_batch_size, 8);  // micro 2 x dp 4
+  EXPECT_TRUE(any_contains(r.warnings, "--global-batch-size: not given"));
+}
+
+TEST(MegatronImport, PositionalVariableInALayoutArgumentIsAnError) {
+  std::string s =
+      "TP=$1\nLR=$2\n"
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+      "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --vocab-size 100 "
+      "--micro-batch-size 1 --tensor-model-parallel-size $TP --lr $LR\n";
+  EXPECT_THAT([&] { import_megatron(s, default_import()); },
+              ThrowsMessage<Error>(HasSubstr("--tensor-model-parallel-size: its value ($1) depends "
+                                             "on $1, which has no value here; give it with --var "
+                                             "1=VALUE")));
+  MegatronImportOptions o = default_import();
+  o.vars = {{"1", "4"}};
+  MegatronImport r = import_megatron(s, o);
+  EXPECT_EQ(r.plan.parallel.tp, 4);
+  EXPECT_EQ(r.plan.parallel.dp, 2);
+  EXPECT_EQ(r.plan.training.lr, 1e-4);  // not layout-relevant: mplan's default, with a warning
+  EXPECT_TRUE(any_contains(r.warnings, "--lr: its value ($2) depends on $2"));
+  EXPECT_THAT(r.undefined, ElementsAre("$2 (no value here): --lr"));
+}
+
+TEST(MegatronImport, BadInputNamesTheArgument) {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 ";
+  auto fails = [&](const std::string& extra, const std::string& message) {
+    EXPECT_THAT([&] { import_megatron(base + extra, default_import()); },
+                ThrowsMessage<Error>(HasSubstr(message)))
+        << extra;
+  };
+  fails("", "--micro-batch-size: missing");
+  fails("--micro-batch-size 1 --bf16 --fp16",
+        "--bf16: Megatron-LM refuses --bf16 together with --fp16");
+  fails("--micro-batch-size x", "--micro-batch-size: must be an integer, got 'x'");
+  fails("--micro-batch-size 1 --bf16 yes", "--bf16: takes no value, got 'yes'");
+  fails("--micro-batch-size 1 --recompute-granularity full", "--recompute-method: missing");
+  fails("--micro-batch-size 1 --overlap-param-gather --overlap-grad-reduce",
+        "--overlap-param-gather: Megatron-LM supports it only with --use-distributed-optimizer");
+  fails("--micro-batch-size 1 --expert-model-parallel-size 2", "needs --num-experts");
+  fails("--micro-batch-size 1 --num-experts 4 --moe-layer-freq '[1,0]*1'", "--moe-layer-freq");
+  fails("--micro-batch-size 1 --pipeline-model-parallel-layout 'E|t|L'",
+        "--pipeline-model-parallel-layout: not modelled");
+  EXPECT_THAT([] { import_megatron("echo hello\n", default_import()); },
+              ThrowsMessage<Error>(HasSubstr("no Megatron-LM launch command")));
+  EXPECT_THAT([] { import_megatron("A=(\n --x 1\n", default_import()); },
+              ThrowsMessage<Error>(HasSubstr("line 1: unterminated array A=( ... )")));
+  EXPECT_THAT([] { import_megatron("python pretrain_bert.py --num-layers 2\n", default_import()); },
+              ThrowsMessage<Error>(HasSubstr("pretrain_bert.py: mplan imports GPT decoder jobs")));
+}
+
+TEST(MegatronImport, LaunchVariants) {
+  const std::string args =
+      " --num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128"
+      " --max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1";
+  auto world = [&](const std::string& launch) {
+    return import_megatron(launch + args + "\n", default_import()).script_world_size;
+  };
+  EXPECT_EQ(world("torchrun --nproc-per-node=4 --nnodes=2 pretrain_gpt.py"), 8);
+  EXPECT_EQ(world("python -m torch.distributed.run --nproc_per_node 2 pretrain_gpt.py"), 2);
+  EXPECT_EQ(world("python3 pretrain_gpt.py"), 1);
+  EXPECT_EQ(world("torchrun --nproc_per_node gpu --nnodes 1:3 pretrain_gpt.py"), 24);
+  EXPECT_THAT([&] { world("torchrun --nproc_per_node $G pretrain_gpt.py"); },
+              ThrowsMessage<Error>(HasSubstr("--nproc_per_node: its value ($G) depends on $G")));
+}
+
+TEST(MegatronImport, MixtralShapeMatchesThePreset) {
+  std::string s =
+      "MODEL_ARGS=(\n --disable-bias-linear --seq-length 4096 --max-position-embeddings 32768\n"
+      " --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32\n"
+      " --normalization RMSNorm --position-embedding-type rope --swiglu\n"
+      " --untie-embeddings-and-output-weights --group-query-attention --num-query-groups 8\n"
+      " --no-position-embedding\n)\n"
+      "MOE_ARGS=(--num-experts 8 --moe-router-topk 2 --moe-grouped-gemm)\n"
+      "T=(--micro-batch-size 1 --global-batch-size 256 --bf16 --tokenizer-type Llama2Tokenizer)\n"
+      "P=(--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4\n"
+      "   --expert-model-parallel-size 8 --use-distributed-optimizer --sequence-parallel)\n"
+      "NNODES=${SLURM_NNODES:-\"1\"}\n"
+      "torchrun --nproc_per_node 8 --nnodes $NNODES pretrain_gpt.py ${MODEL_ARGS[@]} ${MOE_ARGS[@]}"
+      " ${T[@]} ${P[@]}\n";
+  MegatronImport r = import_megatron(s, default_import());
+  EXPECT_EQ(r.matched_preset, "mixtral-8x7b");
+  EXPECT_EQ(r.plan.model.vocab_size, 32000);
+  EXPECT_EQ(r.plan.model.moe->moe_ffn_hidden_size, 14336);  // defaults to ffn_hidden_size
+  EXPECT_FALSE(r.plan.parallel.sequence_parallel);          // Megatron-LM turns it off with tp 1
+  // 8 processes cannot hold etp 1 x ep 8 x pp 4 = 32: sized by the layout, dp 8.
+  EXPECT_EQ(r.plan.world_size(), 32);
+  EXPECT_EQ(r.plan.parallel.dp, 8);
+  // --moe-grouped-gemm is read (the cost model's grouped expert GEMM), so nothing is left over.
+  EXPECT_TRUE(r.not_modelled.empty());
+  EXPECT_FALSE(any_contains(r.warnings, "--moe-grouped-gemm"));
+  EXPECT_TRUE(any_contains(r.undefined, "$SLURM_NNODES -> \"1\""));
+}
+
+TEST(MegatronImport, MplanDirectives) {
+  const std::string args =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+      "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --vocab-size 100 "
+      "--micro-batch-size 1\n";
+  EXPECT_EQ(import_megatron("# mplan: cluster=dgx-h200\n" + args, {}).plan.cluster.name,
+            "dgx-h200");
+  EXPECT_THAT([&] { import_megatron("\n  # mplan: cluster=nowhere\n" + args, {}); },
+              ThrowsMessage<Error>(HasSubstr("line 2: # mplan: cluster: unknown cluster preset")));
+  EXPECT_THAT([&] { import_megatron("# mplan: cluster=../c.json\n" + args, {}); },
+              ThrowsMessage<Error>(HasSubstr("names a file")));
+  EXPECT_THAT([&] { import_megatron("# mplan: default-train-iters=x\n" + args, {}); },
+              ThrowsMessage<Error>(HasSubstr("line 1: # mplan: default-train-iters: must be")));
+  MegatronImport r = import_megatron("# mplan: colour=blue\n" + args, {});
+  EXPECT_TRUE(any_contains(r.warnings, "line 1: # mplan: colour: not a directive mplan knows"));
+  EXPECT_EQ(r.cluster_source, ClusterSource::kDefault);
+}
+
+TEST(MegatronImport, RotaryBaseIsCheckedNotKept) {
+  // Megatron-LM's own Llama 3 example uses --rotary-base 1000000; Llama 3 was trained with 500000.
+  const std::string llama3 =
+      "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --ffn-hidden-size 14336 --seq-length 8192 "
+      "--max-position-embeddings 8192 --position-embedding-type rope --normalization RMSNorm "
+      "--swiglu --untie-embeddings-and-output-weights --disable-bias-linear --vocab-size 128256 "
+      "--micro-batch-size 1 ";
+  MegatronImportOptions o;
+  o.gpus = 8;
+  MegatronImport r = import_megatron(llama3 + "--rotary-base 1000000\n", o);
+  EXPECT_EQ(r.matched_preset, "llama3-8b");
+  EXPECT_TRUE(any_contains(r.warnings, "--rotary-base 1000000: the plan holds no RoPE base"));
+  EXPECT_TRUE(any_contains(r.warnings, "mplan export writes 500000 for llama3-8b"));
+  EXPECT_FALSE(any_contains(r.ignored, "--rotary-base"));
+  r = import_megatron(llama3 + "--rotary-base 500000\n", o);
+  EXPECT_FALSE(any_contains(r.warnings, "--rotary-base"));
+}
+
+TEST(MegatronImport, MoeWithoutGroupedGemmIsReported) {
+  MegatronImportOptions o;
+  o.gpus = 2;
+  MegatronImport r = import_megatron(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --num-experts 4 "
+      "--cp-comm-type a2a\n",
+      o);
+  EXPECT_TRUE(any_contains(r.warnings, "--moe-grouped-gemm: not given"));
+  EXPECT_TRUE(any_contains(r.warnings, "--cp-comm-type a2a: not modelled"));
+}
+
+}  // namespace
+}  // namespace mplan

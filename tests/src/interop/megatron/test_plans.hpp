@@ -1,0 +1,109 @@
+// Plans and helpers the Megatron-LM interop tests share: five plans that together use every
+// exported argument (interleaved with ramp-up, uneven with tp-pp-dp order, MoE with cp and ep,
+// virtual stages with an uneven split, a custom MoE shape), and lookups in an argv.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "src/common/json_reader.hpp"
+#include "src/interop/megatron/megatron_import.hpp"
+#include "src/plan/plan.hpp"
+
+namespace mplan::megatron_test {
+
+inline Plan plan_of(const std::string& json) {
+  return plan_from_json(parse_json(json, "test plan"));
+}
+
+// The value(s) following `name` in argv, or {"<absent>"}.
+inline std::vector<std::string> values_of(const std::vector<std::string>& argv,
+                                          const std::string& name) {
+  auto it = std::find(argv.begin(), argv.end(), name);
+  if (it == argv.end()) return {"<absent>"};
+  std::vector<std::string> out;
+  for (++it; it != argv.end() && it->rfind("--", 0) != 0; ++it) out.push_back(*it);
+  return out;
+}
+inline bool has(const std::vector<std::string>& argv, const std::string& name) {
+  return std::find(argv.begin(), argv.end(), name) != argv.end();
+}
+inline bool any_contains(const std::vector<std::string>& v, const std::string& part) {
+  for (const auto& s : v)
+    if (s.find(part) != std::string::npos) return true;
+  return false;
+}
+
+inline MegatronImportOptions options_for(const Plan& p) {
+  MegatronImportOptions o;
+  o.cluster = p.cluster;
+  o.model_name = p.model.name;
+  return o;
+}
+
+// GPT-3 175B on 128 GPUs (16 nodes): interleaved (vpp 2), fp16 with fp32 grads, ramp-up, selective
+// recompute, sequence parallel, distributed optimizer with both overlaps.
+inline const char* kGpt3Interleaved = R"({
+  "schema_version": 1, "model": "gpt3-175b", "cluster": "dgx-a100-80g",
+  "parallel": {"tp": 8, "pp": 16, "vpp": 2, "dp": 1, "sequence_parallel": true,
+               "micro_batch_size": 1, "global_batch_size": 1536, "recompute": "selective",
+               "distributed_optimizer": true, "overlap_grad_reduce": true,
+               "overlap_param_gather": true},
+  "training": {"precision": "fp16", "grads_in_fp32": true, "lr": 6e-05, "weight_decay": 0.1,
+               "init_method_std": 0.006, "train_iters": 500000,
+               "rampup_batch_size": [16, 16, 5859375]}
+})";
+
+// Llama 3 8B with an uneven pipeline (6 + 10 + 10 + 6 layers), tp-pp-dp order, full block
+// recompute, bf16 gradient reduction and unfused attention; 16 GPUs on two nodes.
+inline const char* kLlamaUneven = R"({
+  "schema_version": 1, "model": "llama3-8b", "cluster": "dgx-h100",
+  "parallel": {"tp": 2, "pp": 4, "dp": 2, "sequence_parallel": true, "order": "tp-cp-ep-pp-dp",
+               "decoder_first_pipeline_num_layers": 6, "decoder_last_pipeline_num_layers": 6,
+               "micro_batch_size": 2, "global_batch_size": 64, "recompute": "full",
+               "recompute_method": "block", "recompute_num_layers": 2,
+               "overlap_grad_reduce": false},
+  "training": {"precision": "bf16", "grads_in_fp32": false, "attention_backend": "unfused",
+               "lr": 0.0003, "adam_beta2": 0.999, "seed": 7, "train_iters": 10}
+})";
+
+// Mixtral 8x7B: expert parallel 8 with expert tensor parallel 1, context parallel 2.
+inline const char* kMixtral = R"({
+  "schema_version": 1, "model": "mixtral-8x7b", "cluster": "dgx-h100",
+  "parallel": {"tp": 2, "cp": 2, "ep": 8, "etp": 1, "pp": 4, "dp": 2, "sequence_parallel": true,
+               "micro_batch_size": 1, "global_batch_size": 256, "distributed_optimizer": true},
+  "training": {"precision": "bf16", "train_iters": 1000}
+})";
+
+// Virtual stages with an uneven split (4 + 6 + 6 + ... + 4 over pp 4 x vpp 2) and a micro-batch
+// group size.
+inline const char* kVppUneven = R"({
+  "schema_version": 1, "model": "llama3-8b", "cluster": "dgx-a100-80g",
+  "parallel": {"tp": 1, "pp": 4, "vpp": 2, "dp": 2, "decoder_first_pipeline_num_layers": 4,
+               "decoder_last_pipeline_num_layers": 4, "microbatch_group_size_per_vp_stage": 8,
+               "micro_batch_size": 2, "global_batch_size": 64},
+  "training": {"precision": "bf16", "train_iters": 5}
+})";
+
+// A model no preset has: MoE every 2nd layer with a shared expert, explicit head dim, learned
+// positions, fp32; 4 GPUs on an 8-GPU node.
+inline const char* kCustomMoe = R"({
+  "schema_version": 1,
+  "model": {"name": "tiny-moe", "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+            "num_query_groups": 2, "kv_channels": 80, "ffn_hidden_size": 1024,
+            "vocab_size": 1000, "make_vocab_size_divisible_by": 64, "seq_length": 512,
+            "max_position_embeddings": 1024, "activation": "swiglu", "normalization": "rmsnorm",
+            "position_embedding": "learned", "tied_embeddings": false, "add_bias_linear": false,
+            "moe": {"num_experts": 4, "topk": 1, "moe_ffn_hidden_size": 512,
+                    "shared_expert_ffn_hidden_size": 256, "layer_freq": 2}},
+  "cluster": "dgx-a100-80g",
+  "parallel": {"tp": 2, "ep": 2, "pp": 1, "dp": 2, "micro_batch_size": 4, "global_batch_size": 32},
+  "training": {"precision": "fp32", "lr": 0.001, "clip_grad": 0.5, "adam_eps": 1e-06,
+               "train_iters": 3}
+})";
+
+inline const char* const kAllPlans[] = {kGpt3Interleaved, kLlamaUneven, kMixtral, kVppUneven,
+                                        kCustomMoe};
+
+}  // namespace mplan::megatron_test
