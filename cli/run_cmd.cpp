@@ -137,6 +137,12 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
                       " but it has ", devices, " GPU", devices == 1 ? "" : "s",
                       " (one GPU per rank)"));
     s.device = id.local_rank;
+    const int64_t d = s.plan.model.kv_channels;
+    if (d > 128 || d % 8 != 0)
+      throw Error(
+          cat("model.kv_channels: the CUDA attention kernels take head dims that are "
+              "multiples of 8 up to 128, got ",
+              d));
 #else
     throw Error(
         "--backend cuda: this mplan was built without the GPU executor (CUDA, cuBLAS, NCCL); "

@@ -15,6 +15,12 @@ void Backend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor m
   add(dres, dres, dx);
 }
 
+void Backend::rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                                   Tensor dgamma, Tensor dres) {
+  rmsnorm_backward(dy, x, gamma, rstd, dx, dgamma);
+  add(dres, dres, dx);
+}
+
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::kF32:

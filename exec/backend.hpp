@@ -147,6 +147,32 @@ class Backend {
   virtual void layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                       Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres);
 
+  // ---- Llama-family layers -------------------------------------------------------------------
+  // RMSNorm: y = x · rstd · gamma with rstd(T) = 1 / sqrt(mean(x²) + eps) saved f32.
+  virtual void rmsnorm_forward(Tensor x, Tensor gamma, float eps, Tensor y, Tensor rstd) = 0;
+  // dx = dL/dx (overwrites); dgamma (h) f32 accumulated (+=).
+  virtual void rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                                Tensor dgamma) = 0;
+  // dres = dres + dL/dx, dx rounded to the act dtype before the add (as layernorm_backward_add).
+  virtual void rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                                    Tensor dgamma, Tensor dres);
+  // SwiGLU: x (T, 2F) holds [gate | up] in each row (fc1's output, Megatron's layout);
+  // y (T, F) = silu(gate) · up.
+  virtual void swiglu_forward(Tensor x, Tensor y) = 0;
+  // dx (T, 2F) = [dgate | dup] from dy (T, F) and x.
+  virtual void swiglu_backward(Tensor dy, Tensor x, Tensor dx) = 0;
+  // Rotary position embedding in place on qkv (s, b, heads + 2·groups, d): the Q and K heads of
+  // position p (the sequence index) rotated in the first rot_dim dims by angle
+  // p · base^(-2i / rot_dim) on the pairs (i, i + rot_dim/2) (Megatron's and Llama's rotate-half
+  // form); V untouched. inverse: the transpose (rotation by -angle), for gradients.
+  virtual void rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
+                    bool inverse) = 0;
+  // Grouped-query attention over the multi-head kernels: qkv (s, b, heads + 2·groups, d) ->
+  // qkv_mha (s, b, 3·heads, d) with each K and V group repeated for its heads / groups heads;
+  // and back for gradients: dQ copied, dK and dV summed over each group's heads (in head order).
+  virtual void gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) = 0;
+  virtual void gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) = 0;
+
   // ---- attention -----------------------------------------------------------------------------
   // Causal self-attention for one tensor-parallel shard of heads. qkv: (s, b, 3, heads, d) act:
   // Q, K and V of every token side by side, as the column-parallel QKV GEMM writes them.

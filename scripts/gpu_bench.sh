@@ -27,9 +27,10 @@ if [ "$torch_script" != none ]; then
   for mode in ${TORCH_MODES:-compile eager}; do
     c=1; [ "$mode" = eager ] && c=0
     g=${TORCH_GPUS:-4}
-    echo "== torch_gpt.py ($mode) on $g GPU(s)"
+    tname=$(basename "$torch_script" .py)
+    echo "== $tname ($mode) on $g GPU(s)"
     COMPILE=$c ITERS=${iters} timeout 400 torchrun --standalone --nproc_per_node "$g" \
-      "$torch_script" 2>&1 | tee "$out/torch-$mode-$g.txt" | grep torch_gpt
+      "$torch_script" 2>&1 | tee "$out/$tname-$mode-$g.txt" | grep -E "^torch_"
   done
 fi
 echo "== summary"
@@ -53,8 +54,8 @@ for name, stages in rows:
         keys = ["compute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s"]
         print(f"  {name} stage {st['stage']}: " + "  ".join(
             f"{k[:-2]} {m.get(k, 0) * 1e3:.1f}/{p.get(k, 0) * 1e3:.1f}" for k in keys) + "  (measured/predicted ms)")
-for f in sorted(glob.glob(os.path.join(out, "torch-*.txt"))):
+for f in sorted(glob.glob(os.path.join(out, "torch_*.txt"))):
     m = re.search(r"ms_per_iter=([\d.]+) tokens_per_s_per_gpu=(\d+) tflops_per_gpu=([\d.]+) peak_alloc_GiB=([\d.]+)", open(f).read())
     if m:
-        print(f"{'torch ' + os.path.basename(f)[6:-4]:34s} {float(m[1]):9.1f} {int(m[2]):10d} {float(m[3]):11.1f} {'':>8s} {float(m[4]):9.2f}")
+        print(f"{os.path.basename(f)[:-4]:34s} {float(m[1]):9.1f} {int(m[2]):10d} {float(m[3]):11.1f} {'':>8s} {float(m[4]):9.2f}")
 PY

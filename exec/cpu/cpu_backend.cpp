@@ -418,6 +418,173 @@ void CpuBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor me
   }
 }
 
+// ---- Llama-family layers -------------------------------------------------------------------
+
+void CpuBackend::rmsnorm_forward(Tensor x, Tensor gamma, float eps, Tensor y, Tensor rstd) {
+  check_float(x, "rmsnorm x");
+  check_float(y, "rmsnorm y");
+  check_float(gamma, "rmsnorm gamma");
+  check_dtype(rstd, DType::kF32, "rmsnorm rstd");
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "rmsnorm: x (", x.numel(), ") is not T x h (", h, ")");
+  const int64_t rows = x.numel() / h;
+  check_numel(y, x.numel(), "rmsnorm y");
+  check_numel(rstd, rows, "rmsnorm rstd");
+  F32View g(gamma);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t j = 0; j < h; ++j) {
+      const double v = load(x, r * h + j);
+      ss += v * v;
+    }
+    const float rs = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(h) + eps));
+    rstd.as<float>()[r] = rs;
+    for (int64_t j = 0; j < h; ++j) store(y, r * h + j, load(x, r * h + j) * rs * g[j]);
+  }
+}
+
+void CpuBackend::rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                                  Tensor dgamma) {
+  check_float(dy, "rmsnorm dy");
+  check_float(x, "rmsnorm x");
+  check_float(gamma, "rmsnorm gamma");
+  check_float(dx, "rmsnorm dx");
+  check_dtype(rstd, DType::kF32, "rmsnorm rstd");
+  check_dtype(dgamma, DType::kF32, "rmsnorm dgamma");
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0, "rmsnorm: x is not T x h");
+  const int64_t rows = x.numel() / h;
+  check_numel(dy, x.numel(), "rmsnorm dy");
+  check_numel(dx, x.numel(), "rmsnorm dx");
+  check_numel(rstd, rows, "rmsnorm rstd");
+  check_numel(dgamma, h, "rmsnorm dgamma");
+  F32View g(gamma);
+  std::vector<double> dg(static_cast<size_t>(h), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float rs = rstd.as<const float>()[r];
+    // dx_j = rs·g_j·dy_j - rs³·x_j/h · sum_k g_k·dy_k·x_k.
+    double dot = 0;
+    for (int64_t j = 0; j < h; ++j) {
+      const float d = load(dy, r * h + j), xv = load(x, r * h + j);
+      dot += static_cast<double>(g[j] * d) * xv;
+      dg[static_cast<size_t>(j)] += static_cast<double>(d) * (xv * rs);
+    }
+    const float c = static_cast<float>(dot / static_cast<double>(h)) * rs * rs * rs;
+    for (int64_t j = 0; j < h; ++j)
+      store(dx, r * h + j, rs * g[j] * load(dy, r * h + j) - c * load(x, r * h + j));
+  }
+  for (int64_t j = 0; j < h; ++j)
+    dgamma.as<float>()[j] += static_cast<float>(dg[static_cast<size_t>(j)]);
+}
+
+namespace {
+inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+// (s, b, heads + 2 groups, d) of a packed QKV tensor.
+struct QkvDims {
+  int64_t tokens, heads, groups, d;
+  int64_t row() const { return (heads + 2 * groups) * d; }
+};
+QkvDims qkv_dims(const Tensor& t, int64_t heads, int64_t groups, const char* what) {
+  MPLAN_CHECK(t.ndim == 4 && heads > 0 && groups > 0 && heads % groups == 0 &&
+                  t.dim(2) == heads + 2 * groups,
+              what, ": qkv must be (s, b, heads + 2 groups, d), heads ", heads, " groups ", groups);
+  return {t.dim(0) * t.dim(1), heads, groups, t.dim(3)};
+}
+}  // namespace
+
+void CpuBackend::swiglu_forward(Tensor x, Tensor y) {
+  check_float(x, "swiglu x");
+  check_float(y, "swiglu y");
+  const int64_t f = y.cols(), rows = y.rows();
+  check_numel(x, 2 * f * rows, "swiglu x (T, 2F)");
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < f; ++j) {
+      const float g = load(x, r * 2 * f + j), u = load(x, r * 2 * f + f + j);
+      store(y, r * f + j, g * sigmoid(g) * u);
+    }
+}
+
+void CpuBackend::swiglu_backward(Tensor dy, Tensor x, Tensor dx) {
+  check_float(dy, "swiglu dy");
+  check_float(x, "swiglu x");
+  check_float(dx, "swiglu dx");
+  const int64_t f = dy.cols(), rows = dy.rows();
+  check_numel(x, 2 * f * rows, "swiglu x (T, 2F)");
+  check_numel(dx, 2 * f * rows, "swiglu dx (T, 2F)");
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < f; ++j) {
+      const float g = load(x, r * 2 * f + j), u = load(x, r * 2 * f + f + j);
+      const float d = load(dy, r * f + j), sg = sigmoid(g);
+      store(dx, r * 2 * f + j, d * u * (sg + g * sg * (1.0f - sg)));
+      store(dx, r * 2 * f + f + j, d * g * sg);
+    }
+}
+
+void CpuBackend::rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
+                      bool inverse) {
+  check_float(qkv, "rope qkv");
+  const QkvDims q = qkv_dims(qkv, heads, groups, "rope");
+  MPLAN_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= q.d, "rope: rot_dim ", rot_dim,
+              " for head dim ", q.d);
+  const int64_t half = rot_dim / 2, b = qkv.dim(1);
+  // Megatron's rotary frequencies: f32 inverse frequencies, f32 angles.
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    inv[static_cast<size_t>(i)] = static_cast<float>(
+        1.0 / std::pow(static_cast<double>(base), static_cast<double>(2 * i) / rot_dim));
+  for (int64_t t = 0; t < q.tokens; ++t) {
+    const float pos = static_cast<float>(t / b);  // (s, b): the sequence index
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = pos * inv[static_cast<size_t>(i)];
+      const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
+      float sn = static_cast<float>(std::sin(static_cast<double>(angle)));
+      if (inverse) sn = -sn;
+      for (int64_t hd = 0; hd < heads + groups; ++hd) {  // Q heads, then K groups
+        const int64_t at = t * q.row() + hd * q.d;
+        const float x1 = load(qkv, at + i), x2 = load(qkv, at + half + i);
+        store(qkv, at + i, x1 * c - x2 * sn);
+        store(qkv, at + half + i, x2 * c + x1 * sn);
+      }
+    }
+  }
+}
+
+void CpuBackend::gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) {
+  const QkvDims q = qkv_dims(qkv, heads, groups, "gqa_expand");
+  MPLAN_CHECK(qkv_mha.dtype == qkv.dtype && qkv_mha.numel() == q.tokens * 3 * heads * q.d,
+              "gqa_expand: qkv_mha must be (s, b, 3 heads, d)");
+  const int64_t per = heads / groups;
+  for (int64_t t = 0; t < q.tokens; ++t)
+    for (int64_t which = 0; which < 3; ++which)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t src = which == 0 ? h : heads + (which - 1) * groups + h / per;
+        for (int64_t j = 0; j < q.d; ++j)
+          store(qkv_mha, ((t * 3 + which) * heads + h) * q.d + j,
+                load(qkv, t * q.row() + src * q.d + j));
+      }
+}
+
+void CpuBackend::gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) {
+  const QkvDims q = qkv_dims(dqkv, heads, groups, "gqa_reduce");
+  MPLAN_CHECK(dqkv_mha.dtype == dqkv.dtype && dqkv_mha.numel() == q.tokens * 3 * heads * q.d,
+              "gqa_reduce: dqkv_mha must be (s, b, 3 heads, d)");
+  const int64_t per = heads / groups;
+  for (int64_t t = 0; t < q.tokens; ++t) {
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < q.d; ++j)
+        store(dqkv, t * q.row() + h * q.d + j, load(dqkv_mha, (t * 3 * heads + h) * q.d + j));
+    for (int64_t which = 1; which < 3; ++which)
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t j = 0; j < q.d; ++j) {
+          float sum = 0;  // the group's heads in order
+          for (int64_t k = 0; k < per; ++k)
+            sum += load(dqkv_mha, ((t * 3 + which) * heads + g * per + k) * q.d + j);
+          store(dqkv, t * q.row() + (heads + (which - 1) * groups + g) * q.d + j, sum);
+        }
+  }
+}
+
 // ---- attention -----------------------------------------------------------------------------
 
 void CpuBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) {

@@ -62,6 +62,16 @@ class CpuBackend final : public Backend {
   void layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd, Tensor dx,
                           Tensor dgamma, Tensor dbeta) override;
 
+  void rmsnorm_forward(Tensor x, Tensor gamma, float eps, Tensor y, Tensor rstd) override;
+  void rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                        Tensor dgamma) override;
+  void swiglu_forward(Tensor x, Tensor y) override;
+  void swiglu_backward(Tensor dy, Tensor x, Tensor dx) override;
+  void rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
+            bool inverse) override;
+  void gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) override;
+  void gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) override;
+
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
   void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                           Tensor dqkv) override;

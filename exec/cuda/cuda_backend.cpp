@@ -264,8 +264,8 @@ void CudaBackend::read_marks(std::vector<int64_t>& ns) {
   ns.assign(static_cast<size_t>(num_marks_), 0);
   for (int i = 1; i < num_marks_; ++i) {
     float ms = 0;
-    MPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_events_[0],
-                                          timing_events_[static_cast<size_t>(i)]));
+    MPLAN_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, timing_events_[0], timing_events_[static_cast<size_t>(i)]));
     ns[static_cast<size_t>(i)] = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
   }
 }
@@ -396,6 +396,103 @@ void CudaBackend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tens
   launch_layernorm_backward_add(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
                                 rstd.as<float>(), rows, h, dres.data, dgamma.as<float>(),
                                 dbeta.as<float>(), s, compute_);
+}
+
+// ---- Llama-family layers ------------------------------------------------------------------------
+
+namespace {
+int64_t rmsnorm_rows(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& rstd) {
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(h > 0 && x.numel() % h == 0 && rstd.numel() == x.numel() / h &&
+                  rstd.dtype == DType::kF32 && gamma.dtype == x.dtype && is_act(x.dtype),
+              op, ": x ", shape_str(x), " gamma ", shape_str(gamma), " rstd ", shape_str(rstd));
+  return x.numel() / h;
+}
+struct QkvShape {
+  int64_t tokens, b, d;
+};
+QkvShape qkv_shape(const char* op, const Tensor& t, int64_t heads, int64_t groups) {
+  MPLAN_CHECK(t.ndim == 4 && heads > 0 && groups > 0 && heads % groups == 0 &&
+                  t.dim(2) == heads + 2 * groups && is_act(t.dtype),
+              op, ": qkv ", shape_str(t), " heads ", heads, " groups ", groups);
+  return {t.dim(0) * t.dim(1), t.dim(1), t.dim(3)};
+}
+}  // namespace
+
+void CudaBackend::rmsnorm_forward(Tensor x, Tensor gamma, float eps, Tensor y, Tensor rstd) {
+  const int64_t rows = rmsnorm_rows("rmsnorm_forward", x, gamma, rstd);
+  MPLAN_CHECK(y.numel() == x.numel() && y.dtype == x.dtype, "rmsnorm_forward: y ", shape_str(y));
+  launch_rmsnorm_forward(x.data, gamma.data, x.dtype, rows, gamma.numel(), eps, y.data,
+                         rstd.as<float>(), compute_);
+}
+
+void CudaBackend::rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                                   Tensor dgamma) {
+  const int64_t rows = rmsnorm_rows("rmsnorm_backward", x, gamma, rstd);
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(dy.numel() == x.numel() && dx.numel() == x.numel() && dy.dtype == x.dtype &&
+                  dx.dtype == x.dtype && dgamma.numel() == h && dgamma.dtype == DType::kF32,
+              "rmsnorm_backward: dy ", shape_str(dy), " dx ", shape_str(dx));
+  void* s = scratch(rmsnorm_backward_scratch_bytes(rows, h));
+  launch_rmsnorm_backward(dy.data, x.data, gamma.data, x.dtype, rstd.as<float>(), rows, h, dx.data,
+                          nullptr, dgamma.as<float>(), s, compute_);
+}
+
+void CudaBackend::rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor,
+                                       Tensor dgamma, Tensor dres) {
+  const int64_t rows = rmsnorm_rows("rmsnorm_backward_add", x, gamma, rstd);
+  const int64_t h = gamma.numel();
+  MPLAN_CHECK(dy.numel() == x.numel() && dres.numel() == x.numel() && dy.dtype == x.dtype &&
+                  dres.dtype == x.dtype && dgamma.numel() == h && dgamma.dtype == DType::kF32,
+              "rmsnorm_backward_add: dy ", shape_str(dy), " dres ", shape_str(dres));
+  void* s = scratch(rmsnorm_backward_scratch_bytes(rows, h));
+  launch_rmsnorm_backward(dy.data, x.data, gamma.data, x.dtype, rstd.as<float>(), rows, h, nullptr,
+                          dres.data, dgamma.as<float>(), s, compute_);
+}
+
+void CudaBackend::swiglu_forward(Tensor x, Tensor y) {
+  MPLAN_CHECK(is_act(x.dtype) && y.dtype == x.dtype && x.numel() == 2 * y.numel(),
+              "swiglu_forward: x ", shape_str(x), " y ", shape_str(y));
+  launch_swiglu_forward(x.data, x.dtype, y.rows(), y.cols(), y.data, compute_);
+}
+
+void CudaBackend::swiglu_backward(Tensor dy, Tensor x, Tensor dx) {
+  MPLAN_CHECK(is_act(x.dtype) && dy.dtype == x.dtype && dx.dtype == x.dtype &&
+                  x.numel() == 2 * dy.numel() && dx.numel() == x.numel(),
+              "swiglu_backward: dy ", shape_str(dy), " x ", shape_str(x), " dx ", shape_str(dx));
+  launch_swiglu_backward(dy.data, x.data, x.dtype, dy.rows(), dy.cols(), dx.data, compute_);
+}
+
+void CudaBackend::rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
+                       bool inverse) {
+  const QkvShape q = qkv_shape("rope", qkv, heads, groups);
+  MPLAN_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= q.d, "rope: rot_dim ", rot_dim);
+  float*& table = rope_tables_[{rot_dim, base}];
+  if (table == nullptr) {  // Megatron's f32 inverse frequencies, computed once per shape
+    std::vector<float> inv(static_cast<size_t>(rot_dim / 2));
+    for (size_t i = 0; i < inv.size(); ++i)
+      inv[i] = static_cast<float>(
+          1.0 / std::pow(static_cast<double>(base), static_cast<double>(2 * i) / rot_dim));
+    table = static_cast<float*>(device_alloc(inv.size() * sizeof(float), "rope"));
+    MPLAN_CUDA_CHECK(
+        cudaMemcpy(table, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  launch_rope(qkv.data, qkv.dtype, q.tokens, q.b, heads, groups, q.d, rot_dim, table, inverse,
+              compute_);
+}
+
+void CudaBackend::gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) {
+  const QkvShape q = qkv_shape("gqa_expand", qkv, heads, groups);
+  MPLAN_CHECK(qkv_mha.dtype == qkv.dtype && qkv_mha.numel() == q.tokens * 3 * heads * q.d,
+              "gqa_expand: qkv_mha ", shape_str(qkv_mha));
+  launch_gqa_expand(qkv.data, qkv.dtype, q.tokens, heads, groups, q.d, qkv_mha.data, compute_);
+}
+
+void CudaBackend::gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) {
+  const QkvShape q = qkv_shape("gqa_reduce", dqkv, heads, groups);
+  MPLAN_CHECK(dqkv_mha.dtype == dqkv.dtype && dqkv_mha.numel() == q.tokens * 3 * heads * q.d,
+              "gqa_reduce: dqkv_mha ", shape_str(dqkv_mha));
+  launch_gqa_reduce(dqkv_mha.data, dqkv.dtype, q.tokens, heads, groups, q.d, dqkv.data, compute_);
 }
 
 // ---- attention ----------------------------------------------------------------------------------

@@ -10,8 +10,8 @@
 
 #include <deque>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -64,6 +64,18 @@ class CudaBackend final : public Backend {
                           Tensor dgamma, Tensor dbeta) override;
   void layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                               Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres) override;
+
+  void rmsnorm_forward(Tensor x, Tensor gamma, float eps, Tensor y, Tensor rstd) override;
+  void rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                        Tensor dgamma) override;
+  void rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
+                            Tensor dgamma, Tensor dres) override;
+  void swiglu_forward(Tensor x, Tensor y) override;
+  void swiglu_backward(Tensor dy, Tensor x, Tensor dx) override;
+  void rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
+            bool inverse) override;
+  void gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) override;
+  void gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) override;
 
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
   void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
@@ -132,6 +144,8 @@ class CudaBackend final : public Backend {
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   bool naive_attention_ = false;
+  // RoPE inverse frequencies on the device, per (rot_dim, base).
+  std::map<std::pair<int64_t, float>, float*> rope_tables_;
 
   struct Allocation {
     size_t bytes;

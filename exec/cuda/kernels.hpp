@@ -51,6 +51,27 @@ size_t vector_sum_scratch_bytes(int64_t n);
 void launch_vector_sum(const float* x, int64_t n, float* out, bool accumulate, bool squares,
                        void* scratch, cudaStream_t stream);
 
+// ---- Llama-family layers (llama_ops.cu) ------------------------------------------------------
+void launch_rmsnorm_forward(const void* x, const void* gamma, DType t, int64_t rows, int64_t h,
+                            float eps, void* y, float* rstd, cudaStream_t stream);
+size_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t h);
+// dL/dx into dx, or (dres given, dx unused) added into dres after rounding; dgamma += its sums.
+void launch_rmsnorm_backward(const void* dy, const void* x, const void* gamma, DType t,
+                             const float* rstd, int64_t rows, int64_t h, void* dx, void* dres,
+                             float* dgamma, void* scratch, cudaStream_t stream);
+void launch_swiglu_forward(const void* x, DType t, int64_t rows, int64_t f, void* y,
+                           cudaStream_t stream);
+void launch_swiglu_backward(const void* dy, const void* x, DType t, int64_t rows, int64_t f,
+                            void* dx, cudaStream_t stream);
+// inv_freq: rot_dim / 2 f32 on the device.
+void launch_rope(void* qkv, DType t, int64_t tokens, int64_t b, int64_t heads, int64_t groups,
+                 int64_t d, int64_t rot_dim, const float* inv_freq, bool inverse,
+                 cudaStream_t stream);
+void launch_gqa_expand(const void* qkv, DType t, int64_t tokens, int64_t heads, int64_t groups,
+                       int64_t d, void* out, cudaStream_t stream);
+void launch_gqa_reduce(const void* dmha, DType t, int64_t tokens, int64_t heads, int64_t groups,
+                       int64_t d, void* dqkv, cudaStream_t stream);
+
 // ---- layernorm (layernorm.cu) ---------------------------------------------------------------
 void launch_layernorm_forward(const void* x, const void* gamma, const void* beta, DType t,
                               int64_t rows, int64_t h, float eps, void* y, float* mean, float* rstd,

@@ -74,19 +74,19 @@ MainSlot ChunkActivations::new_main() {
     if (shape_.storage[i] == LayerStorage::kNone) continue;
     l.x = alloc(act_, {sl, b, h});
     if (shape_.storage[i] == LayerStorage::kCheckpoint) continue;
-    l.ln1_mean = alloc(DType::kF32, {Tl});
+    if (!d_.rmsnorm) l.ln1_mean = alloc(DType::kF32, {Tl});
     l.ln1_rstd = alloc(DType::kF32, {Tl});
-    l.qkv = alloc(act_, {s, b, 3 * hl, d_.head_dim});
+    l.qkv = alloc(act_, {s, b, d_.qkv_heads_local(), d_.head_dim});
     if (!shape_.selective) l.lse = alloc(DType::kF32, {b, hl, s});
     l.x_mid = alloc(act_, {sl, b, h});
-    l.ln2_mean = alloc(DType::kF32, {Tl});
+    if (!d_.rmsnorm) l.ln2_mean = alloc(DType::kF32, {Tl});
     l.ln2_rstd = alloc(DType::kF32, {Tl});
-    l.fc1_pre = alloc(act_, {s, b, d_.ffn_local()});
+    l.fc1_pre = alloc(act_, {s, b, d_.fc1_local()});
     if (!shape_.split_backward) m.win[i] = new_win();
   }
   if (shape_.has_output) {
     m.head.x = alloc(act_, {sl, b, h});
-    m.head.lnf_mean = alloc(DType::kF32, {Tl});
+    if (!d_.rmsnorm) m.head.lnf_mean = alloc(DType::kF32, {Tl});
     m.head.lnf_rstd = alloc(DType::kF32, {Tl});
     m.head.row_max = alloc(DType::kF32, {T});
     m.head.stats = alloc(DType::kF32, {2, T});
@@ -105,9 +105,9 @@ WeightSlot ChunkActivations::new_weight() {
   for (int64_t i = 0; i < shape_.num_layers; ++i) {
     w.win.push_back(new_win());
     LayerOutputGrads g;
-    g.d_qkv = alloc(act_, {s, b, 3 * d_.heads_local(), d_.head_dim});
+    g.d_qkv = alloc(act_, {s, b, d_.qkv_heads_local(), d_.head_dim});
     g.d_proj = alloc(act_, {sl, b, h});
-    g.d_fc1 = alloc(act_, {s, b, d_.ffn_local()});
+    g.d_fc1 = alloc(act_, {s, b, d_.fc1_local()});
     g.d_fc2 = alloc(act_, {sl, b, h});
     w.dy.push_back(g);
   }

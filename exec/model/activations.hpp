@@ -23,12 +23,13 @@ namespace mplan::exec {
 // The parts of a layer's activations, by who needs them.
 struct LayerMain {            // the backward's inputs
   Tensor x;                   // (s_l, b, h) act: the layer input (the checkpoint under full)
-  Tensor ln1_mean, ln1_rstd;  // (T_l) f32
-  Tensor qkv;                 // (s, b, 3·heads/tp, d) act
+  Tensor ln1_mean, ln1_rstd;  // (T_l) f32 (no mean with RMSNorm)
+  Tensor qkv;                 // (s, b, (heads + 2·groups)/tp, d) act: Q, K, V (RoPE applied)
   Tensor lse;                 // (b, heads/tp, s) f32 (none under selective: recomputed)
   Tensor x_mid;               // (s_l, b, h) act: residual after attention
   Tensor ln2_mean, ln2_rstd;  // (T_l) f32
-  Tensor fc1_pre;             // (s, b, ffn/tp) act: fc1 output + bias (GeLU input)
+  Tensor fc1_pre;             // (s, b, ffn/tp) act: fc1 output + bias (GeLU input); SwiGLU:
+                              // (s, b, 2·ffn/tp), [gate | up]
 };
 struct LayerWeightInputs {  // inputs of the weight-gradient GEMMs (kept until W when split)
   Tensor y1;       // (s_l, b, h) act: input_layernorm output (QKV input, this rank's shard)

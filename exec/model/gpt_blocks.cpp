@@ -77,7 +77,7 @@ Tensor GptBlocks::reduce_partial(Tensor partial, Tensor shard_out) {
 Tensor GptBlocks::row_forward(Tensor x, int w, int b) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
-  if (d_.tp_rank == 0)
+  if (d_.tp_rank == 0 && b >= 0)
     be_.gemm(gemm_args(false, true, T, h, k, 0.0f, Epilogue::kBias), x, weight(w), ws_.partial,
              weight(b));
   else
@@ -88,7 +88,7 @@ Tensor GptBlocks::row_forward(Tensor x, int w, int b) {
 void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor x, int w, int b) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
-  be_.bias_grad_accumulate(dy_shard, grad(b));
+  if (b >= 0) be_.bias_grad_accumulate(dy_shard, grad(b));
   Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);            // (s, b, h)
   be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
 }
@@ -143,28 +143,92 @@ void GptBlocks::embedding_weight_grad(const ChunkParams& c, Tensor tokens, Tenso
 
 // ---- transformer layer --------------------------------------------------------------------------
 
+void GptBlocks::norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tensor rstd) {
+  if (d_.rmsnorm)
+    be_.rmsnorm_forward(x, weight(w), kLayerNormEps, y, rstd);
+  else
+    be_.layernorm_forward(x, weight(w), weight(b), kLayerNormEps, y, mean, rstd);
+}
+
+void GptBlocks::norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd,
+                                  Tensor dres) {
+  if (d_.rmsnorm)
+    be_.rmsnorm_backward_add(dy, x, weight(w), rstd, ws_.d_norm, grad(w), dres);
+  else
+    be_.layernorm_backward_add(dy, x, weight(w), mean, rstd, ws_.d_norm, grad(w), grad(b), dres);
+}
+
+Tensor GptBlocks::gemm_bias(int b) const { return b >= 0 ? weight(b) : Tensor{}; }
+
+void GptBlocks::attention_forward(const LayerMain& m, Tensor ctx, Tensor lse) {
+  Tensor qkv = m.qkv;
+  if (d_.gqa()) {
+    be_.gqa_expand(m.qkv, d_.heads_local(), d_.groups_local(), ws_.qkv_mha);
+    qkv = ws_.qkv_mha;
+  }
+  be_.attention_forward(qkv, ctx, lse, attn_scale());
+}
+
+void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv) {
+  if (!d_.gqa()) {
+    be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
+  } else {
+    be_.gqa_expand(m.qkv, d_.heads_local(), d_.groups_local(), ws_.qkv_mha);
+    be_.attention_backward(ws_.qkv_mha, ctx, ws_.d_ctx, lse, attn_scale(), ws_.d_qkv_mha);
+    be_.gqa_reduce(ws_.d_qkv_mha, d_.heads_local(), d_.groups_local(), d_qkv);
+  }
+  // The gradient of the rotated Q and K -> of the QKV GEMM's output.
+  if (d_.rope)
+    be_.rope(d_qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, true);
+}
+
 void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
   const LayerParams& p = *r.p;
   const LayerMain& m = r.a.main;
   const LayerWeightInputs& w = r.a.win;
   const int64_t T = d_.tokens(), h = d_.hidden;
+  const int64_t qkv_cols = d_.qkv_heads_local() * d_.head_dim;
   layer_ = r.layer;
-  be_.layernorm_forward(r.x, weight(p.ln1_w), weight(p.ln1_b), kLayerNormEps, w.y1, m.ln1_mean,
-                        m.ln1_rstd);
+  norm_forward(r.x, p.ln1_w, p.ln1_b, w.y1, m.ln1_mean, m.ln1_rstd);
   Tensor y1 = gather_sequence(w.y1, ws_.gathered);
-  be_.gemm(gemm_args(false, true, T, 3 * d_.attn_local(), h, 0.0f, Epilogue::kBias), y1,
-           weight(p.qkv_w), m.qkv, weight(p.qkv_b));
-  const Tensor lse = m.lse.data != nullptr ? m.lse : ws_.att_lse;
-  be_.attention_forward(m.qkv, w.ctx, lse, attn_scale());
+  be_.gemm(
+      gemm_args(false, true, T, qkv_cols, h, 0.0f, d_.bias ? Epilogue::kBias : Epilogue::kNone), y1,
+      weight(p.qkv_w), m.qkv, gemm_bias(p.qkv_b));
+  if (d_.rope)
+    be_.rope(m.qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, false);
+  attention_forward(m, w.ctx, m.lse.data != nullptr ? m.lse : ws_.att_lse);
   Tensor attn = row_forward(w.ctx, p.proj_w, p.proj_b);
   be_.add(m.x_mid, r.x, attn);
-  be_.layernorm_forward(m.x_mid, weight(p.ln2_w), weight(p.ln2_b), kLayerNormEps, w.y2, m.ln2_mean,
-                        m.ln2_rstd);
+  norm_forward(m.x_mid, p.ln2_w, p.ln2_b, w.y2, m.ln2_mean, m.ln2_rstd);
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
-  be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h, 0.0f, Epilogue::kBiasGelu), y2,
-           weight(p.fc1_w), w.fc1_act, weight(p.fc1_b), m.fc1_pre);
+  if (d_.gated) {  // fc1 -> [gate | up], then silu(gate) · up
+    be_.gemm(gemm_args(false, true, T, d_.fc1_local(), h, 0.0f,
+                       d_.bias ? Epilogue::kBias : Epilogue::kNone),
+             y2, weight(p.fc1_w), m.fc1_pre, gemm_bias(p.fc1_b));
+    be_.swiglu_forward(m.fc1_pre, w.fc1_act);
+  } else if (d_.bias) {
+    be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h, 0.0f, Epilogue::kBiasGelu), y2,
+             weight(p.fc1_w), w.fc1_act, weight(p.fc1_b), m.fc1_pre);
+  } else {
+    be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h), y2, weight(p.fc1_w), m.fc1_pre);
+    be_.gelu_forward(m.fc1_pre, w.fc1_act);
+  }
   Tensor mlp = row_forward(w.fc1_act, p.fc2_w, p.fc2_b);
   be_.add(x_out, m.x_mid, mlp);
+}
+
+// The activation's backward: d_pre = dL/d(fc1 output) from d_h; with `bias_grad`, fc1's bias
+// gradient too (fused with the GeLU backward where the backend fuses it).
+void GptBlocks::activation_backward(const LayerMain& m, const LayerParams& p, Tensor d_pre,
+                                    bool bias_grad) {
+  if (d_.gated) {
+    be_.swiglu_backward(ws_.d_h, m.fc1_pre, d_pre);
+    if (bias_grad && p.fc1_b >= 0) be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+  } else if (bias_grad && p.fc1_b >= 0) {
+    be_.gelu_backward_bias_grad(ws_.d_h, m.fc1_pre, d_pre, grad(p.fc1_b));
+  } else {
+    be_.gelu_backward(ws_.d_h, m.fc1_pre, d_pre);
+  }
 }
 
 void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, GradSync* sync) {
@@ -173,8 +237,9 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   const LayerWeightInputs& w = r.a.win;
   const LayerOutputGrads& dy = r.a.dy;
   const int64_t T = d_.tokens(), h = d_.hidden;
+  const int64_t qkv_cols = d_.qkv_heads_local() * d_.head_dim;
   layer_ = r.layer;
-  // d_res holds dL/d(output). MLP: out = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
+  // d_res holds dL/d(output). MLP: out = x_mid + fc2(act(fc1(norm2(x_mid)))).
   if (split) {
     be_.copy(dy.d_fc2, d_res);
   } else {
@@ -184,24 +249,22 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   }
   row_input_grad(d_res, p.fc2_w, ws_.d_h);
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
-  if (split) {
-    be_.gelu_backward(ws_.d_h, m.fc1_pre, d_pre);
-  } else {
-    be_.gelu_backward_bias_grad(ws_.d_h, m.fc1_pre, d_pre, grad(p.fc1_b));
+  activation_backward(m, p, d_pre, !split);
+  if (!split) {
     Tensor y2 = gather_sequence(w.y2, ws_.gathered);
-    be_.gemm(gemm_args(true, false, d_.ffn_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
+    be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
     mark(sync, p.fc1_b);
     mark(sync, p.fc1_w);
   }
-  be_.gemm(gemm_args(false, false, T, h, d_.ffn_local()), d_pre, weight(p.fc1_w), ws_.partial);
+  be_.gemm(gemm_args(false, false, T, h, d_.fc1_local()), d_pre, weight(p.fc1_w), ws_.partial);
   Tensor dy2 = reduce_partial(ws_.partial, ws_.reduced);
-  be_.layernorm_backward_add(dy2, m.x_mid, weight(p.ln2_w), m.ln2_mean, m.ln2_rstd, ws_.d_norm,
-                             grad(p.ln2_w), grad(p.ln2_b), d_res);  // d_res: dL/dx_mid
+  norm_backward_add(dy2, m.x_mid, p.ln2_w, p.ln2_b, m.ln2_mean, m.ln2_rstd,
+                    d_res);  // d_res: dL/dx_mid
   if (!split) {
     mark(sync, p.ln2_b);
     mark(sync, p.ln2_w);
   }
-  // Attention: x_mid = x + proj(attention(qkv(ln1(x)))).
+  // Attention: x_mid = x + proj(attention(rope(qkv(norm1(x))))).
   if (split) {
     be_.copy(dy.d_proj, d_res);
   } else {
@@ -212,23 +275,23 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   row_input_grad(d_res, p.proj_w, ws_.d_ctx);
   Tensor ctx = w.ctx, lse = m.lse;
   if (lse.data == nullptr) {  // selective recompute: the attention core runs again
-    be_.attention_forward(m.qkv, ws_.att_ctx, ws_.att_lse, attn_scale());
+    attention_forward(m, ws_.att_ctx, ws_.att_lse);
     ctx = ws_.att_ctx;
     lse = ws_.att_lse;
   }
   Tensor d_qkv = split ? dy.d_qkv : ws_.d_qkv;
-  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
+  attention_backward(m, ctx, lse, d_qkv);
   if (!split) {
-    be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
+    if (p.qkv_b >= 0) be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
     Tensor y1 = gather_sequence(w.y1, ws_.gathered);
-    be_.gemm(gemm_args(true, false, 3 * d_.attn_local(), h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
+    be_.gemm(gemm_args(true, false, qkv_cols, h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
     mark(sync, p.qkv_b);
     mark(sync, p.qkv_w);
   }
-  be_.gemm(gemm_args(false, false, T, h, 3 * d_.attn_local()), d_qkv, weight(p.qkv_w), ws_.partial);
+  be_.gemm(gemm_args(false, false, T, h, qkv_cols), d_qkv, weight(p.qkv_w), ws_.partial);
   Tensor dy1 = reduce_partial(ws_.partial, ws_.reduced);
-  be_.layernorm_backward_add(dy1, r.x, weight(p.ln1_w), m.ln1_mean, m.ln1_rstd, ws_.d_norm,
-                             grad(p.ln1_w), grad(p.ln1_b), d_res);  // d_res: dL/dx
+  norm_backward_add(dy1, r.x, p.ln1_w, p.ln1_b, m.ln1_mean, m.ln1_rstd,
+                    d_res);  // d_res: dL/dx
   if (!split) {
     mark(sync, p.ln1_b);
     mark(sync, p.ln1_w);
@@ -242,13 +305,14 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   layer_ = r.layer;
   row_weight_grad(dy.d_fc2, w.fc1_act, p.fc2_w, p.fc2_b);
-  be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+  if (p.fc1_b >= 0) be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
-  be_.gemm(gemm_args(true, false, d_.ffn_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
+  be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
   row_weight_grad(dy.d_proj, w.ctx, p.proj_w, p.proj_b);
-  be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
+  if (p.qkv_b >= 0) be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
   Tensor y1 = gather_sequence(w.y1, ws_.gathered);
-  be_.gemm(gemm_args(true, false, 3 * d_.attn_local(), h, T, 1.0f), dy.d_qkv, y1, grad(p.qkv_w));
+  be_.gemm(gemm_args(true, false, d_.qkv_heads_local() * d_.head_dim, h, T, 1.0f), dy.d_qkv, y1,
+           grad(p.qkv_w));
   // The norms' gradients were accumulated in B (fused with their input gradients).
   for (int i : {p.fc2_b, p.fc2_w, p.fc1_b, p.fc1_w, p.ln2_b, p.ln2_w, p.proj_b, p.proj_w, p.qkv_b,
                 p.qkv_w, p.ln1_b, p.ln1_w})
@@ -262,8 +326,7 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
   MPLAN_CHECK(targets.dtype == DType::kI32 && targets.numel() == d_.tokens(),
               "targets must be (s, b) i32 with ", d_.tokens(), " elements");
   layer_ = -1;
-  be_.layernorm_forward(hm.x, weight(c.lnf_w), weight(c.lnf_b), kLayerNormEps, w.yf, hm.lnf_mean,
-                        hm.lnf_rstd);
+  norm_forward(hm.x, c.lnf_w, c.lnf_b, w.yf, hm.lnf_mean, hm.lnf_rstd);
   // Output layer (tied to the word embedding, or its copy on the last stage): column-parallel
   // over the vocabulary.
   Tensor yf = gather_sequence(w.yf, ws_.gathered);
@@ -289,8 +352,11 @@ void GptBlocks::head_backward(const ChunkParams& c, const HeadMain& hm, const He
   be_.gemm(gemm_args(false, false, d_.tokens(), d_.hidden, d_.vocab_local()), w.logits,
            weight(c.output), ws_.partial);
   Tensor dyf = reduce_partial(ws_.partial, ws_.reduced);
-  be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x, grad(c.lnf_w),
-                         grad(c.lnf_b));
+  if (d_.rmsnorm)
+    be_.rmsnorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_rstd, d_x, grad(c.lnf_w));
+  else
+    be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x, grad(c.lnf_w),
+                           grad(c.lnf_b));
   if (!split) {
     mark(sync, c.lnf_b);
     mark(sync, c.lnf_w);

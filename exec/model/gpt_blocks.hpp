@@ -34,8 +34,11 @@ struct Workspace {
   Tensor d_norm;      // (s_l, b, h) act: gradient through a norm
   Tensor d_gathered;  // (s, b, h) act: all-gathered output gradient (SP)
   Tensor d_ctx;       // (s, b, heads/tp, d) act
-  Tensor d_qkv;       // (s, b, 3·heads/tp, d) act
-  Tensor d_h, d_pre;  // (s, b, ffn/tp) act
+  Tensor d_qkv;       // (s, b, (heads + 2·groups)/tp, d) act
+  Tensor d_h;         // (s, b, ffn/tp) act: gradient of the activation's output
+  Tensor d_pre;       // (s, b, fc1 width/tp) act: gradient of fc1's output
+  Tensor qkv_mha;     // (s, b, 3·heads/tp, d) act: grouped-query K, V repeated per head
+  Tensor d_qkv_mha;   // (s, b, 3·heads/tp, d) act: its gradient
   Tensor att_ctx;     // (s, b, heads/tp, d) act: selective recompute's attention output
   Tensor att_lse;     // (b, heads/tp, s) f32: its log-sum-exp (also full recompute's)
   // Full recompute: the activations of one group of layers rebuilt before its backward.
@@ -98,6 +101,15 @@ class GptBlocks {
   // as this rank's sequence shard with SP (reduce-scatter into `shard_out`) or in place.
   Tensor reduce_partial(Tensor partial, Tensor shard_out);
   Tensor row_forward(Tensor x, int w, int b);
+  // The norm of the model (LayerNorm or RMSNorm; b, mean unused with RMSNorm).
+  void norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tensor rstd);
+  void norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd, Tensor dres);
+  Tensor gemm_bias(int b) const;  // the bias view, or empty without biases
+  // Core attention on the layer's packed QKV (grouped-query: over K, V expanded per head), and
+  // its backward into d_qkv, the gradient of the QKV GEMM's output (RoPE undone).
+  void attention_forward(const LayerMain& m, Tensor ctx, Tensor lse);
+  void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
+  void activation_backward(const LayerMain& m, const LayerParams& p, Tensor d_pre, bool bias_grad);
   // Row-parallel weight gradients from the output gradient shard dy (s_l, b, h).
   void row_weight_grad(Tensor dy_shard, Tensor x, int w, int b);
   // Row-parallel input gradient: dx = gather(dy) · W.

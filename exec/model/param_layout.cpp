@@ -33,6 +33,7 @@ ParamSpec spec_of(const ParamTensor& t, int chunk) {
   s.model_index = t.model_index;
   s.local_rows = t.local_rows;
   s.local_cols = t.local_cols;
+  s.block_rows = t.block_rows;
   MPLAN_CHECK(t.copies == 1 && !t.expert, s.name, ": routed experts are not executable");
   return s;
 }
@@ -172,10 +173,17 @@ int64_t full_index(const ParamSpec& s, const GptDims& d, int64_t i) {
       return i;
     case ShardKind::kRows:
       return (d.tp_rank * s.local_rows + r) * s.cols + c;
-    case ShardKind::kQkvRows: {
-      int64_t block_local = s.local_rows / 3, block_full = s.rows / 3;
-      int64_t which = r / block_local, within = r % block_local;
-      return (which * block_full + d.tp_rank * block_local + within) * s.cols + c;
+    case ShardKind::kBlockRows: {
+      // Block k holds full rows [start_k, start_k + R_k); this rank the r-th 1/tp of each.
+      int64_t start = 0, local_start = 0;
+      for (int64_t full : s.block_rows) {
+        const int64_t local = full / d.tp;
+        if (local > 0 && r < local_start + local)
+          return (start + d.tp_rank * local + (r - local_start)) * s.cols + c;
+        start += full;
+        local_start += local;
+      }
+      return -1;
     }
     case ShardKind::kCols:
       return r * s.cols + d.tp_rank * s.local_cols + c;

@@ -7,6 +7,7 @@
 // buckets of all chunks tile [0, total_elems) in order.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,7 +36,8 @@ struct ParamSpec {
   bool shared_embedding = false;  // a tied embedding split over stages (own bucket, all-reduced)
   bool shared_copy = false;       // the last stage's copy of it (not in the gradient norm)
   int64_t model_index = 0;        // position in the whole model's parameter order (init seed)
-  int64_t local_rows = 0;         // this rank's shard
+  std::array<int64_t, 3> block_rows{0, 0, 0};  // kBlockRows: full rows of each block
+  int64_t local_rows = 0;                      // this rank's shard
   int64_t local_cols = 1;
   int64_t offset = 0;  // of the shard in the flat buffers, elements
   int64_t local_numel() const { return local_rows * local_cols; }

@@ -42,9 +42,13 @@ StageModel::StageModel(const StageSpec& spec, Backend& backend, Comm& tp, Tracer
   ws_.partial = alloc(act_, {s, b, h}, "workspace");
   ws_.d_norm = alloc(act_, {sl, b, h}, "workspace");
   ws_.d_ctx = alloc(act_, {s, b, hl, hd}, "workspace");
-  ws_.d_qkv = alloc(act_, {s, b, 3 * hl, hd}, "workspace");
+  ws_.d_qkv = alloc(act_, {s, b, d.qkv_heads_local(), hd}, "workspace");
   ws_.d_h = alloc(act_, {s, b, fl}, "workspace");
-  ws_.d_pre = alloc(act_, {s, b, fl}, "workspace");
+  ws_.d_pre = alloc(act_, {s, b, d.fc1_local()}, "workspace");
+  if (d.gqa()) {  // grouped-query attention runs the multi-head kernels on expanded K and V
+    ws_.qkv_mha = alloc(act_, {s, b, 3 * hl, hd}, "workspace");
+    ws_.d_qkv_mha = alloc(act_, {s, b, 3 * hl, hd}, "workspace");
+  }
   const ParallelConfig& p = spec.parallel;
   const bool selective = p.recompute == Recompute::kSelective;
   if (selective) ws_.att_ctx = alloc(act_, {s, b, hl, hd}, "workspace");
@@ -62,14 +66,14 @@ StageModel::StageModel(const StageSpec& spec, Backend& backend, Comm& tp, Tracer
   for (int64_t k = 0; k < max_group; ++k) {
     LayerMain m;
     m.x = alloc(act_, {sl, b, h}, "recompute");
-    m.ln1_mean = alloc(DType::kF32, {d.tokens_local()}, "recompute");
+    if (!d.rmsnorm) m.ln1_mean = alloc(DType::kF32, {d.tokens_local()}, "recompute");
     m.ln1_rstd = alloc(DType::kF32, {d.tokens_local()}, "recompute");
-    m.qkv = alloc(act_, {s, b, 3 * hl, hd}, "recompute");
+    m.qkv = alloc(act_, {s, b, d.qkv_heads_local(), hd}, "recompute");
     m.lse = alloc(DType::kF32, {b, hl, s}, "recompute");
     m.x_mid = alloc(act_, {sl, b, h}, "recompute");
-    m.ln2_mean = alloc(DType::kF32, {d.tokens_local()}, "recompute");
+    if (!d.rmsnorm) m.ln2_mean = alloc(DType::kF32, {d.tokens_local()}, "recompute");
     m.ln2_rstd = alloc(DType::kF32, {d.tokens_local()}, "recompute");
-    m.fc1_pre = alloc(act_, {s, b, fl}, "recompute");
+    m.fc1_pre = alloc(act_, {s, b, d.fc1_local()}, "recompute");
     ws_.rc_main.push_back(m);
     LayerWeightInputs w;
     w.y1 = alloc(act_, {sl, b, h}, "recompute");
@@ -232,7 +236,8 @@ void StageModel::forward(int c, int64_t mb, Tensor tokens, Tensor targets, float
   }
   if (cp.has_output) {
     if (params != nullptr)
-      for (int i : {cp.lnf_w, cp.lnf_b, cp.output}) params->wait_param(i);
+      for (int i : {cp.lnf_w, cp.lnf_b, cp.output})
+        if (i >= 0) params->wait_param(i);
     blocks_->head_forward(cp, s.head, w != nullptr ? w->head_win : s.head_win, targets, grad_scale,
                           loss_sum);
   }

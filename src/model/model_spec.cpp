@@ -56,6 +56,12 @@ ModelSpec model_from_json(const Json& j, const std::string& path) {
   m.position_embedding = o.get_enum("position_embedding", {"learned", "rope"}) == "learned"
                              ? PositionEmbedding::kLearned
                              : PositionEmbedding::kRope;
+  if (m.position_embedding == PositionEmbedding::kRope) {
+    m.rotary_base = o.get_number("rotary_base", 10000.0, 1.0);
+    m.rotary_percent = o.get_number("rotary_percent", 1.0, 1e-9);
+    if (m.rotary_percent > 1.0)
+      throw Error(cat(o.field("rotary_percent"), ": must be in (0, 1], got ", m.rotary_percent));
+  }
   m.tied_embeddings = o.get_bool("tied_embeddings");
   m.add_bias_linear = o.get_bool("add_bias_linear", true);
   if (o.has("moe")) {
@@ -105,6 +111,10 @@ Json model_to_json(const ModelSpec& m) {
   j["activation"] = to_string(m.activation);
   j["normalization"] = to_string(m.normalization);
   j["position_embedding"] = to_string(m.position_embedding);
+  if (m.position_embedding == PositionEmbedding::kRope) {
+    j["rotary_base"] = m.rotary_base;
+    j["rotary_percent"] = m.rotary_percent;
+  }
   j["tied_embeddings"] = m.tied_embeddings;
   j["add_bias_linear"] = m.add_bias_linear;
   if (m.moe) {

@@ -39,6 +39,8 @@ struct ModelSpec {
   Activation activation = Activation::kGelu;
   Normalization normalization = Normalization::kLayerNorm;
   PositionEmbedding position_embedding = PositionEmbedding::kLearned;
+  double rotary_base = 10000;    // --rotary-base (RoPE only)
+  double rotary_percent = 1.0;   // --rotary-percent: the share of each head dim rotated (RoPE)
   bool tied_embeddings = true;   // not --untie-embeddings-and-output-weights
   bool add_bias_linear = true;   // not --disable-bias-linear
   std::optional<MoeSpec> moe;    // null: dense model

@@ -89,7 +89,7 @@ class Builder {
     t.tp_duplicated = shard == ShardKind::kReplicated;
     t.local_rows = rows;
     t.local_cols = cols;
-    if (shard == ShardKind::kRows || shard == ShardKind::kQkvRows) {
+    if (shard == ShardKind::kRows || shard == ShardKind::kBlockRows) {
       MPLAN_CHECK(rows % ways == 0, tensor_name(t), ": rows ", rows, " by ", ways);
       t.local_rows = rows / ways;
     } else if (shard == ShardKind::kCols) {
@@ -123,9 +123,15 @@ void add_mlp(Builder& b, const ModelSpec& m, int64_t layer, int64_t ffn, int64_t
     t.expert = expert;
     return &t;
   };
-  mark(b.add(fc1_w, layer, 2, glu * ffn, h, ShardKind::kRows, ways, InitKind::kNormal));
+  // SwiGLU: [gate; up], each half split over the ranks (Megatron's fc1 layout).
+  const ShardKind fc1_shard = glu == 2 ? ShardKind::kBlockRows : ShardKind::kRows;
+  auto halves = [&](ParamTensor& t) {
+    if (glu == 2) t.block_rows = {ffn, ffn, 0};
+    return &t;
+  };
+  mark(*halves(b.add(fc1_w, layer, 2, glu * ffn, h, fc1_shard, ways, InitKind::kNormal)));
   if (m.add_bias_linear)
-    mark(b.add(fc1_b, layer, 1, glu * ffn, 1, ShardKind::kRows, ways, InitKind::kZero));
+    mark(*halves(b.add(fc1_b, layer, 1, glu * ffn, 1, fc1_shard, ways, InitKind::kZero)));
   mark(b.add(fc2_w, layer, 2, h, ffn, ShardKind::kCols, ways, InitKind::kScaledNormal));
   if (m.add_bias_linear) {
     ParamTensor* t = mark(b.add(fc2_b, layer, 1, h, 1, ShardKind::kReplicated, 1, InitKind::kZero));
@@ -139,18 +145,20 @@ void build_layer(const ModelSpec& m, const ParallelConfig& p, bool moe, int64_t 
   const int64_t h = m.hidden_size;
   const int64_t q = m.kv_channels * m.num_attention_heads;
   const int64_t kv = m.kv_channels * m.num_query_groups;
-  // Multi-head attention keeps Q, K and V as three row blocks sharded by heads; with grouped
-  // query attention Megatron interleaves them per query group, so a row shard is whole groups.
-  const ShardKind qkv_shard =
-      m.num_query_groups == m.num_attention_heads ? ShardKind::kQkvRows : ShardKind::kRows;
+  // Q, K and V as three row blocks, each sharded by heads (K and V by query groups), so a rank's
+  // output is its heads' Q, K, V side by side. (Megatron interleaves them per query group; the
+  // shard sizes are the same.)
+  const ShardKind qkv_shard = ShardKind::kBlockRows;
   add_norm(b, m, TensorRole::kInputNormWeight, TensorRole::kInputNormBias, layer);
   b.add(TensorRole::kProjWeight, layer, 2, h, q, ShardKind::kCols, p.tp, InitKind::kScaledNormal);
   if (m.add_bias_linear)
     b.add(TensorRole::kProjBias, layer, 1, h, 1, ShardKind::kReplicated, 1, InitKind::kZero)
         .sp_grad_reduce = true;
-  b.add(TensorRole::kQkvWeight, layer, 2, q + 2 * kv, h, qkv_shard, p.tp, InitKind::kNormal);
+  b.add(TensorRole::kQkvWeight, layer, 2, q + 2 * kv, h, qkv_shard, p.tp, InitKind::kNormal)
+      .block_rows = {q, kv, kv};
   if (m.add_bias_linear)
-    b.add(TensorRole::kQkvBias, layer, 1, q + 2 * kv, 1, qkv_shard, p.tp, InitKind::kZero);
+    b.add(TensorRole::kQkvBias, layer, 1, q + 2 * kv, 1, qkv_shard, p.tp, InitKind::kZero)
+        .block_rows = {q, kv, kv};
   add_norm(b, m, TensorRole::kMlpNormWeight, TensorRole::kMlpNormBias, layer);
   if (!moe) {
     add_mlp(b, m, layer, m.ffn_hidden_size, p.tp, TensorRole::kFc1Weight, TensorRole::kFc1Bias,

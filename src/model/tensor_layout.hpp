@@ -6,6 +6,7 @@
 // plan validate() accepts); no strings are built unless a name is asked for.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,7 +21,8 @@ namespace mplan {
 enum class ShardKind : uint8_t {
   kReplicated,  // the whole tensor on every rank
   kRows,        // rows [r·R/n, (r+1)·R/n): column-parallel outputs, vocabulary rows
-  kQkvRows,     // in each of the 3 row blocks (Q, K, V) of R/3 rows, its r-th 1/n: by heads
+  kBlockRows,   // in each row block (Q, K, V of a QKV weight; gate, up of SwiGLU's fc1), its
+                // r-th 1/n: QKV by heads (query groups for K and V), fc1 by columns of each half
   kCols,        // columns [r·C/n, (r+1)·C/n): row-parallel weights
 };
 
@@ -81,7 +83,9 @@ struct ParamTensor {
   bool shared_embedding = false;
   // The last stage's copy (Megatron's `shared`): left out of the gradient norm.
   bool shared_copy = false;
-  int64_t copies = 1;                      // routed experts: this many local experts of this shape
+  int64_t copies = 1;  // routed experts: this many local experts of this shape
+  // kBlockRows: the full rows of each block, in order (unused blocks 0); they add up to rows.
+  std::array<int64_t, 3> block_rows{0, 0, 0};
   int64_t local_rows = 0, local_cols = 1;  // one copy's shard on a rank
   // Index of the tensor in the whole model's parameter order (pp = 1); the shared copy takes the
   // word embedding's. Seeds the initialization, so every layout initializes the same model.

@@ -617,6 +617,96 @@ bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t d) {
   return ok;
 }
 
+bool OpChecker::rmsnorm(int64_t rows, int64_t h, DType act) {
+  const std::string sfx =
+      " rows=" + std::to_string(rows) + " h=" + std::to_string(h) + " " + dt(act);
+  Pair x = random_pair(act, {rows, h}, -2, 2);
+  Pair gamma = random_pair(act, {h}, 0.5f, 1.5f);
+  Pair y = alloc(act, {rows, h});
+  Pair rstd = alloc(DType::kF32, {rows});
+  poison(y);
+  poison(rstd);
+  gpu_.rmsnorm_forward(x.gpu, gamma.gpu, 1e-5f, y.gpu, rstd.gpu);
+  cpu_.rmsnorm_forward(x.cpu, gamma.cpu, 1e-5f, y.cpu, rstd.cpu);
+  bool ok = compare("rmsnorm_forward" + sfx + ": y", y, kBf16Tol);
+  ok = compare("rmsnorm_forward" + sfx + ": rstd", rstd, kF32AccTol) && ok;
+  set(rstd, read_cpu(rstd));  // the backward from the same statistics on both sides
+  Pair dy = random_pair(act, {rows, h});
+  Pair dx = alloc(act, {rows, h});
+  Pair dgamma = random_pair(DType::kF32, {h});
+  poison(dx);
+  gpu_.rmsnorm_backward(dy.gpu, x.gpu, gamma.gpu, rstd.gpu, dx.gpu, dgamma.gpu);
+  cpu_.rmsnorm_backward(dy.cpu, x.cpu, gamma.cpu, rstd.cpu, dx.cpu, dgamma.cpu);
+  ok = compare("rmsnorm_backward" + sfx + ": dx", dx, kBf16Tol) && ok;
+  ok = compare("rmsnorm_backward" + sfx + ": dgamma", dgamma, kF32AccTol) && ok;
+  Pair dres = random_pair(act, {rows, h});
+  const std::vector<float> dres0 = read_cpu(dres), dg0 = read_gpu(dgamma);
+  set(dgamma, dg0);
+  gpu_.rmsnorm_backward_add(dy.gpu, x.gpu, gamma.gpu, rstd.gpu, dx.gpu, dgamma.gpu, dres.gpu);
+  cpu_.rmsnorm_backward_add(dy.cpu, x.cpu, gamma.cpu, rstd.cpu, dx.cpu, dgamma.cpu, dres.cpu);
+  ok = compare("rmsnorm_backward_add" + sfx + ": dres", dres, kBf16Tol) && ok;
+  ok = compare("rmsnorm_backward_add" + sfx + ": dgamma", dgamma, kF32AccTol) && ok;
+  const std::vector<float> fused = read_gpu(dres), fused_dg = read_gpu(dgamma);
+  set(dres, dres0);
+  set(dgamma, dg0);
+  gpu_.rmsnorm_backward(dy.gpu, x.gpu, gamma.gpu, rstd.gpu, dx.gpu, dgamma.gpu);
+  gpu_.add(dres.gpu, dres.gpu, dx.gpu);
+  ok = bitwise_same("rmsnorm_backward_add" + sfx + ": dres = unfused", fused, read_gpu(dres)) && ok;
+  ok = bitwise_same("rmsnorm_backward_add" + sfx + ": dgamma = unfused", fused_dg,
+                    read_gpu(dgamma)) &&
+       ok;
+  for (Pair* p : {&x, &gamma, &y, &rstd, &dy, &dx, &dgamma, &dres}) release(*p);
+  return ok;
+}
+
+bool OpChecker::swiglu(int64_t rows, int64_t f, DType act) {
+  const std::string sfx =
+      " rows=" + std::to_string(rows) + " f=" + std::to_string(f) + " " + dt(act);
+  Pair x = random_pair(act, {rows, 2 * f}, -3, 3);
+  Pair y = alloc(act, {rows, f});
+  poison(y);
+  gpu_.swiglu_forward(x.gpu, y.gpu);
+  cpu_.swiglu_forward(x.cpu, y.cpu);
+  bool ok = compare("swiglu_forward" + sfx + ": y", y, kBf16Tol);
+  Pair dy = random_pair(act, {rows, f});
+  Pair dx = alloc(act, {rows, 2 * f});
+  poison(dx);
+  gpu_.swiglu_backward(dy.gpu, x.gpu, dx.gpu);
+  cpu_.swiglu_backward(dy.cpu, x.cpu, dx.cpu);
+  ok = compare("swiglu_backward" + sfx + ": dx", dx, kBf16Tol) && ok;
+  for (Pair* p : {&x, &y, &dy, &dx}) release(*p);
+  return ok;
+}
+
+bool OpChecker::rope_gqa(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d,
+                         int64_t rot_dim, DType act) {
+  const std::string sfx = " s=" + std::to_string(s) + " b=" + std::to_string(b) +
+                          " heads=" + std::to_string(heads) + " groups=" + std::to_string(groups) +
+                          " d=" + std::to_string(d) + " rot=" + std::to_string(rot_dim) + " " +
+                          dt(act);
+  Pair qkv = random_pair(act, {s, b, heads + 2 * groups, d});
+  const std::vector<float> before = read_cpu(qkv);
+  gpu_.rope(qkv.gpu, heads, groups, rot_dim, 500000.0f, false);
+  cpu_.rope(qkv.cpu, heads, groups, rot_dim, 500000.0f, false);
+  bool ok = compare("rope" + sfx + ": qkv", qkv, kBf16Tol);
+  set(qkv, before);
+  gpu_.rope(qkv.gpu, heads, groups, rot_dim, 500000.0f, true);
+  cpu_.rope(qkv.cpu, heads, groups, rot_dim, 500000.0f, true);
+  ok = compare("rope inverse" + sfx + ": qkv", qkv, kBf16Tol) && ok;
+  Pair mha = alloc(act, {s, b, 3 * heads, d});
+  poison(mha);
+  gpu_.gqa_expand(qkv.gpu, heads, groups, mha.gpu);
+  cpu_.gqa_expand(qkv.cpu, heads, groups, mha.cpu);
+  ok = compare("gqa_expand" + sfx + ": qkv_mha", mha, kF32Tol) && ok;  // copies: exact
+  Pair dmha = random_pair(act, {s, b, 3 * heads, d});
+  poison(qkv);
+  gpu_.gqa_reduce(dmha.gpu, heads, groups, qkv.gpu);
+  cpu_.gqa_reduce(dmha.cpu, heads, groups, qkv.cpu);
+  ok = compare("gqa_reduce" + sfx + ": dqkv", qkv, kBf16Tol) && ok;
+  for (Pair* p : {&qkv, &mha, &dmha}) release(*p);
+  return ok;
+}
+
 bool OpChecker::run_all() {
   const DType bf = DType::kBF16, f32 = DType::kF32;
   bool ok = true;
@@ -646,6 +736,16 @@ bool OpChecker::run_all() {
   ok = layernorm(33, 256, f32) && ok;
   ok = layernorm(1000, 2048, bf) && ok;  // 63 row parts of the one-pass backward
   ok = layernorm(20, 12288, bf) && ok;   // 8 warps per row, 96 KB of shared memory
+  ok = rmsnorm(64, 2048, bf) && ok;
+  ok = rmsnorm(1000, 4096, bf) && ok;  // several row parts of the weight gradient
+  ok = rmsnorm(20, 100, bf) && ok;     // h % 8 != 0: the scalar path
+  ok = rmsnorm(33, 256, f32) && ok;
+  ok = swiglu(300, 5632, bf) && ok;
+  ok = swiglu(17, 13, bf) && ok;  // f % 8 != 0
+  ok = swiglu(40, 64, f32) && ok;
+  ok = rope_gqa(256, 2, 8, 2, 128, 128, bf) && ok;
+  ok = rope_gqa(100, 1, 4, 4, 64, 32, bf) && ok;  // rotary share 1/2, multi-head
+  ok = rope_gqa(33, 2, 6, 3, 40, 40, f32) && ok;
   for (bool naive : {false, true}) {
     ok = attention(128, 2, 2, 128, bf, naive) && ok;
     ok = attention(200, 1, 3, 64, bf, naive) && ok;

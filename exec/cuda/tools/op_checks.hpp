@@ -57,6 +57,14 @@ class OpChecker {
   // Forward, backward and layernorm_backward_add (against the CPU, and bitwise against the GPU's
   // layernorm_backward followed by add).
   bool layernorm(int64_t rows, int64_t h, DType act);
+  // RMSNorm forward, backward, and the residual form (against the CPU, and bitwise against the
+  // GPU's backward followed by add).
+  bool rmsnorm(int64_t rows, int64_t h, DType act);
+  bool swiglu(int64_t rows, int64_t f, DType act);
+  // RoPE forward and inverse on qkv (s, b, heads + 2 groups, d), and the grouped-query expand
+  // and reduce.
+  bool rope_gqa(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, int64_t rot_dim,
+                DType act);
   // qkv (s, b, 3, heads, d); naive selects the reference kernels on the GPU.
   bool attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType act, bool naive);
   bool embedding(int64_t num_tokens, int64_t vocab_local, int64_t vocab_start, int64_t h, DType act,

@@ -10,7 +10,6 @@
 
 #include "src/common/error.hpp"
 #include "src/interop/megatron/megatron_rampup.hpp"
-#include "src/interop/megatron/rotary_base.hpp"
 
 namespace mplan {
 namespace {
@@ -404,12 +403,29 @@ const std::vector<Row>& table() {
        [](const Row& r, Out& o) {
          if (o.plan.model.position_embedding == PositionEmbedding::kRope) o.arg(r.name, "rope");
        }},
-      {"--rotary-base", G::kModel, "", kNone,
-       // The plan holds no RoPE base (it changes no step): import checks the value against the
-       // model once its preset is known; export writes the preset's (rotary_base.hpp).
-       [](const Row& r, In& s) { s.rotary_base = s.args.int_value(r.name, 1, false); },
+      {"--rotary-base", G::kModel, "model.rotary_base", kNone,
+       [](const Row& r, In& s) {
+         if (auto v = s.args.double_value(r.name, 1, false)) s.model.rotary_base = *v;
+       },
        [](const Row& r, Out& o) {
-         if (auto base = preset_rotary_base(o.plan.model)) o.arg(r.name, *base);
+         const double base = o.plan.model.rotary_base;
+         if (o.plan.model.position_embedding != PositionEmbedding::kRope) return;
+         if (base == static_cast<double>(static_cast<int64_t>(base)))
+           o.arg(r.name, static_cast<int64_t>(base));  // 500000, not 5e+05
+         else
+           o.number(r.name, base);
+       }},
+      {"--rotary-percent", G::kModel, "model.rotary_percent", kNone,
+       [](const Row& r, In& s) {
+         if (auto v = s.args.double_value(r.name, 1e-9, false)) {
+           if (*v > 1.0) throw Error(cat(r.name, ": must be in (0, 1], got ", *v));
+           s.model.rotary_percent = *v;
+         }
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.position_embedding == PositionEmbedding::kRope &&
+             o.plan.model.rotary_percent != 1.0)
+           o.number(r.name, o.plan.model.rotary_percent);
        }},
       {"--no-position-embedding", G::kNone, "model.position_embedding", kStep,
        [](const Row& r, In& s) {

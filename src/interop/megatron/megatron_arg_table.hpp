@@ -57,7 +57,6 @@ struct ImportState {
   // From the script's "# mplan: default-train-iters=N" line: a --train-iters N that export chose
   // because the plan had none.
   std::optional<int64_t> export_default_train_iters;
-  std::optional<int64_t> rotary_base;  // --rotary-base (checked against the model after the table)
 };
 
 // What the rows write an exported job from.

@@ -13,7 +13,6 @@
 #include "src/interop/megatron/launch_command.hpp"
 #include "src/interop/megatron/megatron_arg_table.hpp"
 #include "src/interop/megatron/megatron_launch.hpp"
-#include "src/interop/megatron/rotary_base.hpp"
 #include "src/interop/megatron/shell_script.hpp"
 #include "src/plan/validate.hpp"
 
@@ -49,6 +48,9 @@ std::string match_preset(const ModelSpec& m, int64_t tp, bool compare_vocab, std
     if (pm.seq_length != m.seq_length)
       detail += cat(detail.empty() ? "" : "; ", "seq_length ", m.seq_length, " here, ",
                     pm.seq_length, " in the preset");
+    if (m.position_embedding == PositionEmbedding::kRope && pm.rotary_base != m.rotary_base)
+      detail += cat(detail.empty() ? "" : "; ", "rotary base ", m.rotary_base, " here, ",
+                    pm.rotary_base, " in the preset");
     return name;
   }
   return "";
@@ -212,17 +214,6 @@ Directives read_directives(const std::string& text, const MegatronImportOptions&
   return out;
 }
 
-// --rotary-base is not in the plan; say so when the script's differs from what export writes.
-void check_rotary_base(const ImportState& s, MegatronImport& r) {
-  if (!s.rotary_base) return;
-  const int64_t written = preset_rotary_base(s.model).value_or(kMegatronRotaryBase);
-  if (*s.rotary_base != written)
-    r.warnings.push_back(cat("--rotary-base ", *s.rotary_base,
-                             ": the plan holds no RoPE base (it changes no time or memory); "
-                             "mplan export writes ",
-                             written, " for ", s.model.name));
-}
-
 }  // namespace
 
 MegatronImport import_megatron(const std::string& text, const MegatronImportOptions& o) {
@@ -253,7 +244,6 @@ MegatronImport import_megatron(const std::string& text, const MegatronImportOpti
   if (!r.matched_preset.empty() && !detail.empty())
     r.warnings.push_back(cat("model matches preset ", r.matched_preset, " (", detail, ")"));
   r.plan.model = s.model;
-  check_rotary_base(s, r);
   r.plan.cluster = cluster;
   r.plan.parallel = s.parallel;
   r.plan.training = s.training;

@@ -247,6 +247,126 @@ TEST_P(CpuBackendTest, LayerNormForwardAndBackward) {
   EXPECT_TRUE(all_close(read(be, db), db_num, 1e-4, 1e-4));
 }
 
+// ---- Llama-family layers ---------------------------------------------------------------------
+
+std::vector<double> rmsnorm_ref(const std::vector<double>& x, const std::vector<double>& g,
+                                int64_t rows, int64_t h) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t j = 0; j < h; ++j) ss += x[r * h + j] * x[r * h + j];
+    const double rs = 1 / std::sqrt(ss / h + 1e-5);
+    for (int64_t j = 0; j < h; ++j) y[r * h + j] = x[r * h + j] * rs * g[j];
+  }
+  return y;
+}
+
+TEST_P(CpuBackendTest, RmsNormForwardAndBackward) {
+  const int64_t rows = 5, h = 8;
+  auto xv = rounded(randn(rows * h, 21, 2.0f), act());
+  auto gv = rounded(randn(h, 22), act()), dyv = rounded(randn(rows * h, 23), act());
+  Tensor x = make(be, act(), {rows, h}, xv), g = make(be, act(), {h}, gv);
+  Tensor y = be.alloc(act(), {rows, h}, "t"), rstd = be.alloc(DType::kF32, {rows}, "t");
+  be.rmsnorm_forward(x, g, 1e-5f, y, rstd);
+  EXPECT_TRUE(
+      all_close(read(be, y), rmsnorm_ref(to_double(xv), to_double(gv), rows, h), rtol(), 1e-5));
+  Tensor dy = make(be, act(), {rows, h}, dyv), dx = be.alloc(act(), {rows, h}, "t");
+  Tensor dg = make(be, DType::kF32, {h}, std::vector<float>(h, 0.25f));
+  be.rmsnorm_backward(dy, x, g, rstd, dx, dg);
+  auto loss = [&](const std::vector<double>& xx, const std::vector<double>& gg) {
+    auto yy = rmsnorm_ref(xx, gg, rows, h);
+    double l = 0;
+    for (size_t i = 0; i < yy.size(); ++i) l += yy[i] * dyv[i];
+    return l;
+  };
+  auto X = to_double(xv), G = to_double(gv);
+  auto dx_num = numeric_grad([&](const std::vector<double>& v) { return loss(v, G); }, X);
+  auto dg_num = numeric_grad([&](const std::vector<double>& v) { return loss(X, v); }, G);
+  for (auto& v : dg_num) v += 0.25;
+  EXPECT_TRUE(all_close(read(be, dx), dx_num, rtol(), 1e-4));
+  EXPECT_TRUE(all_close(read(be, dg), dg_num, 1e-4, 1e-4));
+  // The residual form adds the same dx (rounded) into dres.
+  Tensor dres = make(be, act(), {rows, h}, std::vector<float>(rows * h, 1.0f));
+  Tensor scratch = be.alloc(act(), {rows, h}, "t");
+  be.rmsnorm_backward_add(dy, x, g, rstd, scratch, dg, dres);
+  auto got = read(be, dres), d = read(be, dx);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], rounded({1.0f + d[i]}, act())[0]) << i;
+}
+
+TEST_P(CpuBackendTest, SwigluForwardAndBackward) {
+  const int64_t rows = 3, f = 4;
+  auto xv = rounded(randn(rows * 2 * f, 31, 1.5f), act()),
+       dyv = rounded(randn(rows * f, 32), act());
+  Tensor x = make(be, act(), {rows, 2 * f}, xv), y = be.alloc(act(), {rows, f}, "t");
+  be.swiglu_forward(x, y);
+  auto ref = [&](const std::vector<double>& xx) {
+    std::vector<double> out(static_cast<size_t>(rows * f));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < f; ++j) {
+        const double g = xx[r * 2 * f + j], u = xx[r * 2 * f + f + j];
+        out[r * f + j] = g / (1 + std::exp(-g)) * u;
+      }
+    return out;
+  };
+  EXPECT_TRUE(all_close(read(be, y), ref(to_double(xv)), rtol(), 1e-6));
+  Tensor dy = make(be, act(), {rows, f}, dyv), dx = be.alloc(act(), {rows, 2 * f}, "t");
+  be.swiglu_backward(dy, x, dx);
+  auto dx_num = numeric_grad(
+      [&](const std::vector<double>& v) {
+        auto yy = ref(v);
+        double l = 0;
+        for (size_t i = 0; i < yy.size(); ++i) l += yy[i] * dyv[i];
+        return l;
+      },
+      to_double(xv));
+  EXPECT_TRUE(all_close(read(be, dx), dx_num, rtol(), 1e-5));
+}
+
+TEST_P(CpuBackendTest, RopeRotatesQAndKByPositionAndItsInverseUndoesIt) {
+  // s 3, b 2, 2 heads in 1 group (Q Q K V per token), d 4: pairs (0, 2) and (1, 3) of token
+  // position p turn by p·1 and p·0.01 (base 10000, 2i/d = 0, 1/2).
+  const int64_t s = 3, b = 2, heads = 2, groups = 1, d = 4;
+  auto v = rounded(randn(s * b * 4 * d, 41), act());
+  Tensor qkv = make(be, act(), {s, b, heads + 2 * groups, d}, v);
+  be.rope(qkv, heads, groups, d, 10000.0f, false);
+  auto got = read(be, qkv);
+  for (int64_t t = 0; t < s * b; ++t) {
+    const double p = static_cast<double>(t / b);
+    for (int64_t hd = 0; hd < 4; ++hd)
+      for (int64_t i = 0; i < 2; ++i) {
+        const int64_t at = (t * 4 + hd) * d;
+        const double a = p * (i == 0 ? 1.0 : 0.01), x1 = v[at + i], x2 = v[at + i + 2];
+        const bool rotated = hd < 3;  // Q heads and the K group; V untouched
+        const double want1 = rotated ? x1 * std::cos(a) - x2 * std::sin(a) : x1;
+        const double want2 = rotated ? x2 * std::cos(a) + x1 * std::sin(a) : x2;
+        EXPECT_NEAR(got[at + i], want1, rtol() * 4 + 1e-6) << t << " " << hd << " " << i;
+        EXPECT_NEAR(got[at + i + 2], want2, rtol() * 4 + 1e-6) << t << " " << hd << " " << i;
+      }
+  }
+  be.rope(qkv, heads, groups, d, 10000.0f, true);
+  EXPECT_TRUE(all_close(read(be, qkv), v, bf16() ? 2.0 / 128 : 1e-6, 1e-6));
+}
+
+TEST_P(CpuBackendTest, GroupedQueryReduceIsTheAdjointOfExpand) {
+  // <expand(x), y> = <x, reduce(y)> for any x, y: reduce sums what expand repeated.
+  const int64_t s = 2, b = 1, heads = 4, groups = 2, d = 3;
+  auto xv = rounded(randn(s * b * (heads + 2 * groups) * d, 51), act());
+  auto yv = rounded(randn(s * b * 3 * heads * d, 52), act());
+  Tensor x = make(be, act(), {s, b, heads + 2 * groups, d}, xv);
+  Tensor ex = be.alloc(act(), {s, b, 3 * heads, d}, "t");
+  be.gqa_expand(x, heads, groups, ex);
+  Tensor y = make(be, act(), {s, b, 3 * heads, d}, yv);
+  Tensor red = be.alloc(act(), {s, b, heads + 2 * groups, d}, "t");
+  be.gqa_reduce(y, heads, groups, red);
+  auto e = read(be, ex), r = read(be, red);
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < e.size(); ++i) lhs += static_cast<double>(e[i]) * yv[i];
+  for (size_t i = 0; i < r.size(); ++i) rhs += static_cast<double>(r[i]) * xv[i];
+  EXPECT_NEAR(lhs, rhs, bf16() ? 0.05 * std::abs(lhs) + 0.05 : 1e-4);
+  // Head 3 of K is group 1's K (heads 2 and 3 share it).
+  for (int64_t j = 0; j < d; ++j) EXPECT_EQ(e[(1 * heads + 3) * d + j], xv[(heads + 1) * d + j]);
+}
+
 // ---- attention -------------------------------------------------------------------------------
 
 struct AttnShape {

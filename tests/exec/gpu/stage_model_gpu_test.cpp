@@ -48,6 +48,20 @@ TEST(StageModelGpuGolden, F32MatchesTorchFloat64) {
   run_golden(be, DType::kF32, {2e-4, 2e-5, 2e-4, 2e-5});
 }
 
+// The Llama family (RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases, untied output)
+// against its PyTorch oracle, with the CPU backend's tolerances (f32 twice them).
+TEST(StageModelGpuGolden, LlamaBf16MatchesTorchFloat64Loosely) {
+  MPLAN_REQUIRE_GPU();
+  CudaBackend be(0);
+  run_golden(be, DType::kBF16, {2e-2, 2e-3, 6e-2, 2e-2}, "golden_llama.json");
+}
+
+TEST(StageModelGpuGolden, LlamaF32MatchesTorchFloat64) {
+  MPLAN_REQUIRE_GPU();
+  CudaBackend be(0);
+  run_golden(be, DType::kF32, {2e-4, 2e-5, 2e-4, 2e-5}, "golden_llama.json");
+}
+
 // A GPT with head dim 128: 2 layers, hidden 256 = 2 heads × 128, ffn 1024, vocab 512 (no
 // padding), sequence 160 (off the tiles), micro-batch 2.
 StageSpec head_dim_128(uint64_t seed) {

@@ -37,23 +37,28 @@ void expect_refused(ModelSpec m, const std::string& field) {
   }
 }
 
+TEST(GptDims, LlamaFamilyShards) {
+  // llama3-8b at tp 4: 32 heads and 8 query groups of 128, SwiGLU ffn 14336, RoPE base 500000.
+  const GptDims d = gpt_dims(load_model("llama3-8b"), 1, 4, 1, true);
+  EXPECT_TRUE(d.gqa() && d.gated && d.rmsnorm && d.rope && !d.bias);
+  EXPECT_EQ(d.heads_local(), 8);
+  EXPECT_EQ(d.groups_local(), 2);
+  EXPECT_EQ(d.qkv_heads_local(), 12);
+  EXPECT_EQ(d.fc1_local(), 2 * 3584);
+  EXPECT_EQ(d.rot_dim, 128);
+  EXPECT_EQ(d.rotary_base, 500000.0f);
+  ModelSpec half = load_model("llama3-8b");
+  half.rotary_percent = 0.5;
+  EXPECT_EQ(gpt_dims(half, 1, 1, 0, false).rot_dim, 64);
+}
+
 TEST(GptDims, RefusesModelsOfAnotherKind) {
-  ModelSpec m = reference();
-  m.activation = Activation::kSwiglu;
-  expect_refused(m, "model.activation");
-  m = reference();
-  m.normalization = Normalization::kRmsNorm;
-  expect_refused(m, "model.normalization");
-  m = reference();
-  m.position_embedding = PositionEmbedding::kRope;
-  expect_refused(m, "model.position_embedding");
-  m = reference();
-  m.tied_embeddings = false;
-  expect_refused(m, "model.tied_embeddings");
-  m = reference();
-  m.num_query_groups = 4;
-  expect_refused(m, "model.num_query_groups");
-  expect_refused(load_model("mixtral-8x7b"), "model.activation");
+  expect_refused(load_model("mixtral-8x7b"), "model.moe");
+  ModelSpec m = load_model("llama3-8b");
+  m.rotary_percent = 0.2890625;  // int(37.0) dims: an odd number
+  expect_refused(m, "model.rotary_percent");
+  m.rotary_percent = 0.3;  // int(38.4) = 38, as Megatron truncates
+  EXPECT_EQ(gpt_dims(m, 1, 1, 0, false).rot_dim, 38);
   // 16 heads by tp 3: validate()'s rule, a broken invariant here.
   EXPECT_THROW(gpt_dims(reference(), 1, 3, 0, false), InternalError);
 }

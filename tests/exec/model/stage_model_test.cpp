@@ -33,6 +33,17 @@ TEST(StageModelGolden, Bf16MatchesTorchFloat64Loosely) {
   run_golden(be, DType::kBF16, {2e-2, 2e-3, 6e-2, 2e-2});
 }
 
+// The Llama family (RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases, untied output).
+TEST(StageModelGolden, LlamaF32MatchesTorchFloat64) {
+  CpuBackend be;
+  run_golden(be, DType::kF32, {1e-4, 1e-5, 1e-4, 1e-5}, "golden_llama.json");
+}
+
+TEST(StageModelGolden, LlamaBf16MatchesTorchFloat64Loosely) {
+  CpuBackend be;
+  run_golden(be, DType::kBF16, {2e-2, 2e-3, 6e-2, 2e-2}, "golden_llama.json");
+}
+
 // A 4-layer version of the golden model's shape.
 StageSpec four_layers(DType act) {
   StageSpec s = golden_stage(load_golden(), act);

@@ -137,12 +137,14 @@ TEST(Trainer, RefusesPlansItCannotRun) {
                  "parallel.cp: context parallelism is not supported by the executor (cp = 2)");
   }
   p = tiny_plan({});
-  p.model.activation = Activation::kSwiglu;
-  EXPECT_THROW(check_executable(p), Error);
+  p.model.moe = MoeSpec{4, 2, 256, 0, 1};
+  p.parallel.ep = 1;
+  EXPECT_THROW(check_executable(p), Error);  // mixture of experts
   p = tiny_plan({});
   p.training.precision = Precision::kFp16;
   EXPECT_THROW(check_executable(p), Error);
-  // Pipelines, recomputation and the distributed optimizer run.
+  // Llama-family layers, pipelines, recomputation and the distributed optimizer run.
+  EXPECT_NO_THROW(check_executable(tiny_plan({.llama = true})));
   EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4,
                                               .vpp = 2,
                                               .schedule = ScheduleKind::kInterleaved,

@@ -24,20 +24,34 @@ namespace mplan::exec::testing {
 
 // The oracle file: $MPLAN_EXEC_GOLDEN when set (binaries run away from their build tree), else
 // the path compiled in (MPLAN_EXEC_GOLDEN).
-inline nlohmann::json load_golden() {
+// `name` picks a file beside it: "golden.json" (the GPT) or "golden_llama.json".
+inline nlohmann::json load_golden(const std::string& name = "golden.json") {
   const char* env = std::getenv("MPLAN_EXEC_GOLDEN");
-  const std::string path = env != nullptr ? env : MPLAN_EXEC_GOLDEN;
+  std::string path = env != nullptr ? env : MPLAN_EXEC_GOLDEN;
+  path = path.substr(0, path.find_last_of('/') + 1) + name;
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << "cannot read " << path;
   return nlohmann::json::parse(f);
 }
 
 // The oracle's model (its "config" object): no vocabulary padding, as in the oracle.
+// The Llama oracle (make_golden_llama.py): RMSNorm, RoPE, grouped-query attention, SwiGLU, no
+// biases, untied output.
 inline ModelSpec golden_model(const nlohmann::json& c) {
   ModelSpec m = test::gpt(c["layers"], c["hidden"], c["heads"], c["seq"], c["vocab"]);
   m.ffn_hidden_size = c["ffn"];
-  m.max_position_embeddings = c["max_positions"];
   m.make_vocab_size_divisible_by = m.vocab_size;
+  if (c.contains("llama")) {
+    m.num_query_groups = c["groups"];
+    m.activation = Activation::kSwiglu;
+    m.normalization = Normalization::kRmsNorm;
+    m.position_embedding = PositionEmbedding::kRope;
+    m.rotary_base = c["rotary_base"];
+    m.tied_embeddings = false;
+    m.add_bias_linear = false;
+    return m;
+  }
+  m.max_position_embeddings = c["max_positions"];
   return m;
 }
 
@@ -67,8 +81,9 @@ inline StageSpec golden_stage(const nlohmann::json& g, DType act) {
 // Trains the golden model with `act` activations on `be` through the oracle's steps: logits and
 // every gradient of step 0 within tol (relative to the largest element of the reference), loss
 // and gradient norm of every step within tol of the oracle's.
-inline void run_golden(Backend& be, DType act, const GoldenTol& tol) {
-  nlohmann::json g = load_golden();
+inline void run_golden(Backend& be, DType act, const GoldenTol& tol,
+                       const std::string& file = "golden.json") {
+  nlohmann::json g = load_golden(file);
   SoloComm solo;
   StageModel model(golden_stage(g, act), be, solo, nullptr);
   const GptDims& d = model.dims();

@@ -39,6 +39,7 @@ struct Layout {
   bool distributed_optimizer = false;
   bool tp_pp_dp_order = false;  // Megatron's --use-tp-pp-dp-mapping
   bool uneven = false;          // decoder_first/last_pipeline_num_layers
+  bool llama = false;           // RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases, untied
   int64_t world() const { return tp * pp * dp; }
 };
 
@@ -54,6 +55,7 @@ inline std::string layout_name(const Layout& l) {
   if (l.distributed_optimizer) n += "_distopt";
   if (l.tp_pp_dp_order) n += "_tppdp";
   if (l.uneven) n += "_uneven";
+  if (l.llama) n += "_llama";
   n += cat("_", to_string(l.act));
   for (char& c : n)
     if (c == '-') c = '_';
@@ -101,12 +103,35 @@ inline std::vector<Layout> invariance_layouts() {
                  .vpp = 2,
                  .schedule = S::kInterleaved,
                  .distributed_optimizer = true});
+  // The Llama family: grouped-query attention split over tp 2, with sequence parallelism.
+  for (DType act : {DType::kF32, DType::kBF16}) out.push_back({.act = act, .llama = true});
+  out.push_back({.tp = 2, .sp = true, .llama = true});
+  out.push_back({.tp = 2, .sp = true, .act = DType::kBF16, .llama = true});
+  out.push_back({.pp = 2, .dp = 2, .llama = true});
+  out.push_back({.tp = 2, .pp = 2, .sp = true, .schedule = S::kZbH1, .llama = true});
+  out.push_back({.tp = 2,
+                 .pp = 2,
+                 .dp = 2,
+                 .sp = true,
+                 .recompute = Recompute::kSelective,
+                 .distributed_optimizer = true,
+                 .llama = true});
   return out;
 }
 
 inline Plan tiny_plan(const Layout& l) {
   Plan p = plan_from_json(parse_json(load_config_text("plans", "tiny-gpt", "plan"), "tiny-gpt"));
   p.model.num_layers = kInvarianceLayers;
+  if (l.llama) {  // 4 heads of 16 in 2 query groups (tp 2 splits the groups)
+    p.model.num_query_groups = 2;
+    p.model.activation = Activation::kSwiglu;
+    p.model.normalization = Normalization::kRmsNorm;
+    p.model.position_embedding = PositionEmbedding::kRope;
+    p.model.rotary_base = 100;  // rotations that matter over 32 positions
+    p.model.tied_embeddings = false;
+    p.model.add_bias_linear = false;
+    p.model.ffn_hidden_size = 96;
+  }
   ParallelConfig& q = p.parallel;
   q.tp = l.tp;
   q.pp = l.pp;
@@ -132,7 +157,7 @@ inline Plan tiny_plan(const Layout& l) {
 
 // The single-rank reference of a layout: the same global batch on one rank.
 inline Plan reference_plan(const Layout& l) {
-  Plan p = tiny_plan(Layout{.act = l.act});
+  Plan p = tiny_plan(Layout{.act = l.act, .llama = l.llama});
   p.parallel.global_batch_size = 8 * l.dp;
   require_valid(p);
   return p;

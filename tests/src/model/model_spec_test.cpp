@@ -37,6 +37,8 @@ const Cited kCited[] = {
     {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, Activation::kSwiglu, false},
     // Mixtral of Experts Table 1; training sequence 4096 as Megatron's example.
     {"mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, Activation::kSwiglu, false},
+    // Llama-3.2-1B config.json (tied embeddings); the executor's sequence of 4096.
+    {"llama3.2-1b", 16, 2048, 32, 8, 8192, 128256, 4096, Activation::kSwiglu, true},
 };
 
 TEST(ModelSpec, EveryPresetLoadsWithItsCitedNumbers) {

@@ -27,7 +27,8 @@ TEST(TensorLayout, GptLayerInMegatronsOrderWithItsShards) {
   EXPECT_EQ(tensor_name(t[4]), "decoder.layers.1.self_attention.linear_qkv.weight");
   EXPECT_EQ(tensor_name(t[11]), "decoder.layers.1.mlp.linear_fc2.bias");
   // qkv: (3·8, 8) split by heads in each of Q, K, V; proj: columns; fc1: rows; fc2: columns.
-  EXPECT_EQ(t[4].shard, ShardKind::kQkvRows);
+  EXPECT_EQ(t[4].shard, ShardKind::kBlockRows);
+  EXPECT_EQ(t[4].block_rows, (std::array<int64_t, 3>{8, 8, 8}));
   EXPECT_EQ(t[4].local_rows, 12);
   EXPECT_EQ(t[2].local_cols, 4);
   EXPECT_EQ(t[8].local_rows, 16);
@@ -51,11 +52,13 @@ TEST(TensorLayout, LlamaLayerHasNoBiasesAGatedMlpAndGroupedQueries) {
   m.tied_embeddings = false;
   m.add_bias_linear = false;
   const auto t = layer_tensors(m, tp(2), 0);
-  ASSERT_EQ(t.size(), 6u);                  // norm, proj, qkv, norm, fc1, fc2
-  EXPECT_EQ(t[2].rows, 8 + 2 * 4);          // q (4 heads × 2) + k and v (2 groups × 2 each)
-  EXPECT_EQ(t[2].shard, ShardKind::kRows);  // whole query groups per rank
-  EXPECT_EQ(t[4].rows, 2 * 32);             // gate and up
+  ASSERT_EQ(t.size(), 6u);                       // norm, proj, qkv, norm, fc1, fc2
+  EXPECT_EQ(t[2].rows, 8 + 2 * 4);               // q (4 heads × 2) + k and v (2 groups × 2 each)
+  EXPECT_EQ(t[2].shard, ShardKind::kBlockRows);  // Q by heads, K and V by query groups
+  EXPECT_EQ(t[2].block_rows, (std::array<int64_t, 3>{8, 4, 4}));
+  EXPECT_EQ(t[4].rows, 2 * 32);  // gate and up, each split over the ranks
   EXPECT_EQ(t[4].local_rows, 32);
+  EXPECT_EQ(t[4].block_rows, (std::array<int64_t, 3>{32, 32, 0}));
   // Untied: an output layer at pp 1; no position embedding.
   const auto e = embedding_tensors(m, tp(2));
   ASSERT_EQ(e.size(), 1u);

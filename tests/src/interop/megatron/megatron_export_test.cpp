@@ -301,7 +301,29 @@ TEST(MegatronRoundTrip, EveryModelPresetOnEveryClusterPreset) {
       EXPECT_TRUE(r.not_modelled.empty());
       ++checked;
     }
-  EXPECT_EQ(checked, 32);  // 8 models x 4 clusters
+  EXPECT_EQ(checked, static_cast<int>(preset_names("models").size() *
+                                      preset_names("clusters").size()));
+}
+
+}  // namespace
+}  // namespace mplan
+
+namespace mplan {
+namespace {
+
+// --rotary-base and --rotary-percent are model fields: written for RoPE models, read back.
+TEST(MegatronExport, RotaryBaseAndShareTravelThroughThePlan) {
+  Plan plan = plan_of(kLlamaUneven);
+  ASSERT_EQ(plan.model.position_embedding, PositionEmbedding::kRope);
+  plan.model.rotary_base = 500000;
+  std::string script = render_megatron_torchrun(megatron_launch_from_plan(plan), "t");
+  EXPECT_THAT(script, HasSubstr("--rotary-base 500000"));
+  EXPECT_THAT(script, Not(HasSubstr("--rotary-percent")));  // 1.0, Megatron's default
+  EXPECT_EQ(import_megatron(script, {}).plan.model.rotary_base, 500000);
+  plan.model.rotary_percent = 0.5;
+  script = render_megatron_torchrun(megatron_launch_from_plan(plan), "t");
+  EXPECT_THAT(script, HasSubstr("--rotary-percent 0.5"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == plan);
 }
 
 }  // namespace

@@ -237,7 +237,7 @@ TEST(MegatronImport, MplanDirectives) {
   EXPECT_EQ(r.cluster_source, ClusterSource::kDefault);
 }
 
-TEST(MegatronImport, RotaryBaseIsCheckedNotKept) {
+TEST(MegatronImport, RotaryBaseIsAModelField) {
   // Megatron-LM's own Llama 3 example uses --rotary-base 1000000; Llama 3 was trained with 500000.
   const std::string llama3 =
       "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
@@ -247,13 +247,18 @@ TEST(MegatronImport, RotaryBaseIsCheckedNotKept) {
       "--micro-batch-size 1 ";
   MegatronImportOptions o;
   o.gpus = 8;
-  MegatronImport r = import_megatron(llama3 + "--rotary-base 1000000\n", o);
+  MegatronImport r = import_megatron(llama3 + "--rotary-base 500000\n", o);
   EXPECT_EQ(r.matched_preset, "llama3-8b");
-  EXPECT_TRUE(any_contains(r.warnings, "--rotary-base 1000000: the plan holds no RoPE base"));
-  EXPECT_TRUE(any_contains(r.warnings, "mplan export writes 500000 for llama3-8b"));
+  EXPECT_EQ(r.plan.model.rotary_base, 500000);
   EXPECT_FALSE(any_contains(r.ignored, "--rotary-base"));
-  r = import_megatron(llama3 + "--rotary-base 500000\n", o);
-  EXPECT_FALSE(any_contains(r.warnings, "--rotary-base"));
+  // Another base: the preset's shape, the script's base, said in a warning.
+  r = import_megatron(llama3 + "--rotary-base 1000000\n", o);
+  EXPECT_EQ(r.plan.model.rotary_base, 1000000);
+  EXPECT_TRUE(any_contains(r.warnings, "rotary base 1e+06 here, 500000 in the preset"))
+      << ::testing::PrintToString(r.warnings);
+  // None given: Megatron-LM's default, 10000.
+  r = import_megatron(llama3, o);
+  EXPECT_EQ(r.plan.model.rotary_base, 10000);
 }
 
 TEST(MegatronImport, MoeWithoutGroupedGemmIsReported) {
