@@ -53,6 +53,15 @@ GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank) {
 
 namespace {
 
+// Every token must index the model's vocabulary (data made for another tokenizer would not).
+void check_tokens(const std::vector<int32_t>& tokens, int64_t vocab, int64_t first_sample) {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= vocab)
+      throw Error(cat("--data-path: token ", t, " in the batch starting at sample ", first_sample,
+                      " is outside the model's vocabulary [0, ", vocab,
+                      "): the data was made for another tokenizer"));
+}
+
 MicrobatchSpec batch_spec(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
   return {p.global_batch_size, p.micro_batch_size, p.dp, plan.training.rampup_batch_size, false};
@@ -270,6 +279,8 @@ StepResult Trainer::step(bool apply_update) {
   // The iteration's tokens go up before any compute is queued: no host wait inside the step.
   fill_batch(*data_, consumed_, d.micro_batch, M, plan_.parallel.dp, dp_.rank(), host_inputs_,
              host_targets_);
+  check_tokens(host_inputs_, plan_.model.vocab_size, consumed_);
+  check_tokens(host_targets_, plan_.model.vocab_size, consumed_);
   const double lr = lr_at(consumed_);
   const int64_t T = d.tokens();
   Tensor inputs = inputs_.flat_slice(0, M * T), targets = targets_.flat_slice(0, M * T);
@@ -339,6 +350,8 @@ EvalResult Trainer::evaluate(const TokenSource& source, int64_t first_sample, in
   for (int64_t k = 0; k < iterations; ++k) {
     fill_batch(source, first_sample + k * p.global_batch_size, d.micro_batch, M, p.dp, dp_.rank(),
                host_inputs_, host_targets_);
+    check_tokens(host_inputs_, plan_.model.vocab_size, first_sample + k * p.global_batch_size);
+    check_tokens(host_targets_, plan_.model.vocab_size, first_sample + k * p.global_batch_size);
     be_.upload(inputs, host_inputs_.data());
     be_.upload(targets, host_targets_.data());
     be_.fill(scalars_, 0.0f);
