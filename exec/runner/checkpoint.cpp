@@ -320,12 +320,19 @@ SaveResult save_checkpoint(const std::string& root, Trainer& trainer, CommWorld&
       const DType dtype = weights ? act : DType::kF32;
       const size_t esize = weights ? act_bytes : 4;
       full.resize(static_cast<size_t>(t.numel()) * esize);
-      for (size_t k = 0; k < static_cast<size_t>(t.numel()); ++k)
-        std::memcpy(full.data() + k * esize,
-                    esize == 2 ? static_cast<const void*>(&neg_zero_bf16) : &neg_zero, esize);
+      if (collective)  // one rank alone writes every element itself
+        for (size_t k = 0; k < static_cast<size_t>(t.numel()); ++k)
+          std::memcpy(full.data() + k * esize,
+                      esize == 2 ? static_cast<const void*>(&neg_zero_bf16) : &neg_zero, esize);
       if (spec != nullptr && !duplicate) {
         const int64_t n = spec->local_numel();
+        const bool whole = n == t.numel();  // not sharded: full_index is the identity
         auto put = [&](int64_t first_local, int64_t count) {
+          if (whole) {
+            std::memcpy(full.data() + static_cast<size_t>(first_local) * esize, shard.data(),
+                        static_cast<size_t>(count) * esize);
+            return;
+          }
           for (int64_t i = first_local; i < first_local + count; ++i)
             std::memcpy(full.data() + static_cast<size_t>(full_index(*spec, dims, i)) * esize,
                         shard.data() + static_cast<size_t>(i - first_local) * esize, esize);
@@ -650,6 +657,14 @@ void load_checkpoint(const CheckpointInfo& info, Trainer& trainer) {
       model.init_values(spec, 0, n, init.data());
     }
     host.resize(static_cast<size_t>(n) * dtype_size(act));
+    // Not sharded, all rows saved, the same dtype: the saved bytes as they are.
+    const bool whole =
+        static_cast<int64_t>(w.data.size()) == n * static_cast<int64_t>(dtype_size(act));
+    if (whole && info.weights_dtype == act) {
+      std::memcpy(host.data(), w.data.data(), host.size());
+      be.upload(model.weights().flat_slice(spec.offset, n), host.data());
+      continue;
+    }
     for (int64_t i = 0; i < n; ++i) {
       const std::optional<int64_t> fi = saved_index(spec, w, i);
       std::byte* out = host.data() + static_cast<size_t>(i) * dtype_size(act);
@@ -681,7 +696,14 @@ void load_checkpoint(const CheckpointInfo& info, Trainer& trainer) {
       init.resize(static_cast<size_t>(spec.local_numel()));
       model.init_values(spec, 0, spec.local_numel(), init.data());
     }
-    for (const OwnedPiece& p : owned_pieces(opt, spec))
+    const bool whole = static_cast<int64_t>(state[0]->data.size()) == 4 * spec.local_numel();
+    for (const OwnedPiece& p : owned_pieces(opt, spec)) {
+      if (whole) {  // not sharded, all rows saved: contiguous in the file
+        for (int k = 0; k < 3; ++k)
+          std::memcpy(packed[static_cast<size_t>(k)].data() + p.packed,
+                      state[k]->data.data() + 4 * p.local, static_cast<size_t>(4 * p.count));
+        continue;
+      }
       for (int64_t i = 0; i < p.count; ++i) {
         const std::optional<int64_t> fi = saved_index(spec, *state[0], p.local + i);
         const auto at = static_cast<size_t>(p.packed + i);
@@ -690,6 +712,7 @@ void load_checkpoint(const CheckpointInfo& info, Trainer& trainer) {
               fi ? f32_at(*state[k], *fi)
                  : (k == 0 ? init[static_cast<size_t>(p.local + i)] : 0.0f);
       }
+    }
   }
   if (owned > 0) {
     be.upload(opt.master(), packed[0].data());
