@@ -1,14 +1,18 @@
-// `mpirun -np N mplan run PLAN.json`: trains the plan on synthetic tokens with the executor and
-// reports loss, time, throughput, TFLOP/s and MFU per iteration, then the median iteration time,
-// each rank's peak memory, and — beside the simulator's prediction for the same plan — the time
-// breakdown of every pipeline stage (compute, exposed TP / PP / DP communication, bubble,
-// optimizer) measured from a trace of the last iteration. Every rank checks the plan before
-// anything is allocated (a bad plan or option ends all ranks with exit 2, a plan predicted not to
-// fit with exit 1, the first failing rank saying why). Once training has started, any failure
-// aborts the whole job (MPI_Abort), and a watchdog ends a job that stops making progress.
+// `mpirun -np N mplan run PLAN.json`: trains a plan with the executor, Megatron-LM's pretrain()
+// (exec/runner/training_loop): synthetic tokens or --data-path's indexed datasets, the learning-
+// rate schedule, evaluation, checkpoints (--save / --load), Megatron's log lines, metrics files.
+// Afterwards it reports the median iteration time, each rank's peak memory and — beside the
+// simulator's prediction for the same plan — the time breakdown of every pipeline stage measured
+// from a trace of the last iteration. This file parses the flags (each overriding its plan field),
+// makes every check that can be made before anything is allocated (a bad plan, option, data set
+// or checkpoint ends all ranks with exit 2, a plan predicted not to fit with exit 1, the first
+// failing rank saying why) and prints. Once training has started, any failure aborts the whole
+// job (MPI_Abort) except a checkpoint that cannot be written (exit 1 on every rank, one line, the
+// previous checkpoint left current); a watchdog ends a job that stops making progress.
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -29,9 +33,13 @@
 #include "exec/mpi/fatal.hpp"
 #include "exec/mpi/mpi_comm.hpp"
 #include "exec/mpi/mpi_runtime.hpp"
+#include "exec/runner/checkpoint.hpp"
 #include "exec/runner/measured_breakdown.hpp"
 #include "exec/runner/run_trace.hpp"
 #include "exec/runner/trainer.hpp"
+#include "exec/runner/training_data.hpp"
+#include "exec/runner/training_log.hpp"
+#include "exec/runner/training_loop.hpp"
 #include "exec/runner/watchdog.hpp"
 #endif
 #ifdef MPLAN_HAVE_GPU
@@ -43,31 +51,29 @@
 namespace mplan::cli {
 namespace {
 
-inline constexpr int kRunSchemaVersion = 2;
+inline constexpr int kRunSchemaVersion = 3;
 
+// The flags. Each training flag overrides its plan field (training.*, Megatron's name).
 struct RunOptions {
   std::string plan_path;
-  int64_t iters = 10;
-  int64_t warmup = 2;
-  std::optional<int64_t> seed;
+  std::optional<int64_t> iters;   // iterations in this call (benchmarks; segments of a run)
+  std::optional<int64_t> warmup;  // first iterations of this call left out of the median
   std::string json_path;
   std::string trace_path;
   std::string backend;  // "cpu", "cuda" or "" (cuda when built with GPUs and one is present)
   bool force = false;
   double watchdog_s = 600;
+  // Overrides of the plan's training section.
+  std::optional<int64_t> train_iters, seed, lr_decay_iters, lr_warmup_iters, eval_interval,
+      eval_iters, save_interval, log_interval;
+  std::optional<double> lr, min_lr, lr_warmup_fraction, weight_decay, clip_grad;
+  std::optional<std::string> split, lr_decay_style, save, load, tensorboard_dir;
+  std::vector<std::string> data_path;
 };
 
 #ifdef MPLAN_HAVE_EXEC
 
 using namespace mplan::exec;
-
-struct IterationRecord {
-  int64_t iteration = 0;
-  bool warmup = false;
-  double loss = 0, grad_norm = 0, seconds = 0;
-  int64_t microbatches = 0, global_batch = 0;
-  double tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0;
-};
 
 struct RankMemory {
   int64_t executor_peak_bytes = 0;
@@ -85,6 +91,16 @@ struct Setup {
   int device = -1;
   std::optional<sim::SimulationResult> prediction;  // null when the plan cannot be simulated
   std::string prediction_error;
+  // The run: its length, this call's iterations, the schedule, the checkpoint, the data.
+  int64_t train_iters = 0;
+  bool benchmark = false;  // no train_iters anywhere: --iters at a constant lr
+  int64_t iterations = 0;  // in this call
+  int64_t warmup = 0;
+  int64_t log_interval = 1;
+  std::optional<LrSchedule> lr_schedule;
+  std::optional<CheckpointInfo> load;
+  std::vector<std::string> notes;  // printed by rank 0 before training
+  TrainingData data;
 };
 
 // The simulator's prediction for the plan as the executor runs it (no dropout: it has none).
@@ -98,25 +114,205 @@ void predict(Setup& s) {
   }
 }
 
+// The plan's training section with the flags applied, checked by the plan's own rules; an error
+// names the flag (and the field) it concerns.
+TrainingConfig training_with_flags(const RunOptions& o, const TrainingConfig& plan_training) {
+  auto at_least = [](const char* flag, const auto& v, auto low) {
+    if (v && *v < low) throw Error(cat(flag, ": must be >= ", low, ", got ", *v));
+  };
+  at_least("--train-iters", o.train_iters, 1);
+  at_least("--seed", o.seed, 0);
+  at_least("--lr-decay-iters", o.lr_decay_iters, 1);
+  at_least("--lr-warmup-iters", o.lr_warmup_iters, 0);
+  at_least("--eval-interval", o.eval_interval, 0);
+  at_least("--eval-iters", o.eval_iters, 0);
+  at_least("--save-interval", o.save_interval, 1);
+  at_least("--log-interval", o.log_interval, 1);
+  at_least("--lr", o.lr, 0.0);
+  at_least("--min-lr", o.min_lr, 0.0);
+  at_least("--weight-decay", o.weight_decay, 0.0);
+  at_least("--clip-grad", o.clip_grad, 0.0);
+  if (o.lr_warmup_fraction && !(*o.lr_warmup_fraction >= 0 && *o.lr_warmup_fraction < 1))
+    throw Error(cat("--lr-warmup-fraction: must be in [0, 1), got ", *o.lr_warmup_fraction));
+  for (const auto& [flag, v] :
+       {std::pair{"--save", o.save}, {"--load", o.load}, {"--tensorboard-dir", o.tensorboard_dir}})
+    if (v && v->empty()) throw Error(cat(flag, ": an empty directory name"));
+  TrainingConfig t = plan_training;
+  if (o.train_iters) t.train_iters = *o.train_iters;
+  if (o.seed) t.seed = *o.seed;
+  if (o.lr) t.lr = *o.lr;
+  if (o.min_lr) t.min_lr = *o.min_lr;
+  if (o.lr_decay_style) {
+    bool known = false;
+    for (LrDecayStyle st : {LrDecayStyle::kConstant, LrDecayStyle::kLinear, LrDecayStyle::kCosine,
+                            LrDecayStyle::kInverseSquareRoot})
+      if (*o.lr_decay_style == to_string(st)) t.lr_decay_style = st, known = true;
+    if (!known)
+      throw Error(
+          cat("--lr-decay-style: must be constant, linear, cosine or inverse-square-root, "
+              "got ",
+              *o.lr_decay_style));
+  }
+  if (o.lr_decay_iters) t.lr_decay_iters = *o.lr_decay_iters;
+  if (o.lr_warmup_iters) {
+    t.lr_warmup_iters = *o.lr_warmup_iters;
+    if (!o.lr_warmup_fraction) t.lr_warmup_fraction.reset();  // the flag replaces the plan's
+  }
+  if (o.lr_warmup_fraction) {
+    t.lr_warmup_fraction = *o.lr_warmup_fraction;
+    if (!o.lr_warmup_iters) t.lr_warmup_iters = 0;
+  }
+  if (o.weight_decay) t.weight_decay = *o.weight_decay;
+  if (o.clip_grad) t.clip_grad = *o.clip_grad;
+  if (!o.data_path.empty()) t.data_path = parse_data_path(o.data_path, "--data-path");
+  if (o.split) {
+    parse_split(*o.split, "--split");
+    t.split = *o.split;
+  }
+  if (o.eval_interval) t.eval_interval = *o.eval_interval;
+  if (o.eval_iters) t.eval_iters = *o.eval_iters;
+  if (o.save) t.save = *o.save;
+  if (o.load) t.load = *o.load;
+  if (o.save_interval) t.save_interval = *o.save_interval;
+  if (o.log_interval) t.log_interval = *o.log_interval;
+  if (o.tensorboard_dir) t.tensorboard_dir = *o.tensorboard_dir;
+  // The plan's rules (Megatron's), on the merged section; "training.min_lr: ..." becomes
+  // "--min-lr (training.min_lr): ...".
+  try {
+    return training_from_json(training_to_json(t), "training");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const size_t colon = what.find(':');
+    if (!what.starts_with("training.") || colon == std::string::npos) throw;
+    const std::string field = what.substr(0, colon);
+    std::string flag = "--" + field.substr(9);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    throw Error(cat(flag, " (", field, ")", what.substr(colon)));
+  }
+}
+
 // Every check that must pass before anything is allocated. Throws Error naming the flag/field,
 // or DoesNotFit.
 Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
-  if (o.iters < 1) throw Error(cat("--iters: must be >= 1, got ", o.iters));
-  if (o.warmup < 0 || o.warmup >= o.iters)
-    throw Error(cat("--warmup: must be in [0, --iters) = [0, ", o.iters, "), got ", o.warmup));
-  if (o.seed && *o.seed < 0) throw Error(cat("--seed: must be >= 0, got ", *o.seed));
+  if (o.iters && *o.iters < 1) throw Error(cat("--iters: must be >= 1, got ", *o.iters));
+  if (o.warmup && *o.warmup < 0) throw Error(cat("--warmup: must be >= 0, got ", *o.warmup));
   if (o.watchdog_s < 0) throw Error(cat("--watchdog: must be >= 0 seconds, got ", o.watchdog_s));
   Setup s;
   s.plan = load_plan(o.plan_path);
   require_valid(s.plan);
   check_executable(s.plan);
-  if (o.seed) s.plan.training.seed = *o.seed;
-  if (id.world_rank == 0)
+  s.plan.training = training_with_flags(o, s.plan.training);
+  const TrainingConfig& t = s.plan.training;
+  const bool root = id.world_rank == 0;
+
+  // The run's length and this call's iterations. Without train_iters (plan or flag) a run is a
+  // benchmark: --iters iterations (default 10) at the constant --lr, every one logged.
+  s.benchmark = t.train_iters == 0;
+  s.train_iters = s.benchmark ? o.iters.value_or(10) : t.train_iters;
+  if (!s.benchmark) {
+    s.lr_schedule = LrSchedule::from_training(t, s.plan.parallel.global_batch_size);
+  } else {
+    for (const auto& [flag, given] : {std::pair{"--lr-decay-style", o.lr_decay_style.has_value()},
+                                      {"--min-lr", o.min_lr.has_value()},
+                                      {"--lr-decay-iters", o.lr_decay_iters.has_value()},
+                                      {"--lr-warmup-iters", o.lr_warmup_iters.has_value()},
+                                      {"--lr-warmup-fraction", o.lr_warmup_fraction.has_value()}})
+      if (given)
+        throw Error(cat(flag,
+                        ": a learning-rate schedule needs --train-iters (or the plan's "
+                        "training.train_iters); without it a run is a benchmark at the "
+                        "constant --lr"));
+  }
+  s.log_interval = s.benchmark && !o.log_interval ? 1 : t.log_interval;
+  if (o.seed && *o.seed < 0) throw Error(cat("--seed: must be >= 0, got ", *o.seed));
+
+  // --load: a checkpoint, or nothing (a fresh start, said so); its seed is the run's RNG state.
+  int64_t start = 0;
+  if (!t.load.empty()) {
+    int unfinished = 0;
+    s.load = find_checkpoint(t.load, s.plan, /*verify_checksums=*/root, &unfinished);
+    if (!s.load) {
+      s.notes.push_back(
+          cat("--load ", t.load, ": no checkpoint there",
+              unfinished > 0 ? cat(" (", unfinished, " unfinished saves ignored)") : std::string(),
+              ", starting fresh"));
+    } else {
+      const CheckpointState& c = s.load->state;
+      start = c.iteration;
+      for (const std::string& n : s.load->notes) s.notes.push_back(n);
+      if (static_cast<int64_t>(c.seed) != t.seed) {
+        s.notes.push_back(cat("--load: the checkpoint's seed ", c.seed, " replaces ", t.seed,
+                              " (the seed is the run's RNG state: it orders the data)"));
+        s.plan.training.seed = static_cast<int64_t>(c.seed);
+      }
+      if (c.train_iters != s.train_iters && !s.benchmark)
+        s.notes.push_back(cat("--load: the checkpoint's run had train_iters ", c.train_iters,
+                              ", this one ", s.train_iters,
+                              " (with --data-path the sample order follows the new length)"));
+      // Megatron's OptimizerParamScheduler refuses a checkpoint of another schedule too.
+      auto mismatch = [&](const char* flag, double have, double saved) {
+        if (have != saved)
+          throw Error(cat(flag, ": ", have, " differs from the checkpoint's ", saved, " (",
+                          s.load->dir, "); resume with the schedule it was saved with"));
+      };
+      if (s.lr_schedule.has_value() != c.lr_schedule.has_value())
+        throw Error(cat(s.lr_schedule ? "--train-iters" : "--lr", ": the checkpoint ", s.load->dir,
+                        " was saved by a run ",
+                        c.lr_schedule ? "with a learning-rate schedule (train_iters set)"
+                                      : "at a constant learning rate (no train_iters)",
+                        "; resume it the same way"));
+      if (s.lr_schedule) {
+        const LrSchedule& a = *s.lr_schedule;
+        const LrSchedule& b = *c.lr_schedule;
+        mismatch("--lr", a.max_lr, b.max_lr);
+        mismatch("--min-lr", a.min_lr, b.min_lr);
+        mismatch("--lr-warmup-init", a.init_lr, b.init_lr);
+        mismatch("--lr-warmup-iters (warmup samples)", a.warmup_steps, b.warmup_steps);
+        mismatch("--lr-decay-iters (decay samples)", a.decay_steps, b.decay_steps);
+        if (a.style != b.style)
+          throw Error(cat("--lr-decay-style: ", to_string(a.style),
+                          " differs from the checkpoint's ", to_string(b.style), " (", s.load->dir,
+                          ")"));
+      } else {
+        mismatch("--lr", t.lr, c.constant_lr);
+      }
+      if (s.benchmark) s.train_iters = start + o.iters.value_or(10);
+      if (start >= s.train_iters)
+        throw Error(cat("--train-iters: ", s.train_iters, ", but the checkpoint ", s.load->dir,
+                        " is at iteration ", start, ": nothing to train"));
+    }
+  }
+  s.iterations = s.train_iters - start;
+  if (o.iters && !s.benchmark) s.iterations = std::min(s.iterations, *o.iters);
+  s.warmup = o.warmup.value_or(std::min<int64_t>(2, s.iterations - 1));
+  if (s.warmup >= s.iterations)
+    throw Error(cat("--warmup: must be in [0, --iters) = [0, ", s.iterations, "), got ", s.warmup));
+
+  // --save: a directory of this run's checkpoints; one that holds another run's is not
+  // overwritten (pass --load DIR to continue it).
+  if (!t.save.empty()) {
+    const std::optional<int64_t> there = latest_checkpoint_iteration(t.save);
+    std::error_code ec;
+    const bool same = s.load && std::filesystem::equivalent(t.save, s.load->root, ec);
+    if (there && !same)
+      throw Error(cat("--save: ", t.save, " already holds a checkpoint (iteration ", *there,
+                      "); a fresh run would replace it: resume it with --load ", t.save,
+                      ", or save elsewhere"));
+  }
+  if (root) {
     for (const auto& [path, flag] : {std::pair{o.json_path, "--json"}, {o.trace_path, "--trace"}})
       if (!path.empty()) {
         std::ofstream probe(path, std::ios::app);  // fail now, not after training
         if (!probe) throw Error(cat(flag, ": cannot write '", path, "'"));
       }
+    if (!t.tensorboard_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(t.tensorboard_dir, ec);
+      std::ofstream probe(t.tensorboard_dir + "/metrics.jsonl", std::ios::app);
+      if (ec || !probe)
+        throw Error(cat("--tensorboard-dir: cannot write '", t.tensorboard_dir, "'"));
+    }
+  }
   int64_t world = s.plan.world_size();
   if (world != id.world_size)
     throw Error(cat("plan: needs ", world, world == 1 ? " rank" : " ranks",
@@ -314,6 +510,23 @@ Json report_memory(const Setup& s, const std::vector<RankMemory>& mem,
   return {{"ranks", ranks}, {"stages", stages}};
 }
 
+std::string schedule_text(const Setup& s) {
+  const TrainingConfig& t = s.plan.training;
+  if (!s.lr_schedule)
+    return cat("constant ", t.lr, " (no train_iters: a benchmark of ", s.train_iters,
+               " iterations)");
+  const LrSchedule& l = *s.lr_schedule;
+  const double G = static_cast<double>(l.global_batch_size);
+  std::string text = cat(to_string(l.style), " from ", l.max_lr, " to ", l.min_lr);
+  if (l.warmup_steps > 0)
+    text += cat(", warmup ", l.warmup_steps / G, " iterations from ", l.init_lr);
+  text +=
+      cat(", decay over ", l.decay_steps / G, " iterations; ", s.train_iters, " iterations in all");
+  return text;
+}
+
+// Training: the loop of exec/runner, then the report. Throws CheckpointSaveError on every rank
+// when a checkpoint cannot be written.
 void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   const Plan& plan = s.plan;
   const bool root = id.world_rank == 0;
@@ -330,67 +543,49 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
     world = std::make_unique<MpiCommWorld>(groups);
   }
   MPLAN_CHECK(backend && world, "backend '", s.backend, "' not available");
-  TrainerOptions to;
-  to.act = act_dtype_of(plan);
-  to.seed = static_cast<uint64_t>(plan.training.seed);
-  Trainer trainer(plan, *backend, *world, to);
+  LoopOptions lo;
+  lo.train_iters = s.train_iters;
+  lo.max_iterations = s.iterations;
+  lo.log_interval = s.log_interval;
+  lo.lr_schedule = s.lr_schedule;
+  lo.load = s.load;
+  lo.save = plan.training.save;
+  lo.save_interval = plan.training.save_interval;
+  lo.tensorboard_dir = plan.training.tensorboard_dir;
+  lo.trainer.act = act_dtype_of(plan);
+  lo.trainer.seed = static_cast<uint64_t>(plan.training.seed);
+  lo.print = [](const std::string& text) { std::cout << text << std::flush; };
+  if (root) {
+    std::cout << "mplan run: " << plan.model.name << " on " << plan.world_size() << " rank"
+              << (plan.world_size() > 1 ? "s" : "") << " (" << s.backend << " backend, "
+              << to_string(plan.training.precision) << "), " << layout_text(plan) << "\n"
+              << "data: " << s.data.description << "\n"
+              << "learning rate: " << schedule_text(s) << "\n";
+    for (const std::string& n : s.data.notes) std::cout << "data: " << n << "\n";
+    for (const std::string& n : s.notes) std::cout << "note: " << n << "\n";
+    if (!s.prediction) std::cout << "prediction: not available (" << s.prediction_error << ")\n";
+    std::cout << std::flush;
+  }
+  TrainingLoop loop(plan, s.data, *backend, *world, lo);
+  Trainer& trainer = loop.trainer();
   const RankCoord coord = RankGrid(plan.parallel).coord(id.world_rank);
   Watchdog watchdog(
       o.watchdog_s, trainer.progress(), trainer.tracer(),
       cat("rank ", id.world_rank, " (host ", id.hostname, ", pipeline stage ", coord.pp, ")"));
-
-  const double world_size = static_cast<double>(plan.world_size());
-  const double peak = plan.cluster.gpu.peak_bf16_tflops;
-  if (root) {
-    std::cout << "mplan run: " << plan.model.name << " on " << plan.world_size() << " rank"
-              << (plan.world_size() > 1 ? "s" : "") << " (" << s.backend << " backend, "
-              << to_string(plan.training.precision) << "), " << layout_text(plan) << ", "
+  if (root)
+    std::cout << "training iterations " << trainer.iterations_done() + 1 << " to "
+              << trainer.iterations_done() + s.iterations << " of " << s.train_iters << ", "
               << trainer.num_microbatches() << " micro-batch"
               << (trainer.num_microbatches() > 1 ? "es" : "") << " of "
               << plan.parallel.micro_batch_size << " x " << plan.model.seq_length
-              << " tokens per pipeline per iteration\n";
-    if (!s.prediction) std::cout << "prediction: not available (" << s.prediction_error << ")\n";
-  }
-  std::vector<IterationRecord> records;
+              << " tokens per pipeline per iteration\n"
+              << std::flush;
   backend->reset_peak_memory();
-  // Iteration i lasts from its start to the next one's (the host waits once inside each step);
-  // the last one until the device has finished it.
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  auto finish = [&](IterationRecord& rec, clock::time_point end) {
-    rec.seconds = std::chrono::duration<double>(end - t0).count();
-    t0 = end;
-    const double tokens = static_cast<double>(rec.global_batch * plan.model.seq_length);
-    const double flops = megatron_flops(plan.model, rec.global_batch, plan.parallel.tp);
-    rec.tokens_per_s = tokens / rec.seconds;
-    rec.tflops_per_gpu = flops / rec.seconds / world_size / 1e12;
-    rec.mfu = rec.tflops_per_gpu / peak;
-    records.push_back(rec);
-    if (root)
-      std::cout << "iter " << rec.iteration << "/" << o.iters << (rec.warmup ? " (warmup)" : "")
-                << "  loss " << format_fixed(rec.loss, 4) << "  grad-norm "
-                << format_fixed(rec.grad_norm, 3) << "  " << format_ms(rec.seconds, 1)
-                << "  tokens/s " << format_fixed(rec.tokens_per_s, 0) << "  TFLOP/s/GPU "
-                << format_fixed(rec.tflops_per_gpu, 2) << "  MFU " << format_percent(rec.mfu, 1)
-                << "\n"
-                << std::flush;
-  };
-  std::optional<IterationRecord> open;
-  for (int64_t i = 0; i < o.iters; ++i) {
-    const auto start = clock::now();
-    if (open) finish(*open, start);
-    StepResult r = trainer.step();
-    IterationRecord rec;
-    rec.iteration = i + 1;
-    rec.warmup = i < o.warmup;
-    rec.loss = r.loss;
-    rec.grad_norm = r.grad_norm;
-    rec.microbatches = r.num_microbatches;
-    rec.global_batch = r.global_batch_size;
-    open = rec;
-  }
-  backend->synchronize();
-  finish(*open, clock::now());
+  const TrainingResult result = loop.run();
+  const std::vector<IterationRecord>& records = result.iterations;
+  MPLAN_CHECK(!records.empty(), "a run of no iterations");
+  const double world_size = static_cast<double>(plan.world_size());
+  const double peak = plan.cluster.gpu.peak_bf16_tflops;
 
   // The slowest rank's time of every iteration.
   std::vector<double> local(records.size()), slowest(records.size());
@@ -398,7 +593,7 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   MPLAN_MPI_CHECK(MPI_Reduce(local.data(), slowest.data(), static_cast<int>(local.size()),
                              MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
   // The last iteration's trace: breakdown per rank, and the trace file.
-  std::vector<Tracer::Timed> spans = trainer.tracer()->timed();
+  std::vector<Tracer::Timed> spans = result.last_trace.timed();
   const MeasuredBreakdown mb = measure_breakdown(spans);
   double mine[7] = {mb.compute_s, mb.tp_comm_s,   mb.pp_comm_s, mb.dp_comm_s,
                     mb.bubble_s,  mb.optimizer_s, mb.total_s};
@@ -421,15 +616,14 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   std::vector<std::string> hosts = gather_strings(id.hostname, id.world_size);
   if (!root) return;
 
-  for (size_t i = 0; i < records.size(); ++i) records[i].seconds = slowest[i];
   std::vector<double> measured;
-  for (const auto& r : records)
-    if (!r.warmup) measured.push_back(r.seconds);
+  for (size_t i = static_cast<size_t>(s.warmup); i < records.size(); ++i)
+    measured.push_back(slowest[i]);
   const double med = median(measured);
   const IterationRecord& last = records.back();
   const double tokens = static_cast<double>(last.global_batch * plan.model.seq_length);
   const double flops = megatron_flops(plan.model, last.global_batch, plan.parallel.tp);
-  std::cout << "median iteration (" << measured.size() << " after " << o.warmup
+  std::cout << "median iteration (" << measured.size() << " after " << s.warmup
             << " warmup, slowest rank): " << format_ms(med, 1) << ", "
             << format_fixed(tokens / med / world_size, 0) << " tokens/s/GPU, "
             << format_fixed(flops / med / world_size / 1e12, 2) << " TFLOP/s/GPU, MFU "
@@ -470,23 +664,45 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   j["parallel"] = parallel_to_json(plan.parallel);
   j["precision"] = to_string(plan.training.precision);
   j["seed"] = plan.training.seed;
-  j["warmup_iterations"] = o.warmup;
+  j["data"] = s.data.description;
+  j["train_iters"] = s.train_iters;
+  j["start_iteration"] = result.start_iteration;
+  j["warmup_iterations"] = s.warmup;
   j["model_flops_per_iteration"] = flops;  // of the last iteration's global batch
   j["flops_formula"] = "Megatron-LM num_floating_point_operations (dense, no recompute)";
   j["peak_bf16_tflops_per_gpu"] = peak;
   Json list = Json::array();
-  for (const auto& r : records)
-    list.push_back({{"iteration", r.iteration},
-                    {"warmup", r.warmup},
-                    {"loss", r.loss},
-                    {"grad_norm", r.grad_norm},
-                    {"microbatches", r.microbatches},
-                    {"global_batch_size", r.global_batch},
-                    {"ms", r.seconds * 1e3},
-                    {"tokens_per_s", r.tokens_per_s},
-                    {"tflops_per_gpu", r.tflops_per_gpu},
-                    {"mfu", r.mfu}});
+  for (size_t i = 0; i < records.size(); ++i) {
+    const IterationRecord& r = records[i];
+    const double secs = slowest[i];
+    const double tflops =
+        megatron_flops(plan.model, r.global_batch, plan.parallel.tp) / secs / world_size / 1e12;
+    list.push_back(
+        {{"iteration", r.iteration},
+         {"warmup", static_cast<int64_t>(i) < s.warmup},
+         {"loss", r.loss},
+         {"lr", r.lr},
+         {"grad_norm", r.grad_norm},
+         {"consumed_samples", r.consumed_samples},
+         {"microbatches", r.microbatches},
+         {"global_batch_size", r.global_batch},
+         {"ms", secs * 1e3},
+         {"tokens_per_s", static_cast<double>(r.global_batch * plan.model.seq_length) / secs},
+         {"tflops_per_gpu", tflops},
+         {"mfu", tflops / peak}});
+  }
   j["iterations"] = list;
+  Json evals = Json::array();
+  for (const EvalRecord& e : result.evaluations)
+    evals.push_back({{"iteration", e.iteration},
+                     {"split", e.split},
+                     {"prefix", e.prefix},
+                     {"loss", e.loss},
+                     {"ppl", perplexity(e.loss)},
+                     {"samples", e.samples},
+                     {"first_sample", e.first_sample}});
+  j["evaluations"] = evals;
+  j["checkpoints_saved"] = result.saved;
   j["prediction"] = prediction;
   j["summary"] = {{"median_ms", med * 1e3},
                   {"tokens_per_s", tokens / med},
@@ -519,17 +735,38 @@ void run_run(const RunOptions& o) {
     error = cat("internal error: ", e.what());
     code = 1;
   }
-  int failing = error.empty() ? INT_MAX : id.world_rank, first = INT_MAX;
-  MPLAN_MPI_CHECK(MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  int worst = error.empty() ? 0 : code, exit_code = 0;
-  MPLAN_MPI_CHECK(MPI_Allreduce(&worst, &exit_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  if (first != INT_MAX) {
-    if (first == id.world_rank) std::cerr << "mplan: error: " << error << "\n";
-    throw ExitWith{first == id.world_rank ? code : exit_code};
+  // Every rank learns whether any failed; the first failing rank says why.
+  auto agree = [&] {
+    int failing = error.empty() ? INT_MAX : id.world_rank, first = INT_MAX;
+    MPLAN_MPI_CHECK(MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int worst = error.empty() ? 0 : code, exit_code = 0;
+    MPLAN_MPI_CHECK(MPI_Allreduce(&worst, &exit_code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (first != INT_MAX) {
+      if (first == id.world_rank) std::cerr << "mplan: error: " << error << "\n";
+      throw ExitWith{first == id.world_rank ? code : exit_code};
+    }
+  };
+  agree();
+  // The data: rank 0 builds (and caches) the dataset indices first, then the others load them.
+  try {
+    setup.data =
+        make_training_data_rank0_first(setup.plan, setup.train_iters, id.world_rank, [](bool ok) {
+          int mine = ok ? 0 : 1, failed = 0;
+          MPLAN_MPI_CHECK(MPI_Allreduce(&mine, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+          return failed == 0;
+        });
+  } catch (const Error& e) {
+    error = e.what();
+    code = 2;
   }
-  // Phase 2: training. A failure on one rank must not leave the others in a collective.
+  agree();
+  // Phase 2: training. A failure on one rank must not leave the others in a collective; a
+  // checkpoint that cannot be written fails on every rank together.
   try {
     train(o, setup, id);
+  } catch (const CheckpointSaveError& e) {
+    if (id.world_rank == 0) std::cerr << "mplan: error: --save: " << e.what() << "\n";
+    throw ExitWith{1};
   } catch (const std::exception& e) {
     MPLAN_FATAL("mplan run failed: ", e.what());
   }
@@ -546,18 +783,56 @@ void run_run(const RunOptions&) {
 void add_run(CLI::App& app) {
   auto opts = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand(
-      "run", "Train a plan on synthetic tokens (under mpirun, one rank per GPU) and measure it");
+      "run",
+      "Train a plan as Megatron-LM's pretrain() does (under mpirun, one rank per GPU) and "
+      "measure it");
   cmd->add_option("plan", opts->plan_path, "Plan JSON file (e.g. the best.json of mplan sweep)")
       ->required();
-  cmd->add_option("--iters", opts->iters, "Iterations to train, warmup included (default 10)");
+  cmd->add_option("--iters", opts->iters,
+                  "Iterations to run in this call: without --train-iters a benchmark of K "
+                  "iterations at a constant lr (default 10); with it, at most K more of the run "
+                  "(a segment; --save/--load carry on)");
   cmd->add_option("--warmup", opts->warmup,
-                  "First iterations left out of the median (default 2; < --iters)");
-  cmd->add_option("--seed", opts->seed,
-                  "Seed of the weights and the synthetic tokens (default: the plan's "
-                  "training.seed)");
+                  "First iterations of this call left out of the median (default 2; < the "
+                  "iterations of this call)");
+  auto group = [&](const char* name, auto& field, const char* help) {
+    cmd->add_option(name, field, help)->group("Training (each overrides the plan's field)");
+  };
+  group("--train-iters", opts->train_iters,
+        "Iterations of the whole run (training.train_iters): the learning-rate schedule and the "
+        "data sizes follow it");
+  group("--data-path", opts->data_path,
+        "Megatron indexed datasets: PREFIX (of PREFIX.bin/.idx) or weighted 'W1 P1 W2 P2 ...' "
+        "(default: synthetic tokens)");
+  group("--split", opts->split,
+        "Train/valid/test shares of the documents (default \"969, 30, 1\")");
+  group("--lr", opts->lr, "Peak learning rate");
+  group("--min-lr", opts->min_lr, "Learning rate at the end of the decay");
+  group("--lr-decay-style", opts->lr_decay_style,
+        "constant, linear (default), cosine or inverse-square-root");
+  group("--lr-decay-iters", opts->lr_decay_iters, "Iterations of the decay (default train_iters)");
+  group("--lr-warmup-iters", opts->lr_warmup_iters, "Iterations of linear warmup");
+  group("--lr-warmup-fraction", opts->lr_warmup_fraction,
+        "Warmup as a fraction of the decay iterations (instead of --lr-warmup-iters)");
+  group("--weight-decay", opts->weight_decay, "AdamW weight decay (not on biases and norms)");
+  group("--clip-grad", opts->clip_grad, "Gradient-norm clipping (0: off)");
+  group("--eval-interval", opts->eval_interval,
+        "Evaluate the validation split every N iterations (0: only at the end)");
+  group("--eval-iters", opts->eval_iters, "Batches per evaluation (0: no evaluation)");
+  group("--save", opts->save, "Checkpoint directory to write (Megatron's layout)");
+  group("--save-interval", opts->save_interval, "Save every N iterations (and at the end)");
+  group("--load", opts->load,
+        "Checkpoint directory to resume from (empty or absent: a fresh start, said so)");
+  group("--log-interval", opts->log_interval,
+        "Print Megatron's log line every N iterations (default: the plan's; 1 for benchmarks)");
+  group("--tensorboard-dir", opts->tensorboard_dir,
+        "Write metrics.jsonl and curves.svg (loss and learning rate) there");
+  group("--seed", opts->seed,
+        "Seed of the weights and the data (default: the plan's training.seed; a checkpoint's "
+        "replaces it)");
   cmd->add_option("--json", opts->json_path,
-                  "Also write every iteration, the summary, per-rank memory and the per-stage "
-                  "breakdown (measured and predicted) to this file");
+                  "Also write every iteration (loss, lr, time), the evaluations, the summary, "
+                  "per-rank memory and the per-stage breakdown (measured and predicted)");
   cmd->add_option("--trace", opts->trace_path,
                   "Write a Chrome trace of the last iteration (every schedule action and "
                   "collective of every rank), in the schema of `mplan simulate --trace`");
@@ -573,17 +848,24 @@ void add_run(CLI::App& app) {
   cmd->footer(
       "Runs every dense GPT plan: tensor, sequence, pipeline (gpipe, 1f1b, interleaved with vpp,\n"
       "zb-h1) and data parallelism, the distributed optimizer, recomputation (selective, full),\n"
-      "both rank orders and batch-size ramp-up. Per iteration: loss, gradient norm, time\n"
-      "(slowest rank), tokens/s, TFLOP/s per GPU and MFU (Megatron's FLOP count; peak from the\n"
-      "plan's cluster). At the end: the median iteration time after warmup, each rank's peak\n"
-      "memory and, beside the simulator's prediction, the peak memory and the time breakdown of\n"
-      "every pipeline stage (compute, exposed TP / PP / DP communication, bubble, optimizer).\n"
-      "The world size must equal the plan's tp x cp x pp x dp.\n"
-      "Exit status: 0 ok; 2 bad plan or option (nothing allocated); 1 a plan predicted not to fit\n"
-      "(--force overrides), or a failure while training.\n"
+      "both rank orders and batch-size ramp-up, as Megatron-LM's pretrain(): the learning-rate\n"
+      "schedule, evaluation of the validation split every --eval-interval (forward only) and of\n"
+      "the test split at the end, checkpoints every --save-interval, Megatron's log line every\n"
+      "--log-interval (plus tokens/s/GPU and MFU). At the end: the median iteration time after\n"
+      "warmup, each rank's peak memory and, beside the simulator's prediction, the peak memory\n"
+      "and the time breakdown of every pipeline stage. The world size must equal the plan's\n"
+      "tp x cp x pp x dp.\n"
+      "Exit status: 0 ok; 2 bad plan, option, data or checkpoint (nothing allocated); 1 a plan\n"
+      "predicted not to fit (--force overrides), a checkpoint that cannot be written, or a\n"
+      "failure while training.\n"
       "Examples:\n"
       "  mpirun -np 4 mplan run configs/plans/gpt3-1.3b-dp4.json --iters 20 --warmup 5\n"
       "  mpirun -np 4 mplan run configs/plans/gpt3-1.3b-pp4.json --trace run-trace.json\n"
+      "  mplan run configs/plans/gpt3-1.3b-1gpu.json --data-path data/corpus_text_document \\\n"
+      "      --split 949,50,1 --train-iters 2000 --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine "
+      "\\\n"
+      "      --lr-warmup-iters 100 --eval-interval 200 --eval-iters 10 --save ckpt --load ckpt \\\n"
+      "      --save-interval 500 --log-interval 10 --tensorboard-dir tb\n"
       "  mpirun -np 2 mplan run configs/plans/tiny-gpt-tp2-sp.json --backend cpu --json run.json\n"
       "  mplan run configs/plans/tiny-gpt.json --backend cpu --iters 3");
   cmd->callback([opts] { run_run(*opts); });

@@ -207,7 +207,8 @@ class Backend {
   virtual void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
                                 Tensor stats) = 0;
   // 3) with global stats: loss(T) f32 = log(sumexp) + max - target_logit; logits overwritten
-  //    in place by dL/dlogits · grad_scale = (softmax - onehot(target)) · grad_scale.
+  //    in place by dL/dlogits · grad_scale = (softmax - onehot(target)) · grad_scale. An empty
+  //    (T, 0) logits view computes the loss alone (evaluation) and writes no gradient.
   virtual void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
                                   Tensor row_max, Tensor stats, float grad_scale, Tensor loss) = 0;
   // Sum of a f32 vector into out(1) f32 (+= when accumulate).

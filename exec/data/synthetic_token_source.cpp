@@ -1,4 +1,4 @@
-// SyntheticTokenSource: counter-based tokens, the same function as SyntheticData::token.
+// SyntheticTokenSource: counter-based tokens.
 #include "exec/data/synthetic_token_source.hpp"
 
 #include <limits>

@@ -1,6 +1,6 @@
-// SyntheticTokenSource: the TokenSource of SyntheticData's random tokens (exec/runner): token p
-// of sample i is counter_uniform(seed, i, p, vocab), so fill_batch over it equals
-// SyntheticData::fill. Unbounded: size() is INT64_MAX.
+// SyntheticTokenSource: random tokens for benchmarks (the executor's data without --data-path):
+// token p of sample i is counter_uniform(seed, i, p, vocab), so every layout sees the same global
+// batch. Unbounded: size() is INT64_MAX.
 #pragma once
 
 #include "exec/data/token_source.hpp"

@@ -25,8 +25,8 @@ class TokenSource {
 // The inputs and targets of this data-parallel rank for one iteration, in Megatron's pretraining
 // sampler order: micro-batch k of the iteration starting at global sample `first_sample` takes
 // samples [first_sample + k·b·dp, +b·dp), and rank r the b of them starting at r·b.
-// Output layout (M, s, b) int32 each, as SyntheticData::fill (M micro-batches, b micro-batch size,
-// s = sample_tokens() - 1).
+// Output layout (M, s, b) int32 each (M micro-batches, b micro-batch size, s = sample_tokens() -
+// 1).
 void fill_batch(const TokenSource& source, int64_t first_sample, int64_t micro_batch,
                 int64_t num_microbatches, int64_t dp, int64_t dp_rank, std::vector<int32_t>& inputs,
                 std::vector<int32_t>& targets);

@@ -322,7 +322,7 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
 // ---- head ---------------------------------------------------------------------------------------
 
 void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const HeadWeightInputs& w,
-                             Tensor targets, float grad_scale, Tensor loss_sum) {
+                             Tensor targets, float grad_scale, Tensor loss_sum, bool loss_only) {
   MPLAN_CHECK(targets.dtype == DType::kI32 && targets.numel() == d_.tokens(),
               "targets must be (s, b) i32 with ", d_.tokens(), " elements");
   layer_ = -1;
@@ -339,7 +339,9 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
   be_.xent_local_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
   if (d_.tp > 1)
     traced("tp_all_reduce", [&] { tp_.all_reduce(hm.stats, ReduceOp::kSum, Stream::kCompute); });
-  be_.xent_loss_and_grad(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
+  // Loss only: an empty (T, 0) view of the logits receives the (absent) gradient.
+  const Tensor dlogits = loss_only ? w.logits.flat_slice(0, 0).view({d_.tokens(), 0}) : w.logits;
+  be_.xent_loss_and_grad(dlogits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
                          hm.token_loss);
   be_.sum(hm.token_loss, loss_sum, /*accumulate=*/true);
 }

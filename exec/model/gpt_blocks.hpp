@@ -83,9 +83,10 @@ class GptBlocks {
 
   // ---- head (last chunk): final norm, output layer, loss ----
   // From x (s_l, b, h): logits, the per-token loss (summed into loss_sum (1) f32) and, in place of
-  // the logits, dL/dlogits · grad_scale.
+  // the logits, dL/dlogits · grad_scale — or, loss_only (evaluation), the loss alone: the logits
+  // stay as they are.
   void head_forward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w,
-                    Tensor targets, float grad_scale, Tensor loss_sum);
+                    Tensor targets, float grad_scale, Tensor loss_sum, bool loss_only = false);
   // d_x (s_l, b, h) = dL/dx; the output weight's gradient too unless split.
   void head_backward(const ChunkParams& c, const HeadMain& h, const HeadWeightInputs& w, Tensor d_x,
                      bool split, GradSync* sync);

@@ -239,7 +239,11 @@ void StageModel::forward(int c, int64_t mb, Tensor tokens, Tensor targets, float
       for (int i : {cp.lnf_w, cp.lnf_b, cp.output})
         if (i >= 0) params->wait_param(i);
     blocks_->head_forward(cp, s.head, w != nullptr ? w->head_win : s.head_win, targets, grad_scale,
-                          loss_sum);
+                          loss_sum, forward_only_);
+  }
+  if (forward_only_) {  // nothing waits for a backward
+    A.release_main(mb);
+    if (w != nullptr) A.release_weight(mb);
   }
 }
 

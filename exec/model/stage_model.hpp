@@ -67,6 +67,12 @@ class StageModel {
   void init_values(const ParamSpec& spec, int64_t begin, int64_t end, float* out) const;
   void zero_grads();
 
+  // Evaluation (Megatron's forward_only): forward() computes the loss without writing dL/dlogits
+  // and gives the micro-batch's activation slots back as soon as its F ends; no gradient buffer
+  // is touched. Run a forward-only schedule (src/schedule) in this mode.
+  void set_forward_only(bool on) { forward_only_ = on; }
+  bool forward_only() const { return forward_only_; }
+
   // ---- passes ----
   // Where F(c, mb)'s input is received (chunks without the embedding).
   Tensor forward_input(int c, int64_t mb);
@@ -118,6 +124,7 @@ class StageModel {
   std::map<std::pair<int, int64_t>, Tensor> fwd_out_, bwd_in_, bwd_out_;
   uint64_t seed_ = 0;
   double init_std_ = 0;
+  bool forward_only_ = false;
 };
 
 }  // namespace mplan::exec

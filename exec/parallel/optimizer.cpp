@@ -119,10 +119,12 @@ float Optimizer::clip_coefficient(double grad_norm) const {
   return c < 1.0 ? static_cast<float>(c) : 1.0f;
 }
 
-void Optimizer::step(int64_t step, float grad_scale) {
+void Optimizer::step(int64_t step, float grad_scale) { this->step(step, grad_scale, cfg_.lr); }
+
+void Optimizer::step(int64_t step, float grad_scale, float lr) {
   for (const Run& r : adam_runs_) {
     Backend::AdamW hp{
-        cfg_.lr,    cfg_.beta1, cfg_.beta2, cfg_.eps, r.weight_decay ? cfg_.weight_decay : 0.0f,
+        lr,         cfg_.beta1, cfg_.beta2, cfg_.eps, r.weight_decay ? cfg_.weight_decay : 0.0f,
         grad_scale, step};
     be_.adamw(hp, master_.flat_slice(r.packed, r.numel), grads_.flat_slice(r.offset, r.numel),
               m_.flat_slice(r.packed, r.numel), v_.flat_slice(r.packed, r.numel),

@@ -48,8 +48,10 @@ class Optimizer {
   void grad_sum_squares(Tensor out);
   // Clip coefficient for a global gradient norm: min(1, clip_grad / (norm + 1e-6)).
   float clip_coefficient(double grad_norm) const;
-  // AdamW step number `step` (>= 1) with the gradients multiplied by grad_scale.
+  // AdamW step number `step` (>= 1) with the gradients multiplied by grad_scale, at the
+  // configured learning rate, or at `lr` (the learning-rate schedule's value for this step).
   void step(int64_t step, float grad_scale);
+  void step(int64_t step, float grad_scale, float lr);
 
   // A piece of the owned elements: flat buffer offset, offset in master/m/v, length.
   struct Run {
@@ -62,6 +64,8 @@ class Optimizer {
   const std::vector<Run>& norm_runs() const { return norm_runs_; }
   const std::vector<ShardRange>& owned() const { return owned_; }
   Tensor master() const { return master_; }  // (owned elements) f32, packed
+  Tensor exp_avg() const { return m_; }      // Adam's m, packed like master()
+  Tensor exp_avg_sq() const { return v_; }   // Adam's v, packed like master()
   int64_t owned_elems() const { return owned_elems_; }
   // The packed position of flat element `flat`, or -1 when it is not owned.
   int64_t packed_of(int64_t flat) const;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "exec/data/synthetic_token_source.hpp"
 #include "exec/model/gpt_dims.hpp"
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
@@ -52,6 +53,15 @@ GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank) {
 
 namespace {
 
+// Every token must index the model's vocabulary (data made for another tokenizer would not).
+void check_tokens(const std::vector<int32_t>& tokens, int64_t vocab, int64_t first_sample) {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= vocab)
+      throw Error(cat("--data-path: token ", t, " in the batch starting at sample ", first_sample,
+                      " is outside the model's vocabulary [0, ", vocab,
+                      "): the data was made for another tokenizer"));
+}
+
 MicrobatchSpec batch_spec(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
   return {p.global_batch_size, p.micro_batch_size, p.dp, plan.training.rampup_batch_size, false};
@@ -95,13 +105,12 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
   model_ = std::make_unique<StageModel>(ss, be_, tp_, tracer_.get());
   const GptDims& d = model_->dims();
 
-  data_.seed = o.seed;
-  data_.vocab = plan.model.vocab_size;
-  data_.seq = d.seq;
-  data_.micro_batch = d.micro_batch;
-  data_.num_microbatches = max_micro;
-  data_.dp = p.dp;
-  data_.dp_rank = dp_.rank();
+  data_ = o.data
+              ? o.data
+              : std::make_shared<const SyntheticTokenSource>(o.seed, plan.model.vocab_size, d.seq);
+  MPLAN_CHECK(data_->sample_tokens() == d.seq + 1, "the data's samples have ",
+              data_->sample_tokens(), " tokens; the model needs seq_length + 1 = ", d.seq + 1);
+  lr_schedule_ = o.lr_schedule;
 
   sync_ = std::make_unique<GradSync>(model_->params(), model_->grads(), be_, dp_,
                                      p.overlap_grad_reduce, p.distributed_optimizer, tracer_.get());
@@ -125,6 +134,8 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
       [&m](const ParamSpec& s, int64_t b, int64_t e, float* out) { m.init_values(s, b, e, out); });
   runner_ = std::make_unique<PipelineRunner>(*model_, pp_, be_, tracer_.get(), &progress_);
 
+  // Evaluation runs the final batch size (Megatron's evaluate()).
+  max_micro = std::max(max_micro, p.global_batch_size / (p.micro_batch_size * p.dp));
   data_capacity_ = max_micro;
   inputs_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
   targets_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
@@ -148,8 +159,22 @@ Trainer::~Trainer() {
 
 int64_t Trainer::num_microbatches() const { return batches_.at(consumed_).num_microbatches; }
 
-const Schedule& Trainer::schedule(int64_t microbatches) {
-  auto it = schedules_.find(microbatches);
+double Trainer::lr_at(int64_t consumed_samples) const {
+  return lr_schedule_ ? lr_schedule_->at_samples(static_cast<double>(consumed_samples))
+                      : plan_.training.lr;
+}
+
+void Trainer::restore_counters(int64_t iterations, int64_t consumed_samples,
+                               int64_t optimizer_steps) {
+  MPLAN_CHECK(iterations >= 0 && consumed_samples >= 0 && optimizer_steps >= 0,
+              "negative counters");
+  iteration_ = iterations;
+  consumed_ = consumed_samples;
+  updates_ = optimizer_steps;
+}
+
+const Schedule& Trainer::schedule(int64_t microbatches, bool forward_only) {
+  auto it = schedules_.find({microbatches, forward_only});
   if (it != schedules_.end()) return it->second;
   const ParallelConfig& p = plan_.parallel;
   ScheduleSpec spec;
@@ -159,7 +184,9 @@ const Schedule& Trainer::schedule(int64_t microbatches) {
   spec.microbatches = microbatches;
   spec.group_size =
       p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage : 0;
-  return schedules_.emplace(microbatches, make_schedule(spec)).first->second;
+  spec.forward_only = forward_only;
+  return schedules_.emplace(std::pair{microbatches, forward_only}, make_schedule(spec))
+      .first->second;
 }
 
 void Trainer::finalize_grads() {
@@ -250,7 +277,11 @@ StepResult Trainer::step(bool apply_update) {
   if (tracer_) tracer_->clear();
 
   // The iteration's tokens go up before any compute is queued: no host wait inside the step.
-  data_.fill_at(consumed_, M, host_inputs_, host_targets_);
+  fill_batch(*data_, consumed_, d.micro_batch, M, plan_.parallel.dp, dp_.rank(), host_inputs_,
+             host_targets_);
+  check_tokens(host_inputs_, plan_.model.vocab_size, consumed_);
+  check_tokens(host_targets_, plan_.model.vocab_size, consumed_);
+  const double lr = lr_at(consumed_);
   const int64_t T = d.tokens();
   Tensor inputs = inputs_.flat_slice(0, M * T), targets = targets_.flat_slice(0, M * T);
   be_.upload(inputs, host_inputs_.data());
@@ -275,6 +306,7 @@ StepResult Trainer::step(bool apply_update) {
   be_.download(host, scalars_);  // the one host wait of the iteration
 
   StepResult r;
+  r.lr = lr;
   r.num_microbatches = M;
   r.global_batch_size = state.running_global_batch_size;
   r.loss =
@@ -286,7 +318,7 @@ StepResult Trainer::step(bool apply_update) {
     span.name = "optimizer";
     span.kind = SpanKind::kOptimizer;
     const int64_t step_no = ++updates_;
-    auto update = [&] { optimizer_->step(step_no, r.clip_coefficient); };
+    auto update = [&] { optimizer_->step(step_no, r.clip_coefficient, static_cast<float>(lr)); };
     if (tracer_)
       tracer_->around(std::move(span), update);
     else
@@ -294,6 +326,52 @@ StepResult Trainer::step(bool apply_update) {
     if (plan_.parallel.distributed_optimizer)
       sync_->gather_params(model_->weights(), plan_.parallel.overlap_param_gather);
   }
+  return r;
+}
+
+EvalResult Trainer::evaluate(const TokenSource& source, int64_t first_sample, int64_t iterations) {
+  const GptDims& d = model_->dims();
+  const ParallelConfig& p = plan_.parallel;
+  const int64_t M = p.global_batch_size / (p.micro_batch_size * p.dp);
+  const int64_t T = d.tokens();
+  MPLAN_CHECK(M >= 1 && M <= data_capacity_ && iterations >= 0, "evaluation of ", iterations, " x ",
+              M, " micro-batches");
+  MPLAN_CHECK(source.sample_tokens() == d.seq + 1, "evaluation samples of ", source.sample_tokens(),
+              " tokens");
+  const Schedule& sched = schedule(M, /*forward_only=*/true);
+  Tensor inputs = inputs_.flat_slice(0, M * T), targets = targets_.flat_slice(0, M * T);
+  IterationBatch batch;
+  batch.tokens = inputs;
+  batch.targets = targets;
+  batch.grad_scale = 0.0f;  // no gradient is written in forward-only mode
+  batch.loss_sum = scalars_.flat_slice(0, 1);
+  model_->set_forward_only(true);
+  double sum = 0;
+  for (int64_t k = 0; k < iterations; ++k) {
+    fill_batch(source, first_sample + k * p.global_batch_size, d.micro_batch, M, p.dp, dp_.rank(),
+               host_inputs_, host_targets_);
+    check_tokens(host_inputs_, plan_.model.vocab_size, first_sample + k * p.global_batch_size);
+    check_tokens(host_targets_, plan_.model.vocab_size, first_sample + k * p.global_batch_size);
+    be_.upload(inputs, host_inputs_.data());
+    be_.upload(targets, host_targets_.data());
+    be_.fill(scalars_, 0.0f);
+    runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
+    progress_.set(cat("evaluation batch ", k, " after iteration ", iteration_, ": the loss"));
+    // Counted once per data-parallel replica, as in training (reduce_scalars).
+    Tensor loss = scalars_.flat_slice(0, 1);
+    if (tp_.rank() != 0) be_.fill(loss, 0.0f);
+    Comm& mp = world_.group("mp");
+    if (mp.size() > 1) mp.all_reduce(loss, ReduceOp::kSum, Stream::kCompute);
+    if (dp_.size() > 1) dp_.all_reduce(loss, ReduceOp::kSum, Stream::kCompute);
+    float host = 0;
+    be_.download(&host, loss);
+    sum += static_cast<double>(host);
+  }
+  model_->set_forward_only(false);
+  EvalResult r;
+  r.samples = iterations * p.global_batch_size;
+  const double tokens = static_cast<double>(T * M * p.dp * iterations);
+  r.loss = iterations > 0 ? sum / tokens : 0.0;
   return r;
 }
 

@@ -10,6 +10,10 @@
 // distributed optimizer, the parameter all-gather. The host waits once per iteration, to read
 // the loss and the gradient norm together (clipping needs it).
 // Loss scaling is Megatron's: mean over the tokens of a micro-batch, / micro-batches, / dp.
+// Data comes from a TokenSource by consumed samples (each data-parallel rank reads only its own
+// samples, so every layout sees the same global batch); the learning rate of each step from an
+// LrSchedule at the samples consumed before it (or the plan's constant lr). evaluate() runs a
+// forward-only schedule through the same pipeline machinery (Megatron's forward_only=True).
 #pragma once
 
 #include <cstdint>
@@ -20,11 +24,12 @@
 
 #include "exec/backend.hpp"
 #include "exec/comm.hpp"
+#include "exec/data/lr_schedule.hpp"
+#include "exec/data/token_source.hpp"
 #include "exec/model/stage_model.hpp"
 #include "exec/parallel/grad_sync.hpp"
 #include "exec/parallel/optimizer.hpp"
 #include "exec/runner/pipeline_runner.hpp"
-#include "exec/runner/synthetic_data.hpp"
 #include "exec/tracer.hpp"
 #include "src/batch/microbatch_calculator.hpp"
 #include "src/plan/plan.hpp"
@@ -48,17 +53,28 @@ GroupMembers trainer_groups(const ParallelConfig& parallel, int world_rank);
 
 struct TrainerOptions {
   DType act = DType::kBF16;
-  uint64_t seed = 1234;      // weights and data
+  uint64_t seed = 1234;      // weights (and the synthetic tokens)
   int64_t bucket_elems = 0;  // data-parallel bucket size in parameters; 0: Megatron's rule
   bool trace = true;         // timing marks around every action (traces, breakdown, watchdog)
+  // Training samples by global index; null: synthetic tokens from `seed` (SyntheticTokenSource,
+  // the benchmark data). Its samples must be seq_length + 1 tokens.
+  std::shared_ptr<const TokenSource> data = nullptr;
+  // The learning rate of each step; none: the plan's constant training.lr.
+  std::optional<LrSchedule> lr_schedule = std::nullopt;
 };
 
 struct StepResult {
   double loss = 0;       // mean per-token loss of the global batch
   double grad_norm = 0;  // global L2 norm of the gradient, before clipping
   float clip_coefficient = 1;
+  double lr = 0;                  // the learning rate of this step's update
   int64_t num_microbatches = 0;   // of this iteration (ramp-up changes it)
   int64_t global_batch_size = 0;  // samples of this iteration
+};
+
+struct EvalResult {
+  double loss = 0;      // mean per-token loss over every evaluated sample
+  int64_t samples = 0;  // samples evaluated (iterations · global batch)
 };
 
 class Trainer {
@@ -72,19 +88,33 @@ class Trainer {
   // One iteration. Without `apply_update` the gradients are computed (and reduced) but the
   // weights stay as they were: what tests compare across layouts.
   StepResult step(bool apply_update = true);
+  // Megatron's evaluate(): `iterations` batches of the plan's (final) global batch size from
+  // `source`, starting at global sample `first_sample`, forward only (a forward-only schedule,
+  // StageModel's forward-only mode: no gradient buffer is touched). Every rank gets the loss.
+  EvalResult evaluate(const TokenSource& source, int64_t first_sample, int64_t iterations);
+
+  // The learning rate of a step taken after `consumed_samples` samples.
+  double lr_at(int64_t consumed_samples) const;
+  // Resuming from a checkpoint: the counters of a run that stopped after `iterations`.
+  void restore_counters(int64_t iterations, int64_t consumed_samples, int64_t optimizer_steps);
 
   int64_t iterations_done() const { return iteration_; }
   int64_t consumed_samples() const { return consumed_; }
+  int64_t optimizer_steps() const { return updates_; }
+  const TokenSource& data() const { return *data_; }
+  const std::optional<LrSchedule>& lr_schedule() const { return lr_schedule_; }
   // The micro-batch count of the next iteration.
   int64_t num_microbatches() const;
   const Plan& plan() const { return plan_; }
+  Backend& backend() { return be_; }
+  CommWorld& world() { return world_; }
   int64_t pp_rank() const { return pp_rank_; }
   StageModel& model() { return *model_; }
   Optimizer& optimizer() { return *optimizer_; }
   GradSync& grad_sync() { return *sync_; }
   Tracer* tracer() { return tracer_.get(); }
   Progress& progress() { return progress_; }
-  const Schedule& schedule(int64_t microbatches);
+  const Schedule& schedule(int64_t microbatches, bool forward_only = false);
 
  private:
   void finalize_grads();
@@ -102,8 +132,9 @@ class Trainer {
   int64_t consumed_ = 0;   // samples consumed (Megatron's consumed_train_samples)
   int64_t updates_ = 0;    // optimizer steps taken
   MicrobatchCalculator batches_;
-  std::map<int64_t, Schedule> schedules_;  // by micro-batch count
-  SyntheticData data_;
+  std::map<std::pair<int64_t, bool>, Schedule> schedules_;  // by micro-batches, forward_only
+  std::shared_ptr<const TokenSource> data_;
+  std::optional<LrSchedule> lr_schedule_;
   std::unique_ptr<Tracer> tracer_;
   Progress progress_;
   std::unique_ptr<StageModel> model_;

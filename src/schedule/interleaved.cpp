@@ -20,6 +20,8 @@
 // each steady pair; send_backward_recv_backward after each cool-down backward. Whether and into
 // which chunk a rank receives follows recv_tensor_from_previous_stage; received tensors of a
 // chunk are consumed in micro-batch order, which names them here.
+// forward_only (Megatron's forward_only=True): every virtual micro-batch is a warm-up forward
+// (w = vpp m) with its send_forward_recv_forward; nothing else.
 
 namespace mplan {
 namespace {
@@ -54,7 +56,7 @@ Schedule make_interleaved_schedule(const ScheduleSpec& spec) {
   for (int64_t r = 0; r < pp; ++r) {
     const bool first = r == 0, last = r == pp - 1;
     const int64_t prev = (r - 1 + pp) % pp, next = (r + 1) % pp;
-    const int64_t wanted_warmup = 2 * (pp - r - 1) + (vpp - 1) * g;
+    const int64_t wanted_warmup = spec.forward_only ? total : 2 * (pp - r - 1) + (vpp - 1) * g;
     const bool all_warmup = wanted_warmup >= total;
     const int64_t warmup = std::min(wanted_warmup, total), remaining = total - warmup;
     std::fill(recv_fwd.begin(), recv_fwd.end(), 0);
@@ -107,6 +109,7 @@ Schedule make_interleaved_schedule(const ScheduleSpec& spec) {
       b.end_group();
     }
 
+    if (spec.forward_only) continue;
     if (all_warmup && !last) recv_backward(vpp - 1), b.end_group();
     for (int64_t k = remaining; k < total; ++k) {
       const int64_t c = chunk_of(k, false);

@@ -23,6 +23,9 @@
 // the end. Elsewhere W runs right after its B, before the p2p call. Each rank holds at most pp
 // micro-batches in flight, the first rank's 1F1B peak; with T_W <= min(T_F, T_B) and m >= pp the
 // makespan is m (T_F + T_B + T_W) + (pp - 1)(T_F + T_B - T_W).
+//
+// forward_only (Megatron's forward_only=True, for every non-interleaved kind): every forward is
+// a warm-up forward (w = m), with its recv_forward and send_forward; no steady or cool-down phase.
 
 namespace mplan {
 namespace {
@@ -31,12 +34,14 @@ using K = ActionKind;
 
 Schedule build(const ScheduleSpec& spec, bool zero_bubble) {
   const int64_t pp = spec.pp, m = spec.microbatches;
+  const bool forward_only = spec.forward_only;
+  if (forward_only) zero_bubble = false;
   ScheduleBuilder b(spec, zero_bubble, 7 * m);
   std::vector<int64_t> deferred_w;  // FIFO of micro-batches whose W is deferred
   for (int64_t r = 0; r < pp; ++r) {
     const bool first = r == 0, last = r == pp - 1;
     const int64_t prev = r - 1, next = r + 1;
-    const int64_t warmup = std::min(pp - r - 1, m), remaining = m - warmup;
+    const int64_t warmup = forward_only ? m : std::min(pp - r - 1, m), remaining = m - warmup;
     deferred_w.clear();
     size_t head = 0;
     auto pop_w = [&] { b.compute(K::kWeightGrad, deferred_w[head++], 0); };
@@ -78,7 +83,7 @@ Schedule build(const ScheduleSpec& spec, bool zero_bubble) {
       }
     }
 
-    for (int64_t i = 0; i < warmup; ++i) {
+    for (int64_t i = 0; i < (forward_only ? 0 : warmup); ++i) {
       const int64_t mb = remaining + i;
       if (!last) b.p2p(K::kRecvBackward, mb, 0, next), b.end_group();
       backward(mb, r > 0);

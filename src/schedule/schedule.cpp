@@ -86,6 +86,8 @@ std::optional<SpecProblem> check_spec(const ScheduleSpec& s) {
 }
 
 int64_t warmup_microbatches(const ScheduleSpec& s, int64_t rank) {
+  if (s.forward_only)
+    return s.kind == ScheduleKind::kInterleaved ? s.vpp * s.microbatches : s.microbatches;
   switch (s.kind) {
     case ScheduleKind::kGpipe:
       return s.microbatches;
@@ -103,6 +105,9 @@ Schedule make_schedule(const ScheduleSpec& spec) {
   if (auto p = check_spec(spec)) throw Error(cat(to_string(p->field), ": ", p->rule));
   ScheduleSpec s = spec;
   s.group_size = s.kind == ScheduleKind::kInterleaved ? s.resolved_group_size() : 0;
+  // Megatron runs forward_only through the same functions; without interleaving every kind has
+  // the same order (all warm-up forwards).
+  if (s.forward_only && s.kind != ScheduleKind::kInterleaved) return make_1f1b_schedule(s);
   switch (s.kind) {
     case ScheduleKind::kGpipe:
       return make_gpipe_schedule(s);

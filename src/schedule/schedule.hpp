@@ -1,7 +1,8 @@
 // Schedule: for each pipeline rank, the ordered list of actions it runs in one training step
 // (compute passes and the point-to-point transfers between them). The simulator and the executor
 // both walk this object. Invariants (checked by validate(), src/schedule/validate.hpp): every
-// (micro-batch, chunk) has one F and one B per rank (and one W when split_backward); every
+// (micro-batch, chunk) has one F and one B per rank (and one W when split_backward; only the F
+// when forward_only); every
 // send meets the receive at the same position on its peer; blocking p2p groups cannot deadlock.
 #pragma once
 
@@ -17,13 +18,17 @@
 namespace mplan {
 
 // What to generate. group_size is Megatron's microbatch_group_size_per_vp_stage (interleaved
-// only; 0 means pp, Megatron's default).
+// only; 0 means pp, Megatron's default). forward_only is Megatron's forward_only=True
+// (evaluation): every rank runs the forward of each (micro-batch, chunk) with its receives and
+// sends, all as warm-up, and no backward — one order for gpipe, 1f1b and zb-h1 (Megatron's
+// non-interleaved function), the interleaved table for interleaved.
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::k1F1B;
   int64_t pp = 1;
   int64_t vpp = 1;
   int64_t microbatches = 1;
   int64_t group_size = 0;
+  bool forward_only = false;
   bool operator==(const ScheduleSpec&) const = default;
 
   int64_t resolved_group_size() const { return group_size > 0 ? group_size : pp; }
@@ -52,7 +57,8 @@ struct Schedule {
   std::vector<int64_t> rank_begin;  // pp + 1 offsets: rank r owns [rank_begin[r], rank_begin[r+1])
   // Per rank: forward passes before the first backward in Megatron's sense
   // (num_warmup_microbatches): 1f1b and zb-h1 min(pp - r - 1, m); interleaved
-  // min(2 (pp - r - 1) + (vpp - 1) group_size, vpp m); gpipe m (all forwards come first).
+  // min(2 (pp - r - 1) + (vpp - 1) group_size, vpp m); gpipe m (all forwards come first);
+  // forward_only every forward (m, or vpp m interleaved).
   std::vector<int64_t> warmup;
 
   int64_t pp() const { return spec.pp; }

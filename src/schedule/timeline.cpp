@@ -50,7 +50,7 @@ std::vector<int64_t> peak_inflight(const Schedule& s) {
     int64_t alive = 0;
     for (const Action& a : s.rank(r)) {
       if (a.kind == ActionKind::kForward) peak[r] = std::max(peak[r], ++alive);
-      if (a.kind == frees) --alive;
+      if (a.kind == frees || (s.spec.forward_only && a.kind == ActionKind::kForward)) --alive;
     }
   }
   return peak;

@@ -36,7 +36,8 @@ struct Timeline {
 Timeline time_schedule(const Schedule& s, const ActionCosts& costs);
 
 // Per rank: the most (micro-batch, chunk) pairs whose activations are alive at once; one is
-// alive from the start of its F to the end of its B, or of its W when the backward is split.
+// alive from the start of its F to the end of its B, or of its W when the backward is split
+// (forward_only: to the end of its F).
 std::vector<int64_t> peak_inflight(const Schedule& s);
 
 }  // namespace mplan

@@ -44,6 +44,8 @@ Result check_structure(const Schedule& s) {
         -1, -1, cat("rank_begin must hold pp + 1 = ", pp + 1, " offsets from 0 to ", n)};
   if (static_cast<int64_t>(s.warmup.size()) != pp)
     return ScheduleViolation{-1, -1, cat("warmup must hold pp = ", pp, " counts")};
+  if (s.spec.forward_only && s.split_backward)
+    return ScheduleViolation{-1, -1, "a forward-only schedule has no backward to split"};
   for (int64_t r = 0; r < pp; ++r) {
     if (s.rank_begin[r] > s.rank_begin[r + 1])
       return ScheduleViolation{r, -1, "rank_begin is not increasing"};
@@ -97,6 +99,9 @@ Result check_rank_order(const Schedule& s, int64_t r, std::vector<uint8_t>& seen
     const Action& a = s.actions[i];
     uint8_t& st = seen[a.microbatch * spec.vpp + a.chunk];
     const int64_t vs = virtual_stage(spec, r, a.chunk);
+    if (spec.forward_only && (a.kind == K::kBackward || a.kind == K::kWeightGrad ||
+                              a.kind == K::kRecvBackward || a.kind == K::kSendBackward))
+      return at(s, r, i, cat(describe(a), " in a forward-only schedule"));
     auto need = [&](uint8_t bit, const char* what) -> Result {
       if (st & bit) return std::nullopt;
       return at(s, r, i, cat(describe(a), " comes before its ", what));
@@ -149,13 +154,14 @@ Result check_rank_order(const Schedule& s, int64_t r, std::vector<uint8_t>& seen
         bool wanted;
         K kind;
       };
+      const bool bwd = !spec.forward_only;
       const Want wants[] = {{kF, true, K::kForward},
-                            {kB, true, K::kBackward},
+                            {kB, bwd, K::kBackward},
                             {kW, s.split_backward, K::kWeightGrad},
                             {kRF, vs > 0, K::kRecvForward},
                             {kSF, vs < last_vs, K::kSendForward},
-                            {kRB, vs < last_vs, K::kRecvBackward},
-                            {kSB, vs > 0, K::kSendBackward}};
+                            {kRB, bwd && vs < last_vs, K::kRecvBackward},
+                            {kSB, bwd && vs > 0, K::kSendBackward}};
       for (const Want& w : wants)
         if (w.wanted && !(st & w.bit))
           return ScheduleViolation{

@@ -1,6 +1,7 @@
 // validate(schedule): whether a schedule runs as written under blocking grouped p2p, else the
 // first violation: structure (indices, peers, groups); per rank, each (micro-batch, chunk) F and B
-// once (W once when split), B after F, W after B, receives before and sends after their pass;
+// once (W once when split; only F, and no backward transfer, when forward_only), B after F, W
+// after B, receives before and sends after their pass;
 // across ranks, the k-th send to a peer meets the k-th receive there with the same tensor; and
 // the blocking groups can all complete (no deadlock).
 #pragma once

@@ -1,11 +1,17 @@
 // `mplan run` end to end, through the built binary as a single MPI rank (singleton MPI, CPU
-// backend): exit codes, the one-line errors, the text report and the JSON document's shape.
-// Multi-rank runs are tested under mpirun (tests/exec, label mpi).
+// backend): exit codes, the one-line errors (each bad flag named, exit 2), Megatron's log lines,
+// the text report and the JSON document's shape; training on a corpus the test writes with
+// `mplan preprocess`, evaluating, saving, resuming, and a disk that fills while saving (exit 1,
+// the previous checkpoint current). Multi-rank runs are tested under mpirun (tests/exec, mpi).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "tests/cli/cli_runner.hpp"
@@ -31,26 +37,41 @@ TEST(RunCommand, TrainsTheTinyPlanAndWritesJson) {
   std::string json = temp_path("run_test.json");
   Result r = run("run " + kTinyGpt + " --backend cpu --iters 3 --warmup 1 --json " + json);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("iter 1/3 (warmup)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("iter 3/3"), std::string::npos);
+  // Megatron's log line, every iteration of a benchmark.
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\\] iteration        1/       3 \\| consumed samples:            8 \\| "
+                        "elapsed time per iteration \\(ms\\): [0-9.]+ \\|.* learning rate: "
+                        "1\\.000000E-03 \\| global batch size:     8 \\| lm loss: [0-9.]+E\\+00 "
+                        "\\|.*grad norm: [0-9.]+ \\| number of skipped iterations:   0 \\|")))
+      << r.out;
+  EXPECT_NE(r.out.find("iteration        3/       3 |"), std::string::npos);
+  EXPECT_NE(r.out.find("learning rate: constant 0.001 (no train_iters: a benchmark of 3 "
+                       "iterations)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("data: synthetic tokens (seed 1234; no evaluation)"), std::string::npos);
   EXPECT_NE(r.out.find("median iteration (2 after 1 warmup, slowest rank)"), std::string::npos);
   EXPECT_NE(r.out.find("time breakdown of the last iteration per pipeline stage"),
             std::string::npos);
   EXPECT_NE(r.out.find("peak memory per rank"), std::string::npos);
   std::ifstream f(json);
   nlohmann::json j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["schema_version"], 3);
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["world_size"], 1);
+  EXPECT_EQ(j["train_iters"], 3);
   ASSERT_EQ(j["iterations"].size(), 3u);
   EXPECT_EQ(j["iterations"][0]["warmup"], true);
   EXPECT_EQ(j["iterations"][1]["warmup"], false);
+  EXPECT_EQ(j["iterations"][2]["lr"], 0.001);
+  EXPECT_EQ(j["iterations"][2]["consumed_samples"], 24);
   // Random tokens and small initial weights: the first loss is close to ln(vocab) = ln 256.
   EXPECT_NEAR(j["iterations"][0]["loss"].get<double>(), std::log(256.0), 0.1);
   for (const auto& it : j["iterations"]) {
     EXPECT_GT(it["ms"].get<double>(), 0);
     EXPECT_GT(it["tokens_per_s"].get<double>(), 0);
   }
+  EXPECT_TRUE(j["evaluations"].empty());
   EXPECT_GT(j["summary"]["median_ms"].get<double>(), 0);
   ASSERT_EQ(j["memory"]["ranks"].size(), 1u);
   EXPECT_GT(j["memory"]["ranks"][0]["executor_peak_bytes"].get<int64_t>(), 0);
@@ -71,18 +92,253 @@ TEST(RunCommand, SameSeedSameLosses) {
   ASSERT_EQ(a.code, 0) << a.out;
   auto losses = [](const std::string& s) {
     std::string out;
-    for (size_t at = s.find("loss "); at != std::string::npos; at = s.find("loss ", at + 1))
-      out += s.substr(at, 12);
+    for (size_t at = s.find("lm loss: "); at != std::string::npos; at = s.find("lm loss: ", at + 1))
+      out += s.substr(at, 21);
     return out;
   };
+  EXPECT_EQ(losses(a.out).size(), 2u * 21);
   EXPECT_EQ(losses(a.out), losses(b.out));
+}
+
+// A corpus `mplan preprocess` writes from token ids (NullTokenizer): documents that walk
+// t -> (7t + 3) mod 255, which the tiny GPT learns quickly.
+std::string corpus(const std::string& name) {
+  std::string jsonl;
+  unsigned t = 11;
+  for (int d = 0; d < 120; ++d) {
+    std::string text;
+    for (int i = 0; i < 40 + d % 50; ++i) {
+      if (i > 0) text += ' ';
+      text += std::to_string(t);
+      t = (t * 7 + 3) % 255;
+    }
+    jsonl += "{\"text\": \"" + text + "\"}\n";
+    t = (t + 17) % 255;
+  }
+  const std::string input = write_temp(name + ".jsonl", jsonl);
+  const std::string prefix = temp_path(name);
+  Result r = run("preprocess --input " + input + " --output-prefix " + prefix +
+                 " --tokenizer-type NullTokenizer --vocab-size 256 --append-eod");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return prefix + "_text_document";
+}
+
+const std::string kTrainFlags =
+    " --backend cpu --split 8,1,1 --train-iters 8 --lr 3e-3 --min-lr 3e-4 "
+    "--lr-decay-style cosine --lr-warmup-iters 2 --eval-interval 4 "
+    "--log-interval 2 --save-interval 4";
+
+TEST(RunCommand, TrainsOnIndexedDataEvaluatesSavesAndResumes) {
+  const std::string data = corpus("run_corpus");
+  const std::string ckpt = temp_path("run_ckpt"), tb = temp_path("run_tb");
+  const std::string json1 = temp_path("run_seg1.json"), json2 = temp_path("run_seg2.json");
+  std::filesystem::remove_all(ckpt);
+  std::filesystem::remove_all(tb);
+  const std::string common = "run " + kTinyGpt + " --data-path " + data + kTrainFlags +
+                             " --eval-iters 2 --save " + ckpt + " --load " + ckpt +
+                             " --tensorboard-dir " + tb;
+  // The first half (a segment of the run), then the rest from its checkpoint.
+  Result a = run(common + " --iters 4 --json " + json1);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("note: --load " + ckpt + ": no checkpoint there, starting fresh"),
+            std::string::npos)
+      << a.out;
+  EXPECT_NE(a.out.find("learning rate: cosine from 0.003 to 0.0003, warmup 2 iterations from 0, "
+                       "decay over 8 iterations; 8 iterations in all"),
+            std::string::npos)
+      << a.out;
+  EXPECT_NE(a.out.find("iteration        4/       8 |"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(a.out, std::regex("\n-+\n validation loss at iteration 4 \\| lm "
+                                                  "loss value: [0-9.]+E\\+00 \\| lm loss PPL: "
+                                                  "[0-9.]+E\\+[0-9]+ \\| \n-+\n")))
+      << a.out;
+  EXPECT_NE(a.out.find(" successfully saved checkpoint from iteration       4 to " + ckpt),
+            std::string::npos);
+  Result b = run(common + " --json " + json2);
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find(" loading checkpoint from " + ckpt + " at iteration 4"), std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("training iterations 5 to 8 of 8"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find(" validation loss at the end of training for val data | "),
+            std::string::npos);
+  EXPECT_NE(b.out.find(" validation loss at the end of training for test data | "),
+            std::string::npos);
+  // The whole run in one call gives the same losses, learning rates and evaluations.
+  const std::string ckpt2 = temp_path("run_ckpt2"), json3 = temp_path("run_whole.json");
+  std::filesystem::remove_all(ckpt2);
+  Result c = run("run " + kTinyGpt + " --data-path " + data + kTrainFlags +
+                 " --eval-iters 2 --save " + ckpt2 + " --json " + json3);
+  ASSERT_EQ(c.code, 0) << c.out;
+  const nlohmann::json j1 = nlohmann::json::parse(slurp(json1)),
+                       j2 = nlohmann::json::parse(slurp(json2)),
+                       j3 = nlohmann::json::parse(slurp(json3));
+  ASSERT_EQ(j3["iterations"].size(), 8u);
+  for (int k = 0; k < 8; ++k) {
+    const auto& seg = k < 4 ? j1["iterations"][k] : j2["iterations"][k - 4];
+    EXPECT_EQ(seg["loss"], j3["iterations"][k]["loss"]) << "iteration " << k + 1;
+    EXPECT_EQ(seg["lr"], j3["iterations"][k]["lr"]) << "iteration " << k + 1;
+  }
+  EXPECT_EQ(j3["iterations"][0]["lr"], 0.0);  // warmup from 0
+  EXPECT_EQ(j3["iterations"][1]["lr"], 0.0015);
+  ASSERT_EQ(j3["evaluations"].size(), 4u);  // iterations 4, 8, the end (val), the end (test)
+  EXPECT_EQ(j2["evaluations"][0]["loss"], j3["evaluations"][1]["loss"]);
+  EXPECT_EQ(j2["evaluations"][2]["loss"], j3["evaluations"][3]["loss"]);
+  EXPECT_LT(j3["iterations"][7]["loss"].get<double>(),
+            j3["iterations"][0]["loss"].get<double>() - 0.3);
+  // The metrics of both segments, and their curves.
+  const std::string metrics = slurp(tb + "/metrics.jsonl");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 8 + 4);
+  EXPECT_NE(slurp(tb + "/curves.svg").find("validation loss"), std::string::npos);
+  // Nothing left to train: said, exit 2.
+  Result d = run(common);
+  EXPECT_EQ(d.code, 2);
+  EXPECT_NE(d.out.find("is at iteration 8: nothing to train"), std::string::npos) << d.out;
+}
+
+TEST(RunCommand, DataOfAnotherVocabularyStopsTheRun) {
+  std::string jsonl;
+  for (int d = 0; d < 40; ++d) jsonl += "{\"text\": \"1 2 3 900 4 5 6 7 8 9 10 11 12\"}\n";
+  const std::string input = write_temp("run_vocab.jsonl", jsonl);
+  const std::string prefix = temp_path("run_vocab");
+  ASSERT_EQ(run("preprocess --input " + input + " --output-prefix " + prefix +
+                " --tokenizer-type NullTokenizer --vocab-size 1000")
+                .code,
+            0);
+  Result r =
+      run("run " + kTinyGpt + " --backend cpu --iters 2 --split 1,0,0 --eval-iters 0 --data-path " +
+          prefix + "_text_document");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--data-path: token 900 in the batch starting at sample 0 is outside the "
+                       "model's vocabulary [0, 256)"),
+            std::string::npos)
+      << r.out;
+}
+
+// Runs `mplan ARGS` under `ulimit -f BLOCKS` (SIGXFSZ ignored: writes past it fail with EFBIG,
+// as on a full disk).
+Result run_with_file_limit(int blocks, const std::string& args) {
+  const std::string out = temp_path("limited.txt");
+  std::string cmd = "sh -c \"trap '' XFSZ; ulimit -f ";
+  cmd.append(std::to_string(blocks)).append("; '").append(MPLAN_BIN).append("' ").append(args);
+  cmd.append(" >'").append(out).append("' 2>&1\"");
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  std::remove(out.c_str());
+  return r;
+}
+
+TEST(RunCommand, AFullDiskWhileSavingIsExit1AndTheLastCheckpointStays) {
+  const std::string data = corpus("run_disk_corpus");
+  const std::string ckpt = temp_path("run_disk_ckpt");
+  std::filesystem::remove_all(ckpt);
+  // A wider tiny GPT, whose optimizer file (about 75 MB) outgrows the limit below, which MPI's own
+  // start-up files stay within.
+  nlohmann::json plan = nlohmann::json::parse(slurp(kTinyGpt));
+  plan["model"]["hidden_size"] = 512;
+  plan["model"]["ffn_hidden_size"] = 2048;
+  plan["model"]["num_attention_heads"] = 8;
+  plan["model"]["num_query_groups"] = 8;
+  const std::string wide = write_temp("run_wide.json", plan.dump());
+  const std::string common = "run " + wide + " --data-path " + data + kTrainFlags +
+                             " --eval-iters 0 --save " + ckpt + " --load " + ckpt;
+  ASSERT_EQ(run(common + " --iters 4").code, 0);
+  Result r = run_with_file_limit(32768, common);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --save: " + ckpt + "/iter_0000008.tmp/"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "4\n");
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/iter_0000008.tmp"));
+  Result again = run(common);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("at iteration 4"), std::string::npos);
+  EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "8\n");
+}
+
+TEST(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
+  const std::string data = corpus("run_bad_corpus");
+  struct Case {
+    std::string args, message;
+  };
+  const std::string ckpt = temp_path("run_bad_ckpt");
+  std::filesystem::remove_all(ckpt);
+  std::filesystem::create_directories(ckpt + "/notes");
+  const std::vector<Case> cases = {
+      {" --train-iters 0", "mplan: error: --train-iters: must be >= 1, got 0"},
+      {" --lr -1", "mplan: error: --lr: must be >= 0, got -1"},
+      {" --train-iters 4 --lr-decay-style steep", "mplan: error: --lr-decay-style: must be"},
+      {" --train-iters 4 --lr 1e-3 --min-lr 1e-2",
+       "mplan: error: --min-lr (training.min_lr): must be <= lr"},
+      {" --lr-warmup-iters 2",
+       "mplan: error: --lr-warmup-iters: a learning-rate schedule needs "
+       "--train-iters"},
+      {" --train-iters 4 --lr-warmup-iters 2 --lr-warmup-fraction 0.1",
+       "mplan: error: --lr-warmup-fraction (training.lr_warmup_fraction): can only specify one"},
+      {" --train-iters 4 --lr-warmup-fraction 1.5",
+       "mplan: error: --lr-warmup-fraction: must "
+       "be in [0, 1)"},
+      {" --save-interval 0", "mplan: error: --save-interval: must be >= 1, got 0"},
+      {" --save " + ckpt + "x",
+       "mplan: error: --save-interval (training.save_interval): must "
+       "be >= 1 when save is set"},
+      {" --log-interval 0", "mplan: error: --log-interval: must be >= 1, got 0"},
+      {" --eval-iters -1", "mplan: error: --eval-iters: must be >= 0, got -1"},
+      {" --split 1,2,3,4", "mplan: error: --split: \"1,2,3,4\" has 4 numbers"},
+      {" --data-path " + data + " --split 1,0,0 --eval-interval 2 --eval-iters 1",
+       "mplan: error: --split (training.split): \"1,0,0\" leaves the validation set empty"},
+      {" --data-path " + temp_path("absent"), "mplan: error: " + temp_path("absent")},
+      {" --load " + ckpt, "mplan: error: --load: " + ckpt +
+                              " has no latest_checkpointed_iteration.txt but is not empty"},
+      {" --seed -3", "mplan: error: --seed: must be >= 0, got -3"},
+      {" --weight-decay -0.1", "mplan: error: --weight-decay: must be >= 0, got -0.1"},
+      {" --clip-grad -1", "mplan: error: --clip-grad: must be >= 0, got -1"},
+  };
+  for (const Case& c : cases) {
+    Result r = run("run " + kTinyGpt + " --backend cpu --iters 2" + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos) << c.args;
+  }
+}
+
+TEST(RunCommand, CheckpointsOfAnotherRunOrModelAreRefused) {
+  const std::string data = corpus("run_other_corpus");
+  const std::string ckpt = temp_path("run_other_ckpt");
+  std::filesystem::remove_all(ckpt);
+  const std::string args = " --data-path " + data + kTrainFlags + " --eval-iters 0";
+  ASSERT_EQ(run("run " + kTinyGpt + args + " --iters 4 --save " + ckpt).code, 0);
+  // A fresh run would overwrite it.
+  Result r = run("run " + kTinyGpt + args + " --save " + ckpt);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("mplan: error: --save: " + ckpt +
+                       " already holds a checkpoint "
+                       "(iteration 4)"),
+            std::string::npos)
+      << r.out;
+  // Another schedule, as Megatron refuses it.
+  r = run("run " + kTinyGpt + args + " --lr-decay-iters 6 --load " + ckpt);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("mplan: error: --lr-decay-iters (decay samples): 48 differs from the "
+                       "checkpoint's 64"),
+            std::string::npos)
+      << r.out;
+  // Another model.
+  nlohmann::json plan = nlohmann::json::parse(slurp(kTinyGpt));
+  plan["model"]["num_layers"] = 4;
+  const std::string deeper = write_temp("run_deeper.json", plan.dump());
+  r = run("run " + deeper + args + " --load " + ckpt);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("holds another model: num_layers 2 (this plan's tiny-gpt: 4)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(RunCommand, RefusesAPlanForAnotherWorldSize) {
   Result r = run("run " + shipped_plan("tiny-gpt-tp2-sp") + " --backend cpu");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("plan: needs 2 ranks"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("iter "), std::string::npos);
+  EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos);
 }
 
 TEST(RunCommand, PipelinePlansNeedTheirRanks) {
@@ -116,7 +372,7 @@ TEST(RunCommand, RefusesAPlanPredictedNotToFitUnlessForced) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("--force runs anyway"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("iter "), std::string::npos);
+  EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos);
   r = run("run " + path + " --backend cpu --iters 2 --warmup 0 --force");
   EXPECT_EQ(r.code, 0) << r.out;
 }
@@ -149,12 +405,17 @@ TEST(RunCommand, TraceHasTheSimulatorsNamesAndTheBreakdownItsPrediction) {
 TEST(RunCommand, RejectsBadOptions) {
   Result r = run("run " + kTinyGpt + " --iters 3 --warmup 3");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("--warmup: must be in [0, --iters)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--warmup: must be in [0, --iters) = [0, 3), got 3"), std::string::npos)
+      << r.out;
   r = run("run " + kTinyGpt + " --backend tpu");
   EXPECT_EQ(r.code, 2);
   r = run("run " + kTinyGpt + " --backend cpu --json /nonexistent-dir/x.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--json: cannot write"), std::string::npos) << r.out;
+  const std::string file = write_temp("run_not_a_dir", "x");
+  r = run("run " + kTinyGpt + " --backend cpu --tensorboard-dir " + file + "/tb");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--tensorboard-dir: cannot write"), std::string::npos) << r.out;
 }
 
 TEST(RunCommand, CudaBackendIsRefusedClearlyWhenUnavailable) {
@@ -167,8 +428,33 @@ TEST(RunCommand, CudaBackendIsRefusedClearlyWhenUnavailable) {
 TEST(RunCommand, HelpListsEveryOption) {
   Result r = run("run --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* opt : {"--iters", "--warmup", "--seed", "--json", "--trace", "--backend",
-                          "--force", "--watchdog", "Examples:"})
+  for (const char* opt : {"--iters",
+                          "--warmup",
+                          "--seed",
+                          "--json",
+                          "--trace",
+                          "--backend",
+                          "--force",
+                          "--watchdog",
+                          "--train-iters",
+                          "--data-path",
+                          "--split",
+                          "--lr",
+                          "--min-lr",
+                          "--lr-decay-style",
+                          "--lr-decay-iters",
+                          "--lr-warmup-iters",
+                          "--lr-warmup-fraction",
+                          "--weight-decay",
+                          "--clip-grad",
+                          "--eval-interval",
+                          "--eval-iters",
+                          "--save",
+                          "--load",
+                          "--save-interval",
+                          "--log-interval",
+                          "--tensorboard-dir",
+                          "Examples:"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
 }
 

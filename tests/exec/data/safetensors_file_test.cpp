@@ -82,6 +82,52 @@ TEST(Safetensors, DamagedFiles) {
               HasSubstr("shorter than its 8-byte header length"));
 }
 
+TEST(Safetensors, StreamWriterWritesTheSameFileInAnyOrder) {
+  test::TempDir dir;
+  example().write(dir / "whole.safetensors");
+  SafetensorsStreamWriter w;
+  w.declare("embedding.weight", SafetensorsDtype::kF32, {2, 3});
+  w.declare("step", SafetensorsDtype::kI32, {2});
+  w.declare("norm.bias", SafetensorsDtype::kBF16, {3});
+  w.declare("head.weight", SafetensorsDtype::kF32, {2});
+  w.set_metadata("format", "pt");
+  w.open(dir / "stream.safetensors");
+  // Data one tensor at a time, out of order.
+  const std::vector<float> head{3.0f, -1.0f}, emb{1.5f, -2.0f, 0.25f, 8.0f, 0.0f, -0.5f};
+  const std::vector<uint16_t> bias{0x3F80, 0xC000, 0x3E80};
+  const std::vector<int32_t> step{7, -9};
+  w.write("head.weight", std::as_bytes(std::span(head)));
+  w.write("norm.bias", std::as_bytes(std::span(bias)));
+  w.write("embedding.weight", std::as_bytes(std::span(emb)));
+  EXPECT_THAT(test::error_of([&] {
+                try {
+                  w.close();
+                } catch (const InternalError& e) {
+                  throw Error(e.what());
+                }
+              }),
+              HasSubstr("tensor \"step\" was not written"));
+  w.write("step", std::as_bytes(std::span(step)));
+  w.close();
+  EXPECT_EQ(w.file_bytes(), static_cast<int64_t>(test::slurp(dir / "whole.safetensors").size()));
+  EXPECT_TRUE(test::slurp(dir / "stream.safetensors") == test::slurp(dir / "whole.safetensors"));
+  // Read in place.
+  const SafetensorsFile f(dir / "stream.safetensors");
+  EXPECT_EQ(f.names(),
+            (std::vector<std::string>{"embedding.weight", "step", "norm.bias", "head.weight"}));
+  const SafetensorsFile::Entry* e = f.find("head.weight");
+  ASSERT_NE(e, nullptr);
+  float v[2];
+  std::memcpy(v, e->data.data(), 8);
+  EXPECT_EQ(v[0], 3.0f);
+  EXPECT_EQ(f.find("absent"), nullptr);
+  // A write that fails names the file.
+  SafetensorsStreamWriter bad;
+  bad.declare("x", SafetensorsDtype::kF32, {1});
+  EXPECT_THAT(test::error_of([&] { bad.open(dir / "no/such/dir/x.safetensors"); }),
+              HasSubstr("no/such/dir/x.safetensors: cannot create"));
+}
+
 TEST(Safetensors, PyTorchReadsIt) {
   if (std::system("python3 -c 'import safetensors.torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3 has no safetensors package";

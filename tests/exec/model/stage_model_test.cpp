@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "exec/cpu/cpu_backend.hpp"
@@ -145,6 +147,54 @@ TEST(StageModel, AllocatesNothingAfterTheFirstMicroBatches) {
   const int64_t T = d.tokens(), h = d.hidden, V = d.vocab_local();
   const int64_t per_slot = 4 * 2 * T * h + 2 * T * h + 8 * T + 16 * T + 2 * T * h + 2 * T * V;
   EXPECT_EQ(be.memory_by_tag().at("activations").current_bytes, 2 * per_slot);
+}
+
+TEST(StageModel, ForwardOnlyGivesTheLossAndKeepsNothing) {
+  // Evaluation mode: the same per-token loss as the training forward (bitwise on the CPU), no
+  // gradient written, and each micro-batch's slots back in the pool as soon as its F ends (one
+  // slot however many forwards run), with or without a split backward.
+  for (bool split : {false, true}) {
+    CpuBackend be;
+    testing::SoloComm solo;
+    StageSpec spec = four_layers(DType::kBF16);
+    spec.split_backward = split;
+    StageModel model(spec, be, solo, nullptr);
+    const GptDims& d = model.dims();
+    std::vector<float> tokens(static_cast<size_t>(d.tokens()));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<float>((i * 5 + 1) % 50);
+    Tensor tok = testing::make(be, DType::kI32, {d.seq, d.micro_batch}, tokens);
+    Tensor train_loss = testing::make(be, DType::kF32, {1}, {0.0f});
+    Tensor eval_loss = testing::make(be, DType::kF32, {1}, {0.0f});
+    model.set_forward_only(true);
+    for (int64_t k : {0, 1, 2}) model.forward(0, k, tok, tok, 0.5f, eval_loss, nullptr);
+    EXPECT_EQ(model.activation_slots(), std::vector<size_t>{1});
+    const std::vector<float> grads = testing::read(be, model.grads());
+    EXPECT_TRUE(std::all_of(grads.begin(), grads.end(), [](float g) { return g == 0.0f; }));
+    model.set_forward_only(false);
+    model.forward(0, 0, tok, tok, 0.5f, train_loss, nullptr);
+    EXPECT_EQ(testing::read(be, eval_loss)[0], 3 * testing::read(be, train_loss)[0]);
+    model.backward(0, 0, tok, nullptr);
+    if (split) model.weight_grad(0, 0, tok, nullptr);
+    be.release(tok);
+    be.release(train_loss);
+    be.release(eval_loss);
+  }
+  // The loss-only cross-entropy leaves the logits as they are.
+  CpuBackend be;
+  Tensor logits = testing::make(be, DType::kF32, {2, 3}, {1, 2, 3, 0, 0, 5});
+  Tensor targets = testing::make(be, DType::kI32, {2}, {2, 0});
+  Tensor row_max = testing::make(be, DType::kF32, {2}, {0, 0});
+  Tensor stats = testing::make(be, DType::kF32, {4}, {0, 0, 0, 0});
+  Tensor loss = testing::make(be, DType::kF32, {2}, {0, 0});
+  be.xent_local_max(logits, row_max);
+  be.xent_local_stats(logits, targets, 0, row_max, stats);
+  be.xent_loss_and_grad(logits.flat_slice(0, 0).view({2, 0}), targets, 0, row_max, stats, 1.0f,
+                        loss);
+  EXPECT_EQ(testing::read(be, logits), (std::vector<float>{1, 2, 3, 0, 0, 5}));
+  const std::vector<float> l = testing::read(be, loss);
+  EXPECT_NEAR(l[0], std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, 1e-6);
+  EXPECT_NEAR(l[1], std::log(2.0 + std::exp(5.0)), 1e-5);
+  for (Tensor* t : {&logits, &targets, &row_max, &stats, &loss}) be.release(*t);
 }
 
 }  // namespace

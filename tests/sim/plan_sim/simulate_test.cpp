@@ -399,6 +399,24 @@ TEST(Simulate, BrokenScheduleReportsADeadlockInsteadOfHanging) {
   EXPECT_THROW(simulate(pl, make_schedule({ScheduleKind::k1F1B, 2, 1, 4, 0})), Error);
 }
 
+TEST(Simulate, AcceptsForwardOnlySchedules) {
+  // Evaluation walks a forward-only schedule (Megatron's forward_only=True, src/schedule): the
+  // simulator runs it, with the forwards of training and no backward.
+  Plan pl = plan(gpt(4, 1024, 16, 1024, 1000), toy_cluster(), 1, 2, 1, 1, 4);
+  const SimulationResult train = simulate(pl);
+  ScheduleSpec spec{ScheduleKind::k1F1B, 2, 1, 4, 0};
+  spec.forward_only = true;
+  const SimulationResult fo = simulate(pl, make_schedule(spec));
+  EXPECT_GT(fo.breakdown.compute_s, 0);
+  EXPECT_LT(fo.breakdown.compute_s, 0.5 * train.breakdown.compute_s);  // B is about 2 F
+  pl.parallel.schedule = ScheduleKind::kInterleaved;
+  pl.parallel.vpp = 2;
+  expect_valid(pl);
+  spec = {ScheduleKind::kInterleaved, 2, 2, 4, 0};
+  spec.forward_only = true;
+  EXPECT_NO_THROW(simulate(pl, make_schedule(spec)));
+}
+
 TEST(Simulate, TraceHasOneProcessPerRankAndKernelSegments) {
   Plan pl = grid_cases()[0].plan;
   SimOptions o;

@@ -165,5 +165,40 @@ TEST(Interleaved, ActionCount) {
     }
 }
 
+TEST(Interleaved, ForwardOnlyIsTheAllWarmupLoopByHand) {
+  // forward_backward_pipelining_with_interleaving(forward_only=True): the warm-up count is every
+  // virtual micro-batch; each forward is followed by send_forward_recv_forward, whose receive
+  // follows recv_tensor_from_previous_stage and stops after the last one. pp 2, vpp 2, m 2 by
+  // hand: rank 0's is training's warm-up; rank 1 (last) sends nothing from its last chunk.
+  const Schedule s = test::make_forward_only(ScheduleKind::kInterleaved, 2, 2, 2);
+  EXPECT_EQ(full_order(s, 0),
+            "F0.0 [sf0.0>1] F1.0 [sf1.0>1 rf0.1<1] F0.1 [sf0.1>1 rf1.1<1] F1.1 [sf1.1>1]");
+  EXPECT_EQ(full_order(s, 1),
+            "[rf0.0<0] F0.0 [sf0.0>0 rf1.0<0] F1.0 [sf1.0>0 rf0.1<0] F0.1 [rf1.1<0] F1.1");
+  EXPECT_EQ(s.warmup, (std::vector<int64_t>{4, 4}));
+  EXPECT_FALSE(validate(s).has_value());
+}
+
+TEST(Interleaved, ForwardOnlyKeepsTheTrainingForwardOrder) {
+  // The forwards run in the schedule table's order on every rank, as in training; every grid
+  // point validates.
+  for (int64_t pp : {2, 3, 4})
+    for (int64_t vpp : {2, 3})
+      for (int64_t m : {pp, 2 * pp, 2 * pp + pp}) {
+        const Schedule fo = test::make_forward_only(ScheduleKind::kInterleaved, pp, m, vpp);
+        const Schedule train = interleaved(pp, vpp, m);
+        const auto v = validate(fo);
+        EXPECT_FALSE(v.has_value())
+            << "pp " << pp << " vpp " << vpp << " m " << m << ": " << (v ? to_string(*v) : "");
+        for (int64_t r = 0; r < pp; ++r) {
+          std::string want;
+          for (const Action& a : train.rank(r))
+            if (a.kind == ActionKind::kForward)
+              want += cat(want.empty() ? "" : " ", "F", a.microbatch, ".", a.chunk);
+          EXPECT_EQ(compute_order(fo, r), want);
+        }
+      }
+}
+
 }  // namespace
 }  // namespace mplan

@@ -144,5 +144,44 @@ TEST(ZbH1, SameP2pAs1F1B) {
     }
 }
 
+TEST(ForwardOnly, NonInterleavedIsMegatronsAllWarmupLoop) {
+  // forward_backward_pipelining_without_interleaving(forward_only=True): every micro-batch is a
+  // warm-up step — recv_forward, forward, send_forward — and nothing follows. GPipe and ZB-H1 run
+  // the same order (Megatron has one non-interleaved function).
+  for (ScheduleKind k : {ScheduleKind::k1F1B, ScheduleKind::kGpipe, ScheduleKind::kZbH1}) {
+    const Schedule s = test::make_forward_only(k, 3, 2);
+    EXPECT_TRUE(s.spec.forward_only);
+    EXPECT_FALSE(s.split_backward);
+    EXPECT_EQ(full_order(s, 0), "F0 [sf0>1] F1 [sf1>1]") << to_string(k);
+    EXPECT_EQ(full_order(s, 1), "[rf0<0] F0 [sf0>2] [rf1<0] F1 [sf1>2]") << to_string(k);
+    EXPECT_EQ(full_order(s, 2), "[rf0<1] F0 [rf1<1] F1") << to_string(k);
+    EXPECT_EQ(s.warmup, (std::vector<int64_t>{2, 2, 2}));
+    EXPECT_FALSE(validate(s).has_value()) << to_string(*validate(s));
+  }
+  // One stage: the forwards alone.
+  EXPECT_EQ(full_order(test::make_forward_only(ScheduleKind::k1F1B, 1, 3), 0), "F0 F1 F2");
+}
+
+TEST(ForwardOnly, IsTheTrainingScheduleWithoutItsBackward) {
+  // Every rank's forwards in micro-batch order, and exactly the forward transfers of training.
+  for (int64_t pp : {1, 2, 4, 8})
+    for (int64_t m : {int64_t{1}, pp, 2 * pp + 1}) {
+      const Schedule fo = test::make_forward_only(ScheduleKind::k1F1B, pp, m);
+      const Schedule train = make(ScheduleKind::k1F1B, pp, m);
+      EXPECT_FALSE(validate(fo).has_value()) << "pp " << pp << " m " << m;
+      for (int64_t r = 0; r < pp; ++r) {
+        std::string want;
+        for (int64_t i = 0; i < m; ++i) want += cat(i ? " " : "", "F", i);
+        EXPECT_EQ(compute_order(fo, r), want);
+        int64_t fwd_transfers = 0, train_fwd_transfers = 0;
+        for (const Action& a : fo.rank(r)) fwd_transfers += is_p2p(a.kind);
+        for (const Action& a : train.rank(r))
+          train_fwd_transfers +=
+              a.kind == ActionKind::kSendForward || a.kind == ActionKind::kRecvForward;
+        EXPECT_EQ(fwd_transfers, train_fwd_transfers) << "pp " << pp << " m " << m << " r " << r;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace mplan

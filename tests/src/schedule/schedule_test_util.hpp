@@ -28,6 +28,14 @@ inline Schedule make(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1, 
   return make_schedule(spec(kind, pp, m, vpp, g));
 }
 
+// The forward-only (evaluation) schedule of the same spec.
+inline Schedule make_forward_only(ScheduleKind kind, int64_t pp, int64_t m, int64_t vpp = 1,
+                                  int64_t g = 0) {
+  ScheduleSpec s = spec(kind, pp, m, vpp, g);
+  s.forward_only = true;
+  return make_schedule(s);
+}
+
 inline std::string id_of(const Action& a, bool chunks) {
   std::string s = std::to_string(a.microbatch);
   if (chunks) s += cat(".", a.chunk);

@@ -142,5 +142,13 @@ TEST(PeakInflight, PerSchedule) {
     }
 }
 
+TEST(PeakInflight, ForwardOnlyHoldsOneAtATime) {
+  // Evaluation keeps nothing from a forward: one (micro-batch, chunk) alive at a time.
+  EXPECT_EQ(peak_inflight(test::make_forward_only(ScheduleKind::k1F1B, 4, 8)),
+            (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(peak_inflight(test::make_forward_only(ScheduleKind::kInterleaved, 2, 4, 2)),
+            (std::vector<int64_t>{1, 1}));
+}
+
 }  // namespace
 }  // namespace mplan

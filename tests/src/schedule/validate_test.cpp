@@ -133,5 +133,25 @@ TEST(ValidateSchedule, StructuralErrors) {
             "rank 0, action 0: F (micro-batch 7, chunk 0): micro-batch outside 0..1");
 }
 
+TEST(ValidateSchedule, ForwardOnlySchedulesHaveNoBackward) {
+  for (int64_t pp : {1, 2, 4})
+    for (ScheduleKind k : {ScheduleKind::kGpipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1})
+      EXPECT_EQ(violation(test::make_forward_only(k, pp, 3)), "valid");
+  // A backward, or a backward transfer, in a forward-only schedule.
+  const Schedule fo = test::make_forward_only(ScheduleKind::k1F1B, 2, 2);
+  auto ranks = rank_lists(fo);
+  ranks[1].push_back(compute_action(K::kBackward, 0, 0));
+  EXPECT_EQ(violation(schedule_from_ranks(fo.spec, false, ranks)),
+            "rank 1, action 4: B (micro-batch 0, chunk 0) in a forward-only schedule");
+  // A forward left out is missing, as in training.
+  ranks = rank_lists(fo);
+  ranks[0].erase(ranks[0].begin() + static_cast<long>(find(ranks[0], K::kForward, 1)));
+  EXPECT_EQ(violation(schedule_from_ranks(fo.spec, false, ranks)),
+            "rank 0, action 2: send-forward (micro-batch 1, chunk 0) to rank 1 comes before its F");
+  // A split backward makes no sense without a backward.
+  EXPECT_EQ(violation(schedule_from_ranks(fo.spec, true, rank_lists(fo))),
+            "a forward-only schedule has no backward to split");
+}
+
 }  // namespace
 }  // namespace mplan
