@@ -185,8 +185,11 @@ std::string explain_no_plan(const SweepRequest& r, const SweepResult& res,
     help = cat("; no count up to 1024 x ", r.gpus,
                " GPUs fits either: a GPU with more memory or a shorter --seq-length would help");
   return cat("--gpus: ", r.base.model.name, " does not fit on ", r.gpus, " GPUs of ",
-             r.base.cluster.name, fixed, " (", gib(res.capacity_bytes), " each): all ",
-             res.candidates - res.invalid,
+             r.base.cluster.name, fixed, " (", gib(res.capacity_bytes),
+             res.capacity_bytes < res.gpu_memory_bytes
+                 ? cat(" usable of ", gib(res.gpu_memory_bytes), " each, --memory-headroom")
+                 : std::string(" each"),
+             "): all ", res.candidates - res.invalid,
              " valid plans run out of memory, the leanest needs at least ",
              gib(res.least_known_peak_bytes), help);
 }
