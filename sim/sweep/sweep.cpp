@@ -184,6 +184,17 @@ void count_invalid(Partial& out, int64_t index, const Violation& first) {
   }
 }
 
+// A candidate whose costs the simulator refuses (an operation beyond its range, a profile without
+// a curve the layout needs) is invalid under that message, not the end of the sweep.
+Violation violation_of(const Error& e) {
+  const std::string what = e.what();
+  const size_t colon = what.find(": ");
+  const bool has_field = colon != std::string::npos && what.find(' ') > colon &&
+                         (what.rfind("cluster", 0) == 0 || what.rfind("model", 0) == 0);
+  if (has_field) return {what.substr(0, colon), what.substr(colon + 2)};
+  return {"cluster", what};
+}
+
 // Phase 1 for one candidate: invalid (a rule, or too large to simulate), proved out of memory,
 // or pending with its bound and estimated cost (counted done when phase 2 simulates it).
 void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, Partial& out) {
@@ -210,8 +221,14 @@ void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, 
   }
   Pending p;
   p.index = i;
-  p.key = st.time_key ? iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch)
-                      : (st.by_rank ? mem_bound : 0);
+  try {
+    p.key = st.time_key ? iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch)
+                        : (st.by_rank ? mem_bound : 0);
+  } catch (const Error& e) {
+    count_invalid(out, i, violation_of(e));
+    st.done.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   p.cost = static_cast<int64_t>(c.pp) * c.vpp *
            (gbs / (static_cast<int64_t>(c.micro_batch_size) * c.dp));
   out.pending.push_back(p);
@@ -272,10 +289,16 @@ void simulate_range(SweepState& st, const std::vector<Pending>& pending, size_t 
       st.deadline.check();
       const Candidate& c = st.candidates[static_cast<size_t>(pending[j].index)];
       plan.parallel = to_parallel(c, st.request.global_batch_size);
-      if (st.options.simulate) {
-        r = st.options.simulate(plan);
-      } else {
-        sim::simulate(plan, sim::SimOptions{}, r);
+      try {
+        if (st.options.simulate) {
+          r = st.options.simulate(plan);
+        } else {
+          sim::simulate(plan, sim::SimOptions{}, r);
+        }
+      } catch (const Error& e) {
+        count_invalid(out, pending[j].index, violation_of(e));
+        st.done.fetch_add(1, std::memory_order_relaxed);
+        continue;
       }
       out.least_known_peak = std::min(out.least_known_peak, r.peak_bytes);
       out.evaluated.push_back({pending[j].index, c, figures_of(r, st.usable)});

@@ -84,7 +84,7 @@ struct SweepResult {
   // candidates = invalid + out_of_memory_pruned + skipped + simulated; simulated = fits + the
   // simulated ones out of memory.
   int64_t candidates = 0;
-  int64_t invalid = 0;
+  int64_t invalid = 0;  // validate() rejects it, too large to simulate, or its costs are refused
   int64_t out_of_memory = 0;         // simulated and not fitting, plus pruned
   int64_t out_of_memory_pruned = 0;  // of those, proved by the lower bound without simulating
   int64_t skipped = 0;               // valid, not simulated: a bound keeps them below the top K

@@ -309,6 +309,21 @@ TEST(SweepWithSimulator, HeadroomLowersWhatFits) {
     EXPECT_LE(kept.evaluated[static_cast<size_t>(i)].figures.peak_bytes, kept.capacity_bytes);
 }
 
+TEST(SweepWithSimulator, CandidatesWhoseCostsAreRefusedAreInvalidNotFatal) {
+  SweepRequest req = squeezed_request(80);
+  req.base.cluster.gpu.peak_bf16_tflops = 0.01;  // a GEMM would take days
+  req.base.cluster.gpu.gemm_efficiency = {{1, 1e-4}};
+  SweepOptions o;
+  o.threads = 2;
+  const SweepResult r = run_sweep(req, o);
+  EXPECT_EQ(r.invalid, r.candidates);
+  EXPECT_EQ(r.fits, 0);
+  bool refused = false;
+  for (const RuleCount& rule : r.invalid_by_rule)
+    refused = refused || rule.example.find("one modelled operation takes") != std::string::npos;
+  EXPECT_TRUE(refused);
+}
+
 TEST(SweepWithSimulator, TimeLimitStopsWithAMessage) {
   SweepRequest req = squeezed_request(80);
   SweepOptions o;
