@@ -1,6 +1,7 @@
 // `mplan microbatches`: Megatron-LM's micro-batch count for a global batch, micro batch and data
 // parallel size, constant or along a batch-size ramp-up. Every input Megatron would refuse
 // (including a ramp-up step whose batch is not divisible by micro x dp) exits 2 naming the flag.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -42,7 +43,30 @@ std::string batch_cell(const BatchState& s) {
          std::to_string(s.running_global_batch_size) + ")";
 }
 
+// The upper ends of the plan file's batch fields (docs/plan-file.md), and a ramp of at most 2^16
+// batch-size changes (published ramps have tens), so the table printed stays bounded. The lower
+// ends and the rules between the values are the calculator's (in Megatron's words).
+void check_ranges(const MicrobatchesOptions& o) {
+  constexpr int64_t kAny = INT64_MIN;
+  check_int_range(o.global_batch, {kAny, 1 << 24}, "--global-batch");
+  check_int_range(o.micro_batch, {kAny, 1 << 24}, "--micro-batch");
+  check_int_range(o.dp, {kAny, 1 << 20}, "--dp");
+  for (int64_t c : o.consumed_samples)
+    check_int_range(c, {kAny, int64_t{1} << 50}, "--consumed-samples");
+  if (o.rampup.empty()) return;
+  check_int_range(o.rampup[0], {kAny, 1 << 24}, "--rampup START");
+  check_int_range(o.rampup[1], {kAny, 1 << 24}, "--rampup INCR");
+  check_int_range(o.rampup[2], {kAny, int64_t{1} << 40}, "--rampup SAMPLES");
+  if (o.rampup[0] < 1 || o.rampup[1] < 1) return;
+  const int64_t steps = (o.global_batch - std::min(o.rampup[0], o.global_batch)) / o.rampup[1];
+  if (steps > (1 << 16))
+    throw Error(cat("--rampup: ", steps, " batch-size changes from ", o.rampup[0], " to ",
+                    o.global_batch, " in steps of ", o.rampup[1],
+                    "; at most 65536 (use a larger INCR)"));
+}
+
 void run_microbatches(const MicrobatchesOptions& o) {
+  check_ranges(o);
   MicrobatchSpec spec;
   spec.global_batch_size = o.global_batch;
   spec.micro_batch_size = o.micro_batch;
@@ -144,7 +168,7 @@ void add_microbatches(CLI::App& app) {
       ->expected(3);
   cmd->add_option("--consumed-samples", opts->consumed_samples,
                   "Consumed-sample counts to evaluate (one or more; repeatable)")
-      ->expected(1, 1 << 20);
+      ->expected(1, 1 << 16);
   cmd->add_flag("--decrease-batch-size-if-needed", opts->decrease,
                 "Round each global batch down to a multiple of M x D (Megatron's flag)");
   cmd->add_flag("--json", opts->json,

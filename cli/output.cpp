@@ -31,7 +31,8 @@ size_t display_width(const std::string& s) {
 std::string Table::render(const std::string& indent) const {
   std::vector<size_t> w(header_.size(), 0);
   auto widen = [&](const std::vector<std::string>& r) {
-    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], display_width(r[i]));
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i)
+      w[i] = std::max(w[i], display_width(r[i]));
   };
   widen(header_);
   for (const auto& r : rows_) widen(r);
@@ -65,6 +66,10 @@ std::string format_gib(int64_t bytes, int decimals) {
 
 std::string format_ms(double seconds, int decimals) {
   return format_fixed(seconds * 1e3, decimals) + " ms";
+}
+
+std::string format_duration(double seconds) {
+  return seconds < 10 ? format_ms(seconds, 1) : format_fixed(seconds, 2) + " s";
 }
 
 std::string format_percent(double fraction, int decimals) {

@@ -22,7 +22,10 @@ class Table {
 
 std::string format_gib(int64_t bytes, int decimals = 1);  // "12.3 GiB"
 std::string format_ms(double seconds, int decimals = 1);  // "123.4 ms"
-std::string format_fixed(double v, int decimals);         // "0.52"
+// A duration in the one style every command prints: milliseconds below 10 s ("503.4 ms"),
+// seconds from there ("136.21 s").
+std::string format_duration(double seconds);
+std::string format_fixed(double v, int decimals);               // "0.52"
 std::string format_percent(double fraction, int decimals = 1);  // "52.0 %"
 // Writes `text` to `path`; throws mplan::Error "<flag>: cannot write '<path>'" on failure.
 void write_text_file(const std::string& path, const std::string& text, const std::string& flag);

@@ -11,6 +11,7 @@
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
 #include "src/common/error.hpp"
+#include "src/common/json_reader.hpp"
 #include "src/parallel/rank_grid.hpp"
 
 namespace mplan::cli {
@@ -88,9 +89,8 @@ RankGrid make_grid(const ShowGroupsOptions& o) {
   const std::pair<const char*, int64_t> sizes[] = {
       {"--tp", o.tp}, {"--pp", o.pp}, {"--dp", o.dp},
       {"--cp", o.cp}, {"--ep", o.ep}, {"--gpus-per-node", o.gpus_per_node}};
-  for (const auto& [flag, v] : sizes)
-    if (v < 1) throw Error(cat(flag, ": must be >= 1, got ", v));
-  if (o.etp_given && o.etp < 1) throw Error(cat("--etp: must be >= 1, got ", o.etp));
+  for (const auto& [flag, v] : sizes) check_int_range(v, {1, kMaxShowWorld}, flag);
+  if (o.etp_given) check_int_range(o.etp, {1, kMaxShowWorld}, "--etp");
   int64_t world = 1;
   for (int64_t v : {o.tp, o.cp, o.pp, o.dp}) {
     if (v > kMaxShowWorld || world * v > kMaxShowWorld)

@@ -13,6 +13,7 @@
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
 #include "src/common/error.hpp"
+#include "src/common/json_reader.hpp"
 #include "src/plan/plan.hpp"
 #include "src/plan/plan_rules.hpp"
 #include "src/plan/validate.hpp"
@@ -62,6 +63,21 @@ const char* flag_of(SpecField f) {
   return "?";
 }
 
+// Sizes a timeline can be drawn at: pp x vpp x micro-batches actions of each kind, at most
+// kMaxActions (the drawing holds a character per column per rank).
+constexpr int64_t kMaxPp = 256, kMaxVpp = 64, kMaxMicrobatches = 4096;
+constexpr int64_t kMaxActions = int64_t{1} << 18;
+
+void check_drawable(const ScheduleSpec& spec, const char* flag) {
+  const int64_t actions = spec.pp * spec.vpp * spec.microbatches;
+  if (spec.pp > kMaxPp || spec.vpp > kMaxVpp || spec.microbatches > kMaxMicrobatches ||
+      actions > kMaxActions)
+    throw Error(cat(flag, ": pp ", spec.pp, " x vpp ", spec.vpp, " x ", spec.microbatches,
+                    " micro-batches is too large to draw (at most pp ", kMaxPp, ", vpp ", kMaxVpp,
+                    ", ", kMaxMicrobatches, " micro-batches and ", kMaxActions,
+                    " passes of each kind)"));
+}
+
 ScheduleSpec spec_from_flags(const ShowScheduleOptions& o) {
   if (o.plan_opt->count() > 0) {
     for (const CLI::Option* opt : {o.pp_opt, o.mb_opt, o.vpp_opt, o.schedule_opt, o.group_opt})
@@ -83,10 +99,16 @@ ScheduleSpec spec_from_flags(const ShowScheduleOptions& o) {
     }
     const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
     MPLAN_CHECK(spec.has_value(), "a valid plan has a micro-batch count");
+    check_drawable(*spec, "--plan");
     return *spec;
   }
   if (o.pp_opt->count() == 0) throw Error("--pp: required (or --plan FILE)");
   if (o.mb_opt->count() == 0) throw Error("--microbatches: required (or --plan FILE)");
+  check_int_range(o.pp, {1, kMaxPp}, "--pp");
+  check_int_range(o.microbatches, {1, kMaxMicrobatches}, "--microbatches");
+  check_int_range(o.vpp, {1, kMaxVpp}, "--vpp");
+  if (o.group_opt->count() > 0)
+    check_int_range(o.group_size, {1, kMaxMicrobatches}, "--group-size");
   ScheduleSpec spec;
   spec.pp = o.pp;
   spec.vpp = o.vpp;
@@ -96,6 +118,7 @@ ScheduleSpec spec_from_flags(const ShowScheduleOptions& o) {
               : o.vpp > 1                 ? ScheduleKind::kInterleaved
                                           : ScheduleKind::k1F1B;
   if (auto p = check_spec(spec)) throw Error(cat(flag_of(p->field), ": ", p->rule));
+  check_drawable(spec, "--microbatches");
   return spec;
 }
 
@@ -104,9 +127,11 @@ ActionCosts costs_from_flags(const ShowScheduleOptions& o, const ScheduleSpec& s
   if (f && !b) throw Error("--backward-cost: required with --forward-cost");
   if (b && !f) throw Error("--forward-cost: required with --backward-cost");
   if (w && !f) throw Error("--weight-cost: needs --forward-cost and --backward-cost");
+  // Costs are relative: 10^-3 to 10^6 of any unit (a cost ratio beyond 10^9 cannot be drawn).
   auto check = [](const char* flag, double v, bool zero_ok) {
     if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0))
       throw Error(cat(flag, ": must be a number ", zero_ok ? ">= 0" : "> 0", ", got ", v));
+    if (v != 0) check_number_range(v, {1e-3, 1e6}, flag);
   };
   check("--forward-cost", o.forward_cost, false);
   check("--backward-cost", o.backward_cost, false);
@@ -118,8 +143,7 @@ ActionCosts costs_from_flags(const ShowScheduleOptions& o, const ScheduleSpec& s
 
 int terminal_width(const ShowScheduleOptions& o) {
   if (o.width_opt->count() > 0) {
-    if (o.width < 40) throw Error(cat("--width: must be >= 40, got ", o.width));
-    return o.width;
+    return static_cast<int>(check_int_range(o.width, {40, 10000}, "--width"));
   }
   struct winsize ws {};
   if (stdout_is_terminal() && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)

@@ -1,7 +1,8 @@
 // `mplan simulate PLAN.json`: predict one training iteration of a plan by discrete-event
 // simulation — iteration time, throughput, model TFLOP/s and MFU, the time breakdown, and peak
-// memory per pipeline stage — as text, JSON (--json) and a Chrome trace (--trace). An invalid plan
-// lists every broken rule and exits 2.
+// memory per pipeline stage — as text, JSON (--json) and a Chrome trace (--trace, one event per
+// schedule action; --trace-level ops adds every kernel). An invalid plan lists every broken rule
+// and exits 2; a valid plan that does not fit in GPU memory exits 1 (--allow-oom: 0).
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -10,6 +11,8 @@
 #include "cli/output.hpp"
 #include "sim/plan_sim/simulate.hpp"
 #include "sim/plan_sim/simulation_json.hpp"
+#include "sim/plan_sim/simulation_size.hpp"
+#include "sim/plan_sim/trace_summary.hpp"
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
 #include "src/plan/plan.hpp"
@@ -27,6 +30,8 @@ struct SimulateOptions {
   bool no_dropout = false;
   bool no_fusion = false;
   bool scatter_gather = false;
+  bool allow_oom = false;
+  std::string trace_level = "summary";
 };
 
 std::string pct(double part, double whole) {
@@ -47,7 +52,7 @@ void print_text(const Plan& plan, const sim::SimulationResult& r, const std::str
     l.resize(24, ' ');
     std::cout << l << value << "\n";
   };
-  line("iteration time", format_ms(r.iteration_time_s, 1));
+  line("iteration time", format_duration(r.iteration_time_s));
   line("tokens/s",
        cat(format_fixed(r.tokens_per_s, 0), " (",
            format_fixed(r.tokens_per_s / static_cast<double>(plan.world_size()), 0), " per GPU)"));
@@ -63,7 +68,9 @@ void print_text(const Plan& plan, const sim::SimulationResult& r, const std::str
             << ", the busiest; exposed communication only):\n";
   Table bt({"part", "time", "share"});
   const double it = r.iteration_time_s;
-  auto row = [&](const char* name, double s) { bt.add_row({name, format_ms(s, 1), pct(s, it)}); };
+  auto row = [&](const char* name, double s) {
+    bt.add_row({name, format_duration(s), pct(s, it)});
+  };
   row("compute (incl. recompute)", b.compute_s);
   row("tensor-parallel comm", b.tp_comm_s);
   row("context-parallel comm", b.cp_comm_s);
@@ -88,10 +95,19 @@ void print_text(const Plan& plan, const sim::SimulationResult& r, const std::str
   if (!trace.empty()) std::cout << "trace written to " << trace << "\n";
 }
 
+sim::TraceLevel trace_level_of(const std::string& s) {
+  if (s == "summary") return sim::TraceLevel::kSummary;
+  if (s == "ops") return sim::TraceLevel::kOps;
+  throw Error(cat("--trace-level: must be summary or ops, got ", json_excerpt(s)));
+}
+
 void run_simulate(const SimulateOptions& o) {
+  const sim::TraceLevel level = trace_level_of(o.trace_level);
   Plan plan = load_plan(o.plan_path);
   if (!o.hardware.empty()) plan.cluster = load_cluster(o.hardware, "--hardware");
-  const std::vector<Violation> broken = validate(plan);
+  std::vector<Violation> broken = validate(plan);
+  if (broken.empty())
+    if (auto v = sim::check_simulation_size(plan, o.full_grid)) broken.push_back(*v);
   if (!broken.empty()) {
     std::cerr << o.plan_path << ": " << broken.size() << " broken rule"
               << (broken.size() > 1 ? "s" : "") << ":\n";
@@ -108,7 +124,7 @@ void run_simulate(const SimulateOptions& o) {
   if (so.record_trace) {
     std::ofstream f(o.trace_path);
     if (!f) throw Error(cat("--trace: cannot write '", o.trace_path, "'"));
-    sim::write_trace(f, r);
+    sim::write_trace(f, r, level);
     if (!f) throw Error(cat("--trace: cannot write '", o.trace_path, "'"));
   }
   if (o.json) {
@@ -122,6 +138,12 @@ void run_simulate(const SimulateOptions& o) {
     std::cout << j.dump(2) << "\n";
   } else {
     print_text(plan, r, o.trace_path);
+  }
+  if (!r.fits && !o.allow_oom) {
+    std::cerr << "mplan: " << o.plan_path << " does not fit: peak " << format_gib(r.peak_bytes, 2)
+              << " of " << format_gib(r.capacity_bytes, 1)
+              << " per GPU (exit 1; --allow-oom reports without failing)\n";
+    throw ExitWith{1};
   }
 }
 
@@ -138,7 +160,13 @@ void add_simulate(CLI::App& app) {
                 "mfu, breakdown, memory, ...)");
   cmd->add_option("--trace", opts->trace_path,
                   "Write a Chrome trace-event JSON of the simulated iteration (open in Perfetto): "
-                  "one process per rank, one thread per stream");
+                  "one process per rank, one thread per stream, one event per schedule action");
+  cmd->add_option("--trace-level", opts->trace_level,
+                  "summary (default: one event per forward/backward pass, transfer, bucket and "
+                  "step) or ops (also every GEMM, kernel and collective inside them; about ten "
+                  "times larger)");
+  cmd->add_flag("--allow-oom", opts->allow_oom,
+                "Exit 0 on a plan that does not fit in GPU memory (the report says so)");
   cmd->add_flag("--full-grid", opts->full_grid,
                 "Simulate every GPU instead of one rank per pipeline stage (same result, slower)");
   cmd->add_flag("--no-dropout", opts->no_dropout,
@@ -150,7 +178,9 @@ void add_simulate(CLI::App& app) {
                 "As Megatron-LM 2021-22 (SC'21): without sequence parallelism each tensor-parallel "
                 "rank sends 1/tp of a pipeline tensor, the receivers all-gather it");
   cmd->footer(
-      "Exit status: 0 on success, 2 when the plan breaks a rule or a file cannot be read.\n"
+      "Exit status: 0 on success; 1 when the plan is valid but does not fit in GPU memory\n"
+      "(--allow-oom: 0); 2 when the plan breaks a rule, is too large to simulate, or a file\n"
+      "cannot be read.\n"
       "Examples:\n"
       "  mplan simulate configs/plans/gpt3-1.3b-dp4.json\n"
       "  mplan simulate best.json --hardware dgx-h100 --json\n"

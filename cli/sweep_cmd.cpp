@@ -1,11 +1,13 @@
 // `mplan sweep --gpus N`: every valid plan for N GPUs simulated and ranked (sim/sweep); prints a
 // summary line, the rejected candidates by rule and the top-K table, writes best.json (a plan
 // file `mplan simulate`, `validate` and `run` take as it is) and optionally CSV and HTML reports.
-// Exit 2 with one line saying why and what would help when no plan fits.
+// Exit 2 on bad input or when no candidate is valid, 1 when valid plans exist but none fits in
+// memory; either way one line says why and what would help.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/command_registry.hpp"
@@ -23,16 +25,19 @@ namespace {
 
 struct SweepCliOptions {
   sweep::SweepArgs args;
-  int64_t global_batch = 0;  // 0: the model's default
-  int64_t seq_length = 0;    // 0: the model's
+  int64_t global_batch = 0;  // with global_batch_opt given
+  int64_t seq_length = 0;    // with seq_length_opt given
   std::string objective = "throughput";
   int64_t top = 10;
   std::string out = "best.json";
   std::string csv, report;
-  int64_t threads = 0;  // 0: hardware concurrency
+  int64_t threads = 0;  // with threads_opt given; else the hardware's
+  double headroom_percent = sweep::kDefaultMemoryHeadroom * 100;
+  double time_limit_s = 600;
   bool json = false;
   bool no_prune = false;
   std::string command_line;
+  CLI::Option *global_batch_opt = nullptr, *seq_length_opt = nullptr, *threads_opt = nullptr;
 };
 
 // "[=======>      ] 1200/4800  950/s  4 s left" on stderr, redrawn in place.
@@ -55,17 +60,16 @@ void draw_progress(int64_t done, int64_t total, double elapsed_s) {
 
 std::string pct(double f) { return format_fixed(f * 100.0, 1) + " %"; }
 
-// Iteration times: ms below 10 s, seconds above.
-std::string duration(double s) { return s < 10 ? format_ms(s) : format_fixed(s, 2) + " s"; }
-
 void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
                 const SweepCliOptions& o, bool defaults_used, bool batch_default) {
   const ClusterSpec& cl = req.base.cluster;
   const int64_t nodes = (req.gpus + cl.gpus_per_node - 1) / cl.gpus_per_node;
   std::cout << "mplan sweep: " << req.base.model.name << " on " << req.gpus << " GPUs (" << nodes
             << " node" << (nodes > 1 ? "s" : "") << " of " << cl.name << ", "
-            << format_gib(res.capacity_bytes) << " each); global batch " << req.global_batch_size
-            << " x " << req.base.model.seq_length << " tokens"
+            << format_gib(res.gpu_memory_bytes) << " each, plans may use "
+            << format_gib(res.capacity_bytes) << ": " << format_percent(req.memory_headroom, 0)
+            << " kept free, --memory-headroom); global batch " << req.global_batch_size << " x "
+            << req.base.model.seq_length << " tokens"
             << (batch_default ? " (the model's default)" : "") << "; objective "
             << sweep::to_string(req.objective)
             << (req.fixed.empty() ? "" : "; fixed " + sweep::to_string(req.fixed)) << "\n";
@@ -102,7 +106,7 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
                std::to_string(c.micro_batch_size),
                std::to_string(sweep::num_microbatches(c, req.global_batch_size)),
                c.sequence_parallel ? "on" : "off", to_string(c.recompute),
-               c.distributed_optimizer ? "on" : "off", duration(f.iteration_time_s),
+               c.distributed_optimizer ? "on" : "off", format_duration(f.iteration_time_s),
                format_fixed(f.tokens_per_s, 0), format_fixed(f.model_tflops_per_gpu, 1), pct(f.mfu),
                pct(f.bubble_fraction),
                format_gib(f.peak_bytes) + " / " + format_gib(f.capacity_bytes)});
@@ -110,18 +114,22 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
   std::cout << t.render("  ");
 }
 
-void run_sweep_cmd(SweepCliOptions& o) {
-  if (o.global_batch != 0) o.args.global_batch = o.global_batch;
-  if (o.seq_length != 0) o.args.seq_length = o.seq_length;
+// The request from the flags; a flag given with 0 or out of range is an error, never "unset".
+sweep::SweepRequest request_of(SweepCliOptions& o) {
+  if (o.global_batch_opt->count() > 0) o.args.global_batch = o.global_batch;
+  if (o.seq_length_opt->count() > 0) o.args.seq_length = o.seq_length;
   if (o.objective == "throughput") {
     o.args.objective = sweep::Objective::kThroughput;
   } else if (o.objective == "memory") {
     o.args.objective = sweep::Objective::kMemory;
   } else {
-    throw Error(cat("--objective: must be throughput or memory, got \"", o.objective, "\""));
+    throw Error(cat("--objective: must be throughput or memory, got ", json_excerpt(o.objective)));
   }
-  if (o.top < 1) throw Error(cat("--top: must be >= 1, got ", o.top));
-  if (o.threads < 0) throw Error(cat("--threads: must be >= 1, got ", o.threads));
+  check_int_range(o.top, {1, 1000000}, "--top");
+  if (o.threads_opt->count() > 0) check_int_range(o.threads, {1, 1024}, "--threads");
+  check_number_range(o.time_limit_s, {1, 86400}, "--time-limit");
+  o.args.memory_headroom =
+      check_number_range(o.headroom_percent, {0, 90}, "--memory-headroom") / 100.0;
   if (o.out.empty()) throw Error("--out: needs a file name");
   const sweep::SweepRequest req = sweep::make_request(o.args);
   // The request in canonical form (what determines the result), for best.json and the report.
@@ -131,46 +139,67 @@ void run_sweep_cmd(SweepCliOptions& o) {
   if (!req.fixed.empty()) o.command_line += " --fix " + sweep::to_string(req.fixed);
   if (req.objective != sweep::Objective::kThroughput)
     o.command_line += cat(" --objective ", sweep::to_string(req.objective));
+  if (req.memory_headroom != sweep::kDefaultMemoryHeadroom)
+    o.command_line += cat(" --memory-headroom ", o.headroom_percent);
+  return req;
+}
 
+sweep::SweepOptions options_of(const SweepCliOptions& o) {
   sweep::SweepOptions opts;
-  opts.threads = o.threads > 0
-                     ? static_cast<int>(std::min<int64_t>(o.threads, 4096))
+  opts.threads = o.threads_opt->count() > 0
+                     ? static_cast<int>(o.threads)
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   opts.prune = !o.no_prune;
   opts.top_k = o.top;
-  const bool bar = stderr_is_terminal();
-  const auto t0 = std::chrono::steady_clock::now();
-  if (bar) {
+  opts.time_limit_s = o.time_limit_s;
+  if (stderr_is_terminal()) {
+    const auto t0 = std::chrono::steady_clock::now();
     opts.progress = [t0](int64_t done, int64_t total) {
       draw_progress(done, total,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
   }
+  return opts;
+}
+
+// best.json: the best plan with a description of where it came from.
+Json best_plan_json(const sweep::SweepRequest& req, const sweep::Evaluated& best,
+                    const Plan& best_plan, const std::string& command_line) {
+  Json plan_json;
+  plan_json["schema_version"] = kPlanSchemaVersion;
+  plan_json["description"] =
+      cat("Best of `", command_line, "` (by ", sweep::to_string(req.objective),
+          "): ", sweep::layout_label(best.candidate), ", ", to_string(best.candidate.schedule),
+          "; predicted ", format_duration(best.figures.iteration_time_s), " per iteration, ",
+          format_fixed(best.figures.tokens_per_s, 0), " tokens/s, peak ",
+          format_gib(best.figures.peak_bytes));
+  const Json full = plan_to_json(best_plan);
+  for (const char* key : {"model", "cluster", "parallel", "training"}) plan_json[key] = full[key];
+  return plan_json;
+}
+
+void run_sweep_cmd(SweepCliOptions& o) {
+  const sweep::SweepRequest req = request_of(o);
+  const sweep::SweepOptions opts = options_of(o);
   const sweep::SweepResult res = sweep::run_sweep(req, opts);
-  if (bar) std::fprintf(stderr, "\r\033[K"), std::fflush(stderr);
+  if (opts.progress) std::fprintf(stderr, "\r\033[K"), std::fflush(stderr);
 
   const bool defaults_used =
       o.args.model == sweep::kDefaultModel && o.args.cluster == sweep::kDefaultCluster;
   if (res.fits == 0) {
     if (!o.json) print_text(req, res, o, defaults_used, !o.args.global_batch);
-    throw Error(sweep::explain_no_plan(req, res, opts));
+    const std::string why = sweep::explain_no_plan(req, res, opts);
+    if (res.invalid == res.candidates) throw Error(why);
+    std::cerr << "mplan: " << why << "\n";  // valid plans exist; none fits: exit 1
+    throw ExitWith{1};
   }
 
   // The best plan, simulated once more for its per-stage detail.
   const sweep::Evaluated& best = res.best();
   Plan best_plan = sweep::plan_of(req, best.candidate);
   const sim::SimulationResult best_result = sim::simulate(best_plan, sim::SimOptions{});
-  Json plan_json;
-  plan_json["schema_version"] = kPlanSchemaVersion;
-  plan_json["description"] =
-      cat("Best of `", o.command_line, "` (by ", sweep::to_string(req.objective),
-          "): ", sweep::layout_label(best.candidate), ", ", to_string(best.candidate.schedule),
-          "; predicted ", duration(best.figures.iteration_time_s), " per iteration, ",
-          format_fixed(best.figures.tokens_per_s, 0), " tokens/s, peak ",
-          format_gib(best.figures.peak_bytes));
-  const Json full = plan_to_json(best_plan);
-  for (const char* key : {"model", "cluster", "parallel", "training"}) plan_json[key] = full[key];
-  write_text_file(o.out, plan_json.dump(2) + "\n", "--out");
+  write_text_file(o.out, best_plan_json(req, best, best_plan, o.command_line).dump(2) + "\n",
+                  "--out");
   if (!o.csv.empty()) write_text_file(o.csv, sweep::sweep_csv(req, res), "--csv");
   if (!o.report.empty())
     write_text_file(
@@ -178,11 +207,16 @@ void run_sweep_cmd(SweepCliOptions& o) {
         sweep::sweep_report_html(req, res, o.top, &best_plan, &best_result, o.command_line),
         "--report");
 
+  const std::optional<std::string> warning = sweep::batch_warning(req, best.candidate);
   if (o.json) {
-    std::cout << sweep::sweep_to_json(req, res, o.top, o.out).dump(2) << "\n";
+    Json j = sweep::sweep_to_json(req, res, o.top, o.out);
+    j["warnings"] = Json::array();
+    if (warning) j["warnings"].push_back(*warning);
+    std::cout << j.dump(2) << "\n";
     return;
   }
   print_text(req, res, o, defaults_used, !o.args.global_batch);
+  if (warning) std::cout << "\n" << *warning << "\n";
   std::cout << "\nwrote " << o.out << " (best plan; try `mplan simulate " << o.out << "`)";
   if (!o.csv.empty()) std::cout << ", " << o.csv;
   if (!o.report.empty()) std::cout << ", " << o.report;
@@ -193,23 +227,31 @@ void add_sweep(CLI::App& app) {
   auto o = std::make_shared<SweepCliOptions>();
   auto* cmd = app.add_subcommand(
       "sweep", "Simulate every valid plan for N GPUs, rank them, write the best as a plan file");
-  cmd->add_option("--gpus", o->args.gpus, "Number of GPUs (a whole number of nodes)")->required();
+  cmd->add_option("--gpus", o->args.gpus, "Number of GPUs, 1 to 2^20 (a whole number of nodes)")
+      ->required();
   cmd->add_option("--model", o->args.model,
                   "Model preset or JSON file (default gpt3-175b: GPT-3 175B)");
   cmd->add_option("--cluster", o->args.cluster,
                   "Cluster preset or JSON file (default dgx-a100-80g: DGX A100 80GB nodes)");
-  cmd->add_option("--global-batch", o->global_batch,
-                  "Global batch in sequences (default: the model preset's usual batch, "
-                  "1536 for gpt3-175b)");
-  cmd->add_option("--seq-length", o->seq_length, "Sequence length (default: the model's)");
+  o->global_batch_opt =
+      cmd->add_option("--global-batch", o->global_batch,
+                      "Global batch in sequences, 1 to 2^24 (default: the model preset's usual "
+                      "batch, 1536 for gpt3-175b)");
+  o->seq_length_opt = cmd->add_option("--seq-length", o->seq_length,
+                                      "Sequence length, 1 to 2097152 (default: the model's)");
   cmd->add_option("--top", o->top, "Rows of the ranking to show (default 10)");
+  cmd->add_option("--memory-headroom", o->headroom_percent,
+                  "Percent of GPU memory every plan leaves free (0 to 90; default 5): a plan "
+                  "fits when its peak is at most the rest");
+  cmd->add_option("--time-limit", o->time_limit_s,
+                  "Stop with a message after this many seconds (1 to 86400; default 600)");
   cmd->add_option("--out", o->out, "Where to write the best plan (default best.json)");
   cmd->add_option("--csv", o->csv, "Also write every simulated candidate with its figures to FILE");
   cmd->add_option("--report", o->report,
                   "Also write a self-contained HTML report (scatter, top K, timeline) to FILE");
-  cmd->add_option("--threads", o->threads,
-                  "Worker threads (default: the machine's hardware threads); any count gives "
-                  "the same result");
+  o->threads_opt = cmd->add_option("--threads", o->threads,
+                                   "Worker threads, 1 to 1024 (default: the machine's hardware "
+                                   "threads); any count gives the same result");
   cmd->add_option("--fix", o->args.fix,
                   "Pin axes, e.g. tp=8,pp=16 (keys: tp cp ep etp pp vpp dp mbs sp recompute "
                   "dist_opt schedule)");
@@ -228,8 +270,11 @@ void add_sweep(CLI::App& app) {
       "what lower bounds prove out of memory or below the top K is counted without simulating\n"
       "(--no-prune simulates every valid candidate; the top K is the same).\n"
       "A progress bar is drawn on stderr when it is a terminal.\n"
-      "Exit status: 0 with a plan; 2 on bad input or when no plan fits (the message says what\n"
-      "would help, e.g. the smallest GPU count that fits).\n"
+      "Memory: a plan fits when its peak is at most the GPU's memory less the headroom (5 % by\n"
+      "default). A warning says when the global batch is too small for the GPU count.\n"
+      "Exit status: 0 with a plan; 1 when valid plans exist but none fits in memory; 2 on bad\n"
+      "input or when no candidate is valid (the message says what would help, e.g. the\n"
+      "smallest GPU count that fits).\n"
       "Examples:\n"
       "  mplan sweep --gpus 128                          gpt3-175b on dgx-a100-80g, batch 1536\n"
       "  mplan sweep --gpus 1024 --report report.html --csv all.csv\n"

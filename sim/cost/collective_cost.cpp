@@ -53,31 +53,6 @@ double bus_factor(CollectiveKind k, int64_t n) {
   return 1.0;
 }
 
-GroupPlacement placement_of(const std::vector<int64_t>& ranks, int64_t gpus_per_node) {
-  MPLAN_CHECK(!ranks.empty() && gpus_per_node >= 1, "group of ", ranks.size(), " ranks, ",
-              gpus_per_node, " GPUs per node");
-  std::vector<int64_t> nodes;
-  nodes.reserve(ranks.size());
-  for (int64_t r : ranks) nodes.push_back(r / gpus_per_node);
-  std::sort(nodes.begin(), nodes.end());
-  GroupPlacement g;
-  g.size = static_cast<int64_t>(ranks.size());
-  g.nodes = 0;
-  int64_t max_run = 0, min_run = std::numeric_limits<int64_t>::max();
-  for (size_t i = 0; i < nodes.size();) {
-    size_t j = i;
-    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
-    ++g.nodes;
-    max_run = std::max<int64_t>(max_run, static_cast<int64_t>(j - i));
-    min_run = std::min<int64_t>(min_run, static_cast<int64_t>(j - i));
-    i = j;
-  }
-  MPLAN_CHECK(max_run == min_run, "group spread unevenly over its nodes (", min_run, " to ",
-              max_run, " GPUs per node)");
-  g.per_node = max_run;
-  return g;
-}
-
 double nic_share_per_gpu(const ClusterSpec& c) {
   MPLAN_CHECK(c.gpus_per_node >= 1, "gpus_per_node ", c.gpus_per_node);
   return std::min(1.0, static_cast<double>(c.nics()) / static_cast<double>(c.gpus_per_node));
@@ -120,14 +95,20 @@ const LinkSpec& network(const ClusterSpec& c) {
 
 int64_t collective_time_ns(const ClusterSpec& c, CollectiveKind kind, double bytes,
                            const GroupPlacement& g) {
-  MPLAN_CHECK(g.size >= 1 && g.nodes >= 1 && g.per_node >= 1 && g.nodes * g.per_node == g.size,
-              "placement size ", g.size, " nodes ", g.nodes, " per node ", g.per_node);
+  const int64_t fewest = g.fewest_per_node();
+  MPLAN_CHECK(g.size >= 1 && g.nodes >= 1 && fewest >= 1 && fewest <= g.per_node &&
+                  (g.even() ? g.nodes * g.per_node == g.size
+                            : g.per_node + (g.nodes - 1) * fewest <= g.size &&
+                                  g.size <= fewest + (g.nodes - 1) * g.per_node),
+              "placement size ", g.size, " nodes ", g.nodes, " per node ", fewest, " to ",
+              g.per_node);
   MPLAN_CHECK(bytes >= 0, "bytes ", bytes);
   if (g.size == 1 || bytes == 0) return 0;
   if (kind == CollectiveKind::kSendRecv) return p2p_time_ns(c, bytes, g.nodes == 1);
 
   const double n = static_cast<double>(g.size);
-  const double k = static_cast<double>(g.per_node);
+  const double k = static_cast<double>(g.per_node);  // the busiest node's members
+  const double k_min = static_cast<double>(fewest);  // the least populated node's members
   if (g.nodes == 1) {
     // t = α + S·f(n)/busbw(S)
     const double s = bytes * bus_factor(kind, g.size) / bandwidth(c.intra_node, kind, bytes);
@@ -139,14 +120,16 @@ int64_t collective_time_ns(const ClusterSpec& c, CollectiveKind kind, double byt
   double intra_s = 0, inter_s = 0;
   if (kind == CollectiveKind::kAllToAll) {
     // Each GPU sends S/n to every other member: (k-1)·S/n over NVLink, (n-k)·S/n through its NIC
-    // share. The profile's busbw (factor (n-1)/n) is per GPU, so a volume V takes V/busbw.
+    // share. The profile's busbw (factor (n-1)/n) is per GPU, so a volume V takes V/busbw. The
+    // slowest member: most NVLink peers on the busiest node, most remote peers on the emptiest.
     if (g.per_node > 1) intra_s = (k - 1) / n * bytes / bandwidth(c.intra_node, kind, bytes);
-    inter_s = (n - k) / n * bytes / (share * bandwidth(net, kind, bytes));
+    inter_s = (n - k_min) / n * bytes / (share * bandwidth(net, kind, bytes));
   } else {
     // Ring-type collectives, hierarchically: f(k) of S on NVLink inside each node; f(N) of S
     // between the N nodes, carried by the node's k GPUs (each with its NIC share) in parallel,
-    // each on a slice of S/k.
-    const double slice = bytes / k;
+    // each on a slice of S/k. Uneven: the busiest node bounds the NVLink phase, the emptiest
+    // (largest slice per GPU, S/k_min) the network phase.
+    const double slice = bytes / k_min;
     if (g.per_node > 1)
       intra_s = bus_factor(kind, g.per_node) * bytes / bandwidth(c.intra_node, kind, bytes);
     inter_s = bus_factor(kind, g.nodes) * slice / (share * bandwidth(net, kind, slice));

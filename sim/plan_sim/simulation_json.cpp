@@ -3,6 +3,12 @@
 
 namespace mplan::sim {
 
+Json breakdown_to_json(const TimeBreakdown& b) {
+  return {{"compute_s", b.compute_s}, {"tp_comm_s", b.tp_comm_s},    {"cp_comm_s", b.cp_comm_s},
+          {"ep_comm_s", b.ep_comm_s}, {"pp_comm_s", b.pp_comm_s},    {"dp_comm_s", b.dp_comm_s},
+          {"bubble_s", b.bubble_s},   {"optimizer_s", b.optimizer_s}};
+}
+
 Json simulation_to_json(const SimulationResult& r) {
   Json j;
   j["schema_version"] = kSimulationSchemaVersion;
@@ -15,11 +21,7 @@ Json simulation_to_json(const SimulationResult& r) {
   j["bubble_fraction"] = r.bubble_fraction;
   j["num_microbatches"] = r.num_microbatches;
   j["critical_stage"] = r.critical_stage;
-  const TimeBreakdown& b = r.breakdown;
-  j["breakdown"] = {{"compute_s", b.compute_s}, {"tp_comm_s", b.tp_comm_s},
-                    {"cp_comm_s", b.cp_comm_s}, {"ep_comm_s", b.ep_comm_s},
-                    {"pp_comm_s", b.pp_comm_s}, {"dp_comm_s", b.dp_comm_s},
-                    {"bubble_s", b.bubble_s},   {"optimizer_s", b.optimizer_s}};
+  j["breakdown"] = breakdown_to_json(r.breakdown);
   Json stages = Json::array();
   for (const StageMemory& s : r.per_stage)
     stages.push_back({{"pp_rank", s.pp_rank},

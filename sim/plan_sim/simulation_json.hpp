@@ -11,5 +11,7 @@ namespace mplan::sim {
 inline constexpr int kSimulationSchemaVersion = 1;
 
 Json simulation_to_json(const SimulationResult& r);
+// {compute_s, tp_comm_s, cp_comm_s, ep_comm_s, pp_comm_s, dp_comm_s, bubble_s, optimizer_s}.
+Json breakdown_to_json(const TimeBreakdown& b);
 
 }  // namespace mplan::sim

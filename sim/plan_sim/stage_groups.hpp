@@ -35,8 +35,9 @@ struct StageGroups {
 StageGroups stage_groups(const RankGrid& grid, int64_t gpus_per_node, int64_t stage,
                          std::vector<int64_t>& scratch);
 
-// Placement of the ranks in `ranks` (reordered in place): nodes spanned and GPUs per node.
-// Throws InternalError when the ranks are spread unevenly over their nodes.
+// Placement of the ranks in `ranks` (reordered in place): nodes spanned and GPUs per node, the
+// most and (when they differ) the fewest on one node — groups of a GPU count that is no multiple
+// of the node size straddle nodes unevenly (dp 3 of tp 4 on 8-GPU nodes).
 cost::GroupPlacement placement_of_ranks(std::vector<int64_t>& ranks, int64_t gpus_per_node);
 
 }  // namespace mplan::sim

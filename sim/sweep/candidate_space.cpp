@@ -1,7 +1,10 @@
-// Enumeration of the search space, loop by loop as candidate_space.hpp lists it. Each loop runs
-// over its values in ascending order, so the enumeration index is a stable tie-break.
+// Enumeration of the search space as candidate_space.hpp lists it: the layouts (tp, cp, pp, dp),
+// then for each the product of its other axes, the last varying fastest. Each axis runs over its
+// values in ascending order, so the enumeration index is a stable tie-break.
 #include "sim/sweep/candidate_space.hpp"
 
+#include <array>
+#include <optional>
 #include <utility>
 
 #include "src/common/error.hpp"
@@ -52,111 +55,161 @@ bool allowed(const std::optional<T>& fixed, T value) {
   return !fixed || *fixed == value;
 }
 
+// The values of `all` a fixed axis allows, in their order.
+template <class T>
+std::vector<T> allowed_values(const std::optional<T>& fixed, std::initializer_list<T> all) {
+  std::vector<T> out;
+  for (T v : all)
+    if (allowed(fixed, v)) out.push_back(v);
+  return out;
+}
+
+// tp · cp · pp · dp = N: the layout of the GPUs, before the other axes.
+struct Layout {
+  int64_t tp = 1, cp = 1, pp = 1, dp = 1;  // dp: the GPUs not yet given to an axis
+};
+
+// Splits each layout's remaining GPUs (its dp) by every value of one axis that divides them.
+std::vector<Layout> split_axis(const std::vector<Layout>& in, int64_t Layout::*axis,
+                               const std::optional<int64_t>& fixed,
+                               const std::vector<int64_t>* defaults) {
+  std::vector<Layout> out;
+  for (const Layout& l : in) {
+    for (int64_t v : axis_values(fixed, defaults ? *defaults : divisors(l.dp))) {
+      if (v < 1 || l.dp % v != 0) continue;
+      Layout next = l;
+      next.*axis = v;
+      next.dp = l.dp / v;
+      out.push_back(next);
+    }
+  }
+  return out;
+}
+
+// Every layout in loop order tp, cp, pp (dp = N / (tp·cp·pp)).
+std::vector<Layout> layouts(const SpaceInputs& in) {
+  const FixedAxes& f = in.fixed;
+  std::vector<int64_t> tp_default;
+  for (int64_t d : divisors(in.gpus))
+    if (d <= in.gpus_per_node) tp_default.push_back(d);
+  std::vector<Layout> ls = split_axis({Layout{1, 1, 1, in.gpus}}, &Layout::tp, f.tp, &tp_default);
+  ls = split_axis(ls, &Layout::cp, f.cp, nullptr);
+  ls = split_axis(ls, &Layout::pp, f.pp, nullptr);
+  std::erase_if(ls, [&](const Layout& l) { return !allowed(f.dp, l.dp); });
+  return ls;
+}
+
+// The (vpp, schedule) pairs of a layout with `pp` stages.
+std::vector<std::pair<int64_t, ScheduleKind>> schedules(const ModelSpec& m, const FixedAxes& f,
+                                                        int64_t pp) {
+  // vpp >= 2 with a split into whole chunks (even, or uneven per uneven_split).
+  std::vector<int64_t> vpps;
+  for (int64_t v = 2; v <= uneven_split(m.num_layers, pp, 1).middle; ++v)
+    if (has_split(m.num_layers, pp, v)) vpps.push_back(v);
+  std::vector<std::pair<int64_t, ScheduleKind>> out;
+  if (f.vpp && f.schedule) return {{*f.vpp, *f.schedule}};
+  if (f.vpp) {
+    out.push_back({*f.vpp, *f.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B});
+    if (*f.vpp == 1 && pp > 1) out.push_back({1, ScheduleKind::kZbH1});
+    return out;
+  }
+  if (f.schedule && *f.schedule != ScheduleKind::kInterleaved) return {{1, *f.schedule}};
+  if (!f.schedule) out.push_back({1, ScheduleKind::k1F1B});
+  if (!f.schedule && pp > 1) out.push_back({1, ScheduleKind::kZbH1});
+  if (pp > 1 || f.schedule)
+    for (int64_t v : vpps) out.push_back({v, ScheduleKind::kInterleaved});
+  return out;
+}
+
+// The values of every other axis for one layout; a candidate is one index into each list.
+struct LayoutAxes {
+  Layout layout;
+  std::vector<int64_t> ep, etp, mbs;
+  std::vector<std::pair<int64_t, ScheduleKind>> sched;
+  std::vector<bool> sp;
+  std::vector<Recompute> recompute;
+  std::vector<bool> dist;
+};
+
+LayoutAxes axes_of(const SpaceInputs& in, const Layout& l) {
+  const ModelSpec& m = *in.model;
+  const FixedAxes& f = in.fixed;
+  LayoutAxes a;
+  a.layout = l;
+  std::vector<int64_t> ep_values{1};
+  if (m.moe) {
+    ep_values.clear();
+    for (int64_t d : divisors(in.gpus / l.pp))
+      if (d <= m.moe->num_experts) ep_values.push_back(d);
+  }
+  a.ep = axis_values(f.ep, ep_values);
+  a.etp = axis_values(
+      f.etp, m.moe && l.tp != 1 ? std::vector<int64_t>{1, l.tp} : std::vector<int64_t>{l.tp});
+  a.sched = schedules(m, f, l.pp);
+  std::vector<int64_t> mbs_values;
+  for (int32_t b : kMicroBatchSizes)
+    if (b == 1 || b * l.dp <= in.global_batch_size) mbs_values.push_back(b);
+  a.mbs = axis_values(f.micro_batch_size, mbs_values);
+  a.sp = l.tp > 1 ? allowed_values(f.sequence_parallel, {false, true})
+                  : allowed_values(f.sequence_parallel, {false});
+  a.recompute =
+      allowed_values(f.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  a.dist = allowed_values(f.distributed_optimizer, {false, true});
+  return a;
+}
+
+// The candidate at index `i` of the product ep × etp × (vpp, schedule) × mbs × sp × recompute ×
+// dist_opt, or nothing when that combination is not in the space (a distributed optimizer
+// without a data-parallel group).
+std::optional<Candidate> candidate_at(const SpaceInputs& in, const LayoutAxes& a,
+                                      const std::array<size_t, 7>& i) {
+  const Layout& l = a.layout;
+  const int64_t ep = a.ep[i[0]], etp = a.etp[i[1]];
+  const int64_t expert_grid = etp * ep * l.pp;
+  const bool expert_dp_gt1 = in.gpus % expert_grid == 0 && in.gpus / expert_grid > 1;
+  const bool dist = a.dist[i[6]];
+  if (dist && !(l.dp * l.cp > 1 || expert_dp_gt1)) return std::nullopt;
+  const auto [vpp, sched] = a.sched[i[2]];
+  const UnevenSplit split = uneven_split(in.model->num_layers, l.pp, vpp > 1 ? vpp : 1);
+  Candidate c;
+  c.tp = static_cast<int32_t>(l.tp);
+  c.cp = static_cast<int32_t>(l.cp);
+  c.ep = static_cast<int32_t>(ep);
+  c.etp = static_cast<int32_t>(etp);
+  c.pp = static_cast<int32_t>(l.pp);
+  c.vpp = static_cast<int32_t>(vpp);
+  c.dp = static_cast<int32_t>(l.dp);
+  c.micro_batch_size = static_cast<int32_t>(a.mbs[i[3]]);
+  c.first_stage_layers = static_cast<int32_t>(split.first);
+  c.last_stage_layers = static_cast<int32_t>(split.last);
+  c.schedule = sched;
+  c.sequence_parallel = a.sp[i[4]];
+  c.recompute = a.recompute[i[5]];
+  c.distributed_optimizer = dist;
+  return c;
+}
+
+// Appends the product of a layout's axes, the last axis varying fastest.
+void append_product(const SpaceInputs& in, const LayoutAxes& a, std::vector<Candidate>& out) {
+  const std::array<size_t, 7> size{a.ep.size(), a.etp.size(),       a.sched.size(), a.mbs.size(),
+                                   a.sp.size(), a.recompute.size(), a.dist.size()};
+  for (size_t n : size)
+    if (n == 0) return;
+  std::array<size_t, 7> i{};
+  for (;;) {
+    if (auto c = candidate_at(in, a, i)) out.push_back(*c);
+    size_t axis = size.size();
+    while (axis > 0 && ++i[axis - 1] == size[axis - 1]) i[--axis] = 0;
+    if (axis == 0) return;
+  }
+}
+
 }  // namespace
 
 std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
   MPLAN_CHECK(in.model != nullptr && in.gpus >= 1 && in.gpus_per_node >= 1, "space inputs");
-  const ModelSpec& m = *in.model;
-  const FixedAxes& f = in.fixed;
-  const int64_t n = in.gpus;
-  const int64_t layers = m.num_layers;
   std::vector<Candidate> out;
-
-  std::vector<int64_t> tp_default;
-  for (int64_t d : divisors(n))
-    if (d <= in.gpus_per_node) tp_default.push_back(d);
-
-  for (int64_t tp : axis_values(f.tp, tp_default)) {
-    if (n % tp != 0) continue;
-    for (int64_t cp : axis_values(f.cp, divisors(n / tp))) {
-      if ((n / tp) % cp != 0) continue;
-      for (int64_t pp : axis_values(f.pp, divisors(n / (tp * cp)))) {
-        if ((n / (tp * cp)) % pp != 0) continue;
-        const int64_t dp = n / (tp * cp * pp);
-        if (!allowed(f.dp, dp)) continue;
-        const UnevenSplit split = uneven_split(layers, pp, 1);
-
-        std::vector<int64_t> ep_values{1};
-        if (m.moe) {
-          ep_values.clear();
-          for (int64_t d : divisors(n / pp))
-            if (d <= m.moe->num_experts) ep_values.push_back(d);
-        }
-        std::vector<int64_t> etp_values{tp};
-        if (m.moe && tp != 1) etp_values = {1, tp};
-
-        // vpp >= 2 with a split into whole chunks (even, or uneven per uneven_split).
-        std::vector<int64_t> vpps;
-        for (int64_t v = 2; v <= split.middle; ++v)
-          if (has_split(layers, pp, v)) vpps.push_back(v);
-        // (vpp, schedule) pairs.
-        std::vector<std::pair<int64_t, ScheduleKind>> scheds;
-        if (f.vpp && f.schedule) {
-          scheds.push_back({*f.vpp, *f.schedule});
-        } else if (f.vpp) {
-          scheds.push_back({*f.vpp, *f.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B});
-          if (*f.vpp == 1 && pp > 1) scheds.push_back({1, ScheduleKind::kZbH1});
-        } else if (f.schedule) {
-          if (*f.schedule == ScheduleKind::kInterleaved) {
-            for (int64_t v : vpps) scheds.push_back({v, ScheduleKind::kInterleaved});
-          } else {
-            scheds.push_back({1, *f.schedule});
-          }
-        } else {
-          scheds.push_back({1, ScheduleKind::k1F1B});
-          if (pp > 1) {
-            scheds.push_back({1, ScheduleKind::kZbH1});
-            for (int64_t v : vpps) scheds.push_back({v, ScheduleKind::kInterleaved});
-          }
-        }
-
-        std::vector<int64_t> mbs_values;
-        for (int32_t b : kMicroBatchSizes)
-          if (b == 1 || b * dp <= in.global_batch_size) mbs_values.push_back(b);
-        mbs_values = axis_values(f.micro_batch_size, mbs_values);
-
-        for (int64_t ep : axis_values(f.ep, ep_values)) {
-          for (int64_t etp : axis_values(f.etp, etp_values)) {
-            const int64_t expert_grid = etp * ep * pp;
-            const bool expert_dp_gt1 = n % expert_grid == 0 && n / expert_grid > 1;
-            const bool any_dp = dp * cp > 1 || expert_dp_gt1;
-            for (const auto& [vpp, sched] : scheds) {
-              for (int64_t mbs : mbs_values) {
-                for (bool sp : {false, true}) {
-                  if (sp && tp == 1) continue;
-                  if (!allowed(f.sequence_parallel, sp)) continue;
-                  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-                    if (!allowed(f.recompute, rc)) continue;
-                    for (bool dist : {false, true}) {
-                      if (dist && !any_dp) continue;
-                      if (!allowed(f.distributed_optimizer, dist)) continue;
-                      Candidate c;
-                      c.tp = static_cast<int32_t>(tp);
-                      c.cp = static_cast<int32_t>(cp);
-                      c.ep = static_cast<int32_t>(ep);
-                      c.etp = static_cast<int32_t>(etp);
-                      c.pp = static_cast<int32_t>(pp);
-                      c.vpp = static_cast<int32_t>(vpp);
-                      c.dp = static_cast<int32_t>(dp);
-                      c.micro_batch_size = static_cast<int32_t>(mbs);
-                      const UnevenSplit sv = vpp > 1 ? uneven_split(layers, pp, vpp) : split;
-                      c.first_stage_layers = static_cast<int32_t>(sv.first);
-                      c.last_stage_layers = static_cast<int32_t>(sv.last);
-                      c.schedule = sched;
-                      c.recompute = rc;
-                      c.sequence_parallel = sp;
-                      c.distributed_optimizer = dist;
-                      out.push_back(c);
-                    }
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  for (const Layout& l : layouts(in)) append_product(in, axes_of(in, l), out);
   return out;
 }
 

@@ -12,8 +12,10 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "sim/plan_sim/simulation_size.hpp"
 #include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/memory_bound.hpp"
 #include "sim/sweep/rejection_rule.hpp"
@@ -77,7 +79,7 @@ struct Partial {
   std::exception_ptr error;
 };
 
-Figures figures_of(const sim::SimulationResult& r) {
+Figures figures_of(const sim::SimulationResult& r, int64_t usable_bytes) {
   Figures f;
   f.iteration_time_s = r.iteration_time_s;
   f.tokens_per_s = r.tokens_per_s;
@@ -86,10 +88,29 @@ Figures figures_of(const sim::SimulationResult& r) {
   f.bubble_fraction = r.bubble_fraction;
   f.breakdown = r.breakdown;
   f.peak_bytes = r.peak_bytes;
-  f.capacity_bytes = r.capacity_bytes;
-  f.fits = r.fits;
+  f.capacity_bytes = usable_bytes;
+  f.fits = r.peak_bytes <= usable_bytes;
   return f;
 }
+
+// The time guard: throws an Error saying how far the sweep got once the limit has passed.
+struct Deadline {
+  double limit_s = 0;
+  std::chrono::steady_clock::time_point start;
+  const std::atomic<int64_t>* done = nullptr;
+  int64_t total = 0;
+
+  void check() const {
+    if (limit_s <= 0) return;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s <= limit_s) return;
+    throw Error(cat("--time-limit: the sweep stopped after ", static_cast<int64_t>(s), " s with ",
+                    done->load(), " of ", total,
+                    " candidates judged; narrow the search with --fix (e.g. --fix tp=8,pp=8) or "
+                    "allow more time with --time-limit SECONDS"));
+  }
+};
 
 // Runs body(thread) on `threads` threads while the calling thread reports progress; rethrows
 // the first failure (in thread order) after all have stopped.
@@ -119,11 +140,10 @@ void run_threads(int threads, const SweepOptions& options, std::atomic<int64_t>&
     const auto interval = std::chrono::duration<double>(options.progress_interval_s);
     while (running > 0) {
       cv.wait_for(lock, interval);
-      if (options.progress && running > 0) {
-        lock.unlock();
-        options.progress(done.load(), total);
-        lock.lock();
-      }
+      if (!options.progress || running == 0) continue;
+      lock.unlock();
+      options.progress(done.load(), total);
+      lock.lock();
     }
   }
   for (auto& th : pool) th.join();
@@ -131,161 +151,219 @@ void run_threads(int threads, const SweepOptions& options, std::atomic<int64_t>&
     if (p.error) std::rethrow_exception(p.error);
 }
 
-}  // namespace
-
-SweepResult run_sweep(const SweepRequest& request, const SweepOptions& options) {
-  MPLAN_CHECK(options.threads >= 1, "threads ", options.threads);
-  const auto t0 = std::chrono::steady_clock::now();
-  SpaceInputs space{&request.base.model, request.gpus, request.base.cluster.gpus_per_node,
-                    request.global_batch_size, request.fixed};
-  const std::vector<Candidate> candidates = enumerate_candidates(space);
-  const int64_t total = static_cast<int64_t>(candidates.size());
-  const int threads = static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>(options.threads, (total + kBlock - 1) / kBlock)));
-  const bool by_rank = options.prune && options.top_k > 0;
-  const bool time_key = by_rank && request.objective == Objective::kThroughput;
-  const int64_t capacity = request.base.cluster.gpu.memory_bytes();
-
-  std::vector<Partial> partials(static_cast<size_t>(threads));
+// What the phases share.
+struct SweepState {
+  const SweepRequest& request;
+  const SweepOptions& options;
+  std::vector<Candidate> candidates;
+  int64_t total = 0;
+  int threads = 1;
+  bool by_rank = false;   // simulate in order of a bound, skipping what cannot reach the top K
+  bool time_key = false;  // the bound is on iteration time (else on peak memory)
+  int64_t usable = 0;     // bytes a plan may use
+  std::vector<Partial> partials;
   std::atomic<int64_t> done{0};
   std::atomic<bool> stop{false};
+  Deadline deadline;
 
-  // ---- Phase 1: classify every candidate. ----------------------------------------------------
-  run_threads(threads, options, done, total, partials, stop, [&](int t) {
-    Partial& out = partials[static_cast<size_t>(t)];
-    Plan plan = request.base;
+  SweepState(const SweepRequest& r, const SweepOptions& o) : request(r), options(o) {}
+
+  template <class Body>
+  void run(Body body) {
+    run_threads(threads, options, done, total, partials, stop, body);
+  }
+};
+
+void count_invalid(Partial& out, int64_t index, const Violation& first) {
+  ++out.invalid;
+  RuleTally& r = out.rules[rejection_rule(first)];
+  ++r.count;
+  if (index < r.first_index) {
+    r.first_index = index;
+    r.example = to_string(first);
+  }
+}
+
+// A candidate whose costs the simulator refuses (an operation beyond its range, a profile without
+// a curve the layout needs) is invalid under that message, not the end of the sweep.
+Violation violation_of(const Error& e) {
+  const std::string what = e.what();
+  const size_t colon = what.find(": ");
+  const bool has_field = colon != std::string::npos && what.find(' ') > colon &&
+                         (what.rfind("cluster", 0) == 0 || what.rfind("model", 0) == 0);
+  if (has_field) return {what.substr(0, colon), what.substr(colon + 2)};
+  return {"cluster", what};
+}
+
+// Phase 1 for one candidate: invalid (a rule, or too large to simulate), proved out of memory,
+// or pending with its bound and estimated cost (counted done when phase 2 simulates it).
+void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, Partial& out) {
+  const Candidate& c = st.candidates[static_cast<size_t>(i)];
+  const int64_t gbs = st.request.global_batch_size;
+  plan.parallel = to_parallel(c, gbs);
+  const std::vector<Violation> violations = validate(plan);
+  std::optional<Violation> too_large;
+  if (violations.empty()) too_large = sim::check_simulation_size(plan, false);
+  if (!violations.empty() || too_large) {
+    count_invalid(out, i, too_large ? *too_large : violations.front());
+    st.done.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  int64_t mem_bound = 0;
+  if (st.options.prune) {
+    mem_bound = memory_lower_bound(plan);
+    if (mem_bound > st.usable) {
+      ++out.pruned;
+      out.least_known_peak = std::min(out.least_known_peak, mem_bound);
+      st.done.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  Pending p;
+  p.index = i;
+  try {
+    p.key = st.time_key ? iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch)
+                        : (st.by_rank ? mem_bound : 0);
+  } catch (const Error& e) {
+    count_invalid(out, i, violation_of(e));
+    st.done.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  p.cost = static_cast<int64_t>(c.pp) * c.vpp *
+           (gbs / (static_cast<int64_t>(c.micro_batch_size) * c.dp));
+  out.pending.push_back(p);
+}
+
+// Phase 1: every candidate classified, block b of kBlock to thread b mod T; the pending ones
+// gathered and ordered (by bound when ranking by it, else by enumeration index).
+std::vector<Pending> classify_all(SweepState& st) {
+  st.run([&](int t) {
+    Partial& out = st.partials[static_cast<size_t>(t)];
+    Plan plan = st.request.base;
     TimeBoundScratch scratch;
-    for (int64_t begin = t * kBlock; begin < total; begin += threads * kBlock) {
-      if (stop.load(std::memory_order_relaxed)) return;
-      const int64_t end = std::min(total, begin + kBlock);
-      for (int64_t i = begin; i < end; ++i) {
-        const Candidate& c = candidates[static_cast<size_t>(i)];
-        plan.parallel = to_parallel(c, request.global_batch_size);
-        std::vector<Violation> violations = validate(plan);
-        if (!violations.empty()) {
-          ++out.invalid;
-          RuleTally& r = out.rules[rejection_rule(violations.front())];
-          ++r.count;
-          if (i < r.first_index) {
-            r.first_index = i;
-            r.example = to_string(violations.front());
-          }
-          done.fetch_add(1, std::memory_order_relaxed);
-          continue;
-        }
-        int64_t mem_bound = 0;
-        if (options.prune) {
-          mem_bound = memory_lower_bound(plan);
-          if (mem_bound > capacity) {
-            ++out.pruned;
-            out.least_known_peak = std::min(out.least_known_peak, mem_bound);
-            done.fetch_add(1, std::memory_order_relaxed);
-            continue;
-          }
-        }
-        Pending p;
-        p.index = i;
-        p.key = time_key ? iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch)
-                         : (by_rank ? mem_bound : 0);
-        p.cost = static_cast<int64_t>(c.pp) * c.vpp *
-                 (request.global_batch_size / (static_cast<int64_t>(c.micro_batch_size) * c.dp));
-        out.pending.push_back(p);
-      }
+    for (int64_t begin = t * kBlock; begin < st.total; begin += st.threads * kBlock) {
+      if (st.stop.load(std::memory_order_relaxed)) return;
+      st.deadline.check();
+      const int64_t end = std::min(st.total, begin + kBlock);
+      for (int64_t i = begin; i < end; ++i) classify(st, i, plan, scratch, out);
     }
   });
-
   std::vector<Pending> pending;
-  for (Partial& p : partials) {
+  for (Partial& p : st.partials) {
     pending.insert(pending.end(), p.pending.begin(), p.pending.end());
     p.pending.clear();
   }
   std::sort(pending.begin(), pending.end(), [&](const Pending& a, const Pending& b) {
-    if (by_rank && a.key != b.key) return a.key < b.key;
+    if (st.by_rank && a.key != b.key) return a.key < b.key;
     return a.index < b.index;
   });
+  return pending;
+}
 
-  // ---- Phase 2: simulate, in rounds when skipping what cannot reach the top K. -------------
-  // The K best rank keys that fit so far (iteration time in seconds, or peak bytes).
-  std::vector<double> best_keys;
-  auto threshold = [&]() -> double {
-    if (!by_rank || static_cast<int64_t>(best_keys.size()) < options.top_k) return -1;
-    return best_keys[static_cast<size_t>(options.top_k - 1)];
-  };
-  int64_t skipped = 0;
-  std::vector<size_t> counted(static_cast<size_t>(threads), 0);  // evaluated already in best_keys
-  size_t next = 0;
-  while (next < pending.size()) {
-    size_t end = by_rank ? std::min(pending.size(), next + kRound) : pending.size();
-    if (const double th = threshold(); th >= 0) {
-      // Skip from the first candidate whose bound is worse than the K-th best (strictly, with a
-      // margin for the seconds <-> nanoseconds conversion).
-      size_t cut = next;
-      while (cut < end) {
-        const double key = static_cast<double>(pending[cut].key);
-        const double th_units = time_key ? th * 1e9 : th;
-        if (key > th_units * (1 + 1e-9) + (time_key ? 1 : 0)) break;
-        ++cut;
-      }
-      if (cut < end) {
-        skipped = static_cast<int64_t>(pending.size() - cut);
-        end = cut;
-      }
-    }
-    // Split the round by estimated cost: each job to the least loaded thread, in job order.
-    std::vector<std::vector<size_t>> jobs(static_cast<size_t>(threads));
-    std::vector<int64_t> load(static_cast<size_t>(threads), 0);
-    for (size_t j = next; j < end; ++j) {
-      const size_t t =
-          static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-      jobs[t].push_back(j);
-      load[t] += pending[j].cost + 1;
-    }
-    run_threads(threads, options, done, total, partials, stop, [&](int t) {
-      Partial& out = partials[static_cast<size_t>(t)];
-      Plan plan = request.base;
-      sim::SimulationResult r;
-      for (size_t j : jobs[static_cast<size_t>(t)]) {
-        if (stop.load(std::memory_order_relaxed)) return;
-        const Candidate& c = candidates[static_cast<size_t>(pending[j].index)];
-        plan.parallel = to_parallel(c, request.global_batch_size);
-        if (options.simulate) {
-          r = options.simulate(plan);
+// The first position in [next, end) whose bound is worse than the K-th best rank key `th`
+// (strictly, with a margin for the seconds <-> nanoseconds conversion); `end` when none is.
+size_t first_out_of_reach(const SweepState& st, const std::vector<Pending>& pending, size_t next,
+                          size_t end, double th) {
+  const double th_units = st.time_key ? th * 1e9 : th;
+  const double margin = st.time_key ? 1 : 0;
+  for (size_t cut = next; cut < end; ++cut)
+    if (static_cast<double>(pending[cut].key) > th_units * (1 + 1e-9) + margin) return cut;
+  return end;
+}
+
+// Simulates pending[next, end): each job to the least loaded thread by estimated cost, in order.
+void simulate_range(SweepState& st, const std::vector<Pending>& pending, size_t next, size_t end) {
+  std::vector<std::vector<size_t>> jobs(static_cast<size_t>(st.threads));
+  std::vector<int64_t> load(static_cast<size_t>(st.threads), 0);
+  for (size_t j = next; j < end; ++j) {
+    const size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    jobs[t].push_back(j);
+    load[t] += pending[j].cost + 1;
+  }
+  st.run([&](int t) {
+    Partial& out = st.partials[static_cast<size_t>(t)];
+    Plan plan = st.request.base;
+    sim::SimulationResult r;
+    for (size_t j : jobs[static_cast<size_t>(t)]) {
+      if (st.stop.load(std::memory_order_relaxed)) return;
+      st.deadline.check();
+      const Candidate& c = st.candidates[static_cast<size_t>(pending[j].index)];
+      plan.parallel = to_parallel(c, st.request.global_batch_size);
+      try {
+        if (st.options.simulate) {
+          r = st.options.simulate(plan);
         } else {
           sim::simulate(plan, sim::SimOptions{}, r);
         }
-        out.least_known_peak = std::min(out.least_known_peak, r.peak_bytes);
-        out.evaluated.push_back({pending[j].index, c, figures_of(r)});
-        done.fetch_add(1, std::memory_order_relaxed);
+      } catch (const Error& e) {
+        count_invalid(out, pending[j].index, violation_of(e));
+        st.done.fetch_add(1, std::memory_order_relaxed);
+        continue;
       }
-    });
-    next = end;
-    if (skipped > 0) break;
-    if (by_rank) {
-      for (size_t t = 0; t < partials.size(); ++t) {
-        const std::vector<Evaluated>& ev = partials[t].evaluated;
-        for (size_t k = counted[t]; k < ev.size(); ++k)
-          if (ev[k].figures.fits)
-            best_keys.push_back(time_key ? ev[k].figures.iteration_time_s
-                                         : static_cast<double>(ev[k].figures.peak_bytes));
-        counted[t] = ev.size();
-      }
-      std::sort(best_keys.begin(), best_keys.end());
-      if (static_cast<int64_t>(best_keys.size()) > options.top_k)
-        best_keys.resize(static_cast<size_t>(options.top_k));
+      out.least_known_peak = std::min(out.least_known_peak, r.peak_bytes);
+      out.evaluated.push_back({pending[j].index, c, figures_of(r, st.usable)});
+      st.done.fetch_add(1, std::memory_order_relaxed);
     }
-  }
-  if (options.progress) options.progress(total, total);
+  });
+}
 
-  // ---- Merge. ----------------------------------------------------------------------------------
+// The K best rank keys that fit (iteration time in seconds, or peak bytes), updated with what
+// the threads evaluated since the last call.
+struct TopKeys {
+  std::vector<double> keys;
+  std::vector<size_t> counted;  // per thread: evaluated entries already in `keys`
+
+  void update(const SweepState& st) {
+    counted.resize(st.partials.size(), 0);
+    for (size_t t = 0; t < st.partials.size(); ++t) {
+      const std::vector<Evaluated>& ev = st.partials[t].evaluated;
+      for (size_t k = counted[t]; k < ev.size(); ++k)
+        if (ev[k].figures.fits)
+          keys.push_back(st.time_key ? ev[k].figures.iteration_time_s
+                                     : static_cast<double>(ev[k].figures.peak_bytes));
+      counted[t] = ev.size();
+    }
+    std::sort(keys.begin(), keys.end());
+    if (static_cast<int64_t>(keys.size()) > st.options.top_k)
+      keys.resize(static_cast<size_t>(st.options.top_k));
+  }
+  // The K-th best, or -1 while fewer than K fit.
+  double threshold(const SweepState& st) const {
+    if (!st.by_rank || static_cast<int64_t>(keys.size()) < st.options.top_k) return -1;
+    return keys[static_cast<size_t>(st.options.top_k - 1)];
+  }
+};
+
+// Phase 2: simulates what is pending — with ranking by bound in rounds of kRound, stopping at
+// the first candidate whose bound keeps it out of the top K. Returns how many were skipped.
+int64_t simulate_pending(SweepState& st, const std::vector<Pending>& pending) {
+  TopKeys top;
+  size_t next = 0;
+  while (next < pending.size()) {
+    size_t end = st.by_rank ? std::min(pending.size(), next + kRound) : pending.size();
+    size_t cut = end;
+    if (const double th = top.threshold(st); th >= 0)
+      cut = first_out_of_reach(st, pending, next, end, th);
+    simulate_range(st, pending, next, cut);
+    if (cut < end) return static_cast<int64_t>(pending.size() - cut);
+    next = end;
+    if (st.by_rank) top.update(st);
+  }
+  return 0;
+}
+
+// Counts, rules and evaluated candidates of all threads, in enumeration order; the ranking.
+SweepResult merge(SweepState& st, int64_t skipped) {
   SweepResult res;
-  res.candidates = total;
-  res.threads = threads;
-  res.capacity_bytes = capacity;
+  res.candidates = st.total;
+  res.threads = st.threads;
+  res.capacity_bytes = st.usable;
+  res.gpu_memory_bytes = st.request.base.cluster.gpu.memory_bytes();
   res.skipped = skipped;
-  res.top_k = skipped > 0 ? options.top_k : 0;
+  res.top_k = skipped > 0 ? st.options.top_k : 0;
   std::map<std::string, RuleTally> rules;
   int64_t least = INT64_MAX;
-  for (auto& p : partials) {
+  for (auto& p : st.partials) {
     res.invalid += p.invalid;
     res.out_of_memory_pruned += p.pruned;
     least = std::min(least, p.least_known_peak);
@@ -306,22 +384,50 @@ SweepResult run_sweep(const SweepRequest& request, const SweepOptions& options) 
   for (const auto& [rule, t] : rules) res.invalid_by_rule.push_back({rule, t.example, t.count});
   std::stable_sort(res.invalid_by_rule.begin(), res.invalid_by_rule.end(),
                    [](const RuleCount& a, const RuleCount& b) { return a.count > b.count; });
-
   res.simulated = static_cast<int64_t>(res.evaluated.size());
   for (size_t i = 0; i < res.evaluated.size(); ++i) {
-    if (res.evaluated[i].figures.fits) {
-      ++res.fits;
-      res.ranking.push_back(static_cast<int64_t>(i));
-    }
+    if (!res.evaluated[i].figures.fits) continue;
+    ++res.fits;
+    res.ranking.push_back(static_cast<int64_t>(i));
   }
   res.out_of_memory = res.simulated - res.fits + res.out_of_memory_pruned;
   std::sort(res.ranking.begin(), res.ranking.end(), [&](int64_t a, int64_t b) {
     return ranks_before(res.evaluated[static_cast<size_t>(a)],
-                        res.evaluated[static_cast<size_t>(b)], request.objective);
+                        res.evaluated[static_cast<size_t>(b)], st.request.objective);
   });
   MPLAN_CHECK(
       res.invalid + res.out_of_memory_pruned + res.skipped + res.simulated == res.candidates,
       "sweep counts do not add up");
+  return res;
+}
+
+}  // namespace
+
+int64_t SweepRequest::usable_memory_bytes() const {
+  const double keep = std::clamp(1.0 - memory_headroom, 0.0, 1.0);
+  return static_cast<int64_t>(static_cast<double>(base.cluster.gpu.memory_bytes()) * keep);
+}
+
+SweepResult run_sweep(const SweepRequest& request, const SweepOptions& options) {
+  MPLAN_CHECK(options.threads >= 1, "threads ", options.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepState st(request, options);
+  st.candidates =
+      enumerate_candidates({&request.base.model, request.gpus, request.base.cluster.gpus_per_node,
+                            request.global_batch_size, request.fixed});
+  st.total = static_cast<int64_t>(st.candidates.size());
+  st.threads = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(options.threads, (st.total + kBlock - 1) / kBlock)));
+  st.by_rank = options.prune && options.top_k > 0;
+  st.time_key = st.by_rank && request.objective == Objective::kThroughput;
+  st.usable = request.usable_memory_bytes();
+  st.partials.resize(static_cast<size_t>(st.threads));
+  st.deadline = Deadline{options.time_limit_s, t0, &st.done, st.total};
+
+  const std::vector<Pending> pending = classify_all(st);
+  const int64_t skipped = simulate_pending(st, pending);
+  if (options.progress) options.progress(st.total, st.total);
+  SweepResult res = merge(st, skipped);
   res.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

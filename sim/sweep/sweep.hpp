@@ -26,6 +26,10 @@ struct SweepRequest {
   int64_t global_batch_size = 0;
   FixedAxes fixed;
   Objective objective = Objective::kThroughput;
+  // Fraction of GPU memory kept free: a plan fits when its peak is at most
+  // usable_memory_bytes() (the CLI's --memory-headroom, 5 % by default there).
+  double memory_headroom = 0;
+  int64_t usable_memory_bytes() const;
 };
 
 using SimulateFn = std::function<sim::SimulationResult(const Plan&)>;
@@ -45,6 +49,9 @@ struct SweepOptions {
   // once at the end with done == total.
   std::function<void(int64_t done, int64_t total)> progress;
   double progress_interval_s = 0.1;
+  // > 0: a sweep still running after this many seconds stops with an Error that says how far it
+  // got and how to narrow it (the CLI's --time-limit). A guard only: results never depend on it.
+  double time_limit_s = 0;
 };
 
 // The figures of one simulated candidate (simulate()'s result without the per-stage detail).
@@ -56,8 +63,8 @@ struct Figures {
   double bubble_fraction = 0;
   sim::TimeBreakdown breakdown;
   int64_t peak_bytes = 0;
-  int64_t capacity_bytes = 0;
-  bool fits = false;
+  int64_t capacity_bytes = 0;  // the usable memory (after the request's headroom)
+  bool fits = false;           // peak_bytes <= capacity_bytes
 };
 
 struct Evaluated {
@@ -77,7 +84,7 @@ struct SweepResult {
   // candidates = invalid + out_of_memory_pruned + skipped + simulated; simulated = fits + the
   // simulated ones out of memory.
   int64_t candidates = 0;
-  int64_t invalid = 0;
+  int64_t invalid = 0;  // validate() rejects it, too large to simulate, or its costs are refused
   int64_t out_of_memory = 0;         // simulated and not fitting, plus pruned
   int64_t out_of_memory_pruned = 0;  // of those, proved by the lower bound without simulating
   int64_t skipped = 0;               // valid, not simulated: a bound keeps them below the top K
@@ -90,7 +97,8 @@ struct SweepResult {
   // Least memory any valid candidate is known to need: its simulated peak, or its lower bound
   // when pruned (0 when no candidate is valid). No valid plan needs less.
   int64_t least_known_peak_bytes = 0;
-  int64_t capacity_bytes = 0;
+  int64_t capacity_bytes = 0;    // usable memory per GPU: the GPU's less the headroom
+  int64_t gpu_memory_bytes = 0;  // the GPU's memory
   double wall_time_s = 0;
   int threads = 1;
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "sim/plan_sim/simulation_size.hpp"
 #include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/memory_bound.hpp"
+#include "sim/sweep/sweep_json.hpp"
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
 #include "src/plan/validate.hpp"
@@ -52,6 +54,9 @@ std::vector<Candidate> candidates_of(const SweepRequest& r) {
 void check_request(const SweepRequest& r) {
   const ClusterSpec& c = r.base.cluster;
   if (r.gpus < 1) throw Error(cat("--gpus: must be >= 1, got ", r.gpus));
+  if (r.gpus > kMaxSweepGpus)
+    throw Error(
+        cat("--gpus: must be <= ", kMaxSweepGpus, " (2^20, beyond any cluster), got ", r.gpus));
   if (r.global_batch_size < 1)
     throw Error(cat("--global-batch: must be >= 1, got ", r.global_batch_size));
   const int64_t g = c.gpus_per_node;
@@ -93,7 +98,7 @@ std::optional<int64_t> nearest_valid_gpus(const SweepRequest& r, int direction, 
     } else {
       n = n >= g ? (n / g + 1) * g : n + 1;
     }
-    if (n < 1 || !hostable(c, n)) return std::nullopt;
+    if (n < 1 || n > kMaxSweepGpus || !hostable(c, n)) return std::nullopt;
     if (has_valid_candidate(with_gpus(r, n))) return n;
   }
   return std::nullopt;
@@ -101,17 +106,17 @@ std::optional<int64_t> nearest_valid_gpus(const SweepRequest& r, int direction, 
 
 std::optional<int64_t> smallest_fitting_gpus(const SweepRequest& r, const SweepOptions& options,
                                              int64_t max_factor, int64_t max_simulations) {
-  const int64_t capacity = r.base.cluster.gpu.memory_bytes();
+  const int64_t capacity = r.usable_memory_bytes();
   for (int64_t factor = 2; factor <= max_factor; factor *= 2) {
     const int64_t n = r.gpus * factor;
-    if (n > max_gpus(r.base.cluster)) break;
+    if (n > max_gpus(r.base.cluster) || n > kMaxSweepGpus) break;
     if (!hostable(r.base.cluster, n)) continue;
     const SweepRequest probe = with_gpus(r, n);
     Plan plan = r.base;
     std::vector<std::pair<int64_t, Candidate>> valid;  // (lower bound, candidate)
     for (const Candidate& c : candidates_of(probe)) {
       plan.parallel = to_parallel(c, r.global_batch_size);
-      if (!validate(plan).empty()) continue;
+      if (!validate(plan).empty() || sim::check_simulation_size(plan, false)) continue;
       const int64_t bound = memory_lower_bound(plan);
       if (bound <= capacity) valid.push_back({bound, c});
     }
@@ -121,12 +126,24 @@ std::optional<int64_t> smallest_fitting_gpus(const SweepRequest& r, const SweepO
     for (const auto& [bound, c] : valid) {
       if (tried++ >= max_simulations) break;
       plan.parallel = to_parallel(c, r.global_batch_size);
-      sim::SimulationResult res =
-          options.simulate ? options.simulate(plan) : sim::simulate(plan, sim::SimOptions{});
-      if (res.fits) return n;
+      const sim::SimulationResult res = simulate_with(options, plan);
+      if (res.peak_bytes <= capacity) return n;
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::string> batch_warning(const SweepRequest& r, const Candidate& best) {
+  const int64_t m = num_microbatches(best, r.global_batch_size);
+  if (best.pp <= 1 || m >= best.pp) return std::nullopt;
+  // With this layout, pp micro-batches of the smallest size per data-parallel rank.
+  const int64_t sensible = static_cast<int64_t>(best.dp) * best.pp;
+  return cat("warning: the global batch ", r.global_batch_size, " is too small for ", r.gpus,
+             " GPUs: the best plan (", layout_label(best), ") has ", m, " micro-batch",
+             m == 1 ? "" : "es", " per pipeline for its ", best.pp,
+             " stages, so its pipeline idles most of the time; a global batch of at least ",
+             sensible, " (dp ", best.dp, " x pp ", best.pp,
+             " micro-batches of 1) keeps every stage busy (--global-batch)");
 }
 
 std::string explain_no_plan(const SweepRequest& r, const SweepResult& res,
@@ -142,6 +159,14 @@ std::string explain_no_plan(const SweepRequest& r, const SweepResult& res,
     for (size_t i = 0; i < res.invalid_by_rule.size() && i < 2; ++i)
       why += cat(i == 0 ? "" : "; then ", "'", res.invalid_by_rule[i].example, "' (",
                  res.invalid_by_rule[i].count, " candidates)");
+    // dp above the global batch: every layout has more data-parallel ranks than sequences.
+    int64_t least_dp = INT64_MAX;
+    for (const Candidate& c : candidates_of(r)) least_dp = std::min<int64_t>(least_dp, c.dp);
+    if (least_dp != INT64_MAX && least_dp > r.global_batch_size)
+      return cat("--global-batch: ", r.global_batch_size, " sequences are too few for ", r.gpus,
+                 " GPUs of ", r.base.cluster.name, fixed, ": every layout has at least ", least_dp,
+                 " data-parallel ranks; give a global batch of at least ", least_dp,
+                 " (a multiple of the data-parallel size) or fewer GPUs");
     std::string help;
     const auto below = nearest_valid_gpus(r, -1), above = nearest_valid_gpus(r, +1);
     if (below && above)
@@ -160,8 +185,11 @@ std::string explain_no_plan(const SweepRequest& r, const SweepResult& res,
     help = cat("; no count up to 1024 x ", r.gpus,
                " GPUs fits either: a GPU with more memory or a shorter --seq-length would help");
   return cat("--gpus: ", r.base.model.name, " does not fit on ", r.gpus, " GPUs of ",
-             r.base.cluster.name, fixed, " (", gib(res.capacity_bytes), " each): all ",
-             res.candidates - res.invalid,
+             r.base.cluster.name, fixed, " (", gib(res.capacity_bytes),
+             res.capacity_bytes < res.gpu_memory_bytes
+                 ? cat(" usable of ", gib(res.gpu_memory_bytes), " each, --memory-headroom")
+                 : std::string(" each"),
+             "): all ", res.candidates - res.invalid,
              " valid plans run out of memory, the leanest needs at least ",
              gib(res.least_known_peak_bytes), help);
 }

@@ -12,10 +12,20 @@
 
 namespace mplan::sweep {
 
+// The largest --gpus a sweep takes (as validate()'s largest GPU count).
+inline constexpr int64_t kMaxSweepGpus = int64_t{1} << 20;
+
 // Throws Error("--gpus: ..." / "--global-batch: ...") when no candidate can be valid whatever
-// its layout: gpus < 1, not a whole number of nodes (a count below one node may use part of
-// it), more nodes than the cluster has or several nodes without a network, global batch < 1.
+// its layout: gpus outside 1 .. kMaxSweepGpus, not a whole number of nodes (a count below one
+// node may use part of it), more nodes than the cluster has or several nodes without a network,
+// global batch < 1.
 void check_request(const SweepRequest& request);
+
+// A warning when the global batch is too small for the GPU count: the best plan keeps fewer
+// micro-batches per pipeline than it has stages (its pipeline idles most of the time), or the
+// GPUs leave each data-parallel rank less than one micro-batch of the smallest size. Says the
+// smallest sensible global batch; nullopt when the batch is fine.
+std::optional<std::string> batch_warning(const SweepRequest& request, const Candidate& best);
 
 // True when some candidate for request.gpus passes validate() (stops at the first).
 bool has_valid_candidate(const SweepRequest& request);

@@ -18,10 +18,11 @@ SweepRequest make_request(const SweepArgs& a) {
   r.gpus = a.gpus;
   r.objective = a.objective;
   r.fixed = parse_fixed_axes(a.fix, "--fix");
+  r.memory_headroom = check_number_range(a.memory_headroom, {0.0, 0.9}, "--memory-headroom");
 
   ModelSpec& m = r.base.model;
   if (a.seq_length) {
-    if (*a.seq_length < 1) throw Error(cat("--seq-length: must be >= 1, got ", *a.seq_length));
+    check_int_range(*a.seq_length, {1, 2097152}, "--seq-length");
     if (*a.seq_length > m.max_position_embeddings)
       throw Error(cat("--seq-length: ", *a.seq_length, " exceeds max_position_embeddings (",
                       m.max_position_embeddings, ") of model '", m.name,
@@ -29,7 +30,7 @@ SweepRequest make_request(const SweepArgs& a) {
     m.seq_length = *a.seq_length;
   }
   if (a.global_batch) {
-    r.global_batch_size = *a.global_batch;
+    r.global_batch_size = check_int_range(*a.global_batch, {1, 1 << 24}, "--global-batch");
   } else if (model_json.is_object() && model_json.contains("default_global_batch_size") &&
              model_json["default_global_batch_size"].is_number_integer()) {
     r.global_batch_size = model_json["default_global_batch_size"].get<int64_t>();

@@ -15,6 +15,9 @@ namespace mplan::sweep {
 
 inline constexpr const char* kDefaultModel = "gpt3-175b";
 inline constexpr const char* kDefaultCluster = "dgx-a100-80g";
+// Memory kept free on every GPU unless --memory-headroom says otherwise: allocator fragmentation
+// and NCCL buffers beyond the profile's runtime overhead vary between runs.
+inline constexpr double kDefaultMemoryHeadroom = 0.05;
 
 struct SweepArgs {
   int64_t gpus = 0;                       // --gpus
@@ -24,12 +27,14 @@ struct SweepArgs {
   std::optional<int64_t> seq_length;      // --seq-length (default: the model's)
   std::string fix;                        // --fix
   Objective objective = Objective::kThroughput;
+  double memory_headroom = kDefaultMemoryHeadroom;  // --memory-headroom (as a fraction)
 };
 
 // Loads model and cluster, applies --seq-length, takes the global batch from --global-batch or
 // the model file's "default_global_batch_size", parses --fix, then check_request(). Errors name
-// the flag: an unknown preset, a sequence longer than max_position_embeddings, a model file
-// without a default batch and no --global-batch, a GPU count the cluster cannot host.
+// the flag: an unknown preset, a value outside its range (a given 0 is an error, never "unset"),
+// a sequence longer than max_position_embeddings, a model file without a default batch and no
+// --global-batch, a GPU count the cluster cannot host.
 SweepRequest make_request(const SweepArgs& args);
 
 }  // namespace mplan::sweep

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "sim/plan_sim/simulation_json.hpp"
+
 namespace mplan::sweep {
 
 int64_t num_microbatches(const Candidate& c, int64_t global_batch_size) {
@@ -37,6 +39,7 @@ Json evaluated_to_json(const Evaluated& e, int64_t global_batch_size, int64_t ra
   j["model_tflops_per_gpu"] = f.model_tflops_per_gpu;
   j["mfu"] = f.mfu;
   j["bubble_fraction"] = f.bubble_fraction;
+  j["breakdown"] = sim::breakdown_to_json(f.breakdown);
   j["peak_bytes"] = f.peak_bytes;
   j["capacity_bytes"] = f.capacity_bytes;
   j["fits"] = f.fits;
@@ -55,6 +58,9 @@ Json sweep_to_json(const SweepRequest& request, const SweepResult& result, int64
   j["objective"] = to_string(request.objective);
   j["fixed"] = to_string(request.fixed);
   j["top_k"] = top_k;
+  j["memory_headroom"] = request.memory_headroom;
+  j["gpu_memory_bytes"] = result.gpu_memory_bytes;
+  j["usable_memory_bytes"] = result.capacity_bytes;
   j["counts"] = {{"candidates", result.candidates},
                  {"invalid", result.invalid},
                  {"out_of_memory", result.out_of_memory},

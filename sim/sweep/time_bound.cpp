@@ -13,13 +13,9 @@ namespace mplan::sweep {
 
 namespace {
 
-bool same_placement(const cost::GroupPlacement& a, const cost::GroupPlacement& b) {
-  return a.size == b.size && a.nodes == b.nodes && a.per_node == b.per_node;
-}
-
 bool same_cost_groups(const sim::StageGroups& a, const sim::StageGroups& b) {
-  return same_placement(a.tp, b.tp) && same_placement(a.cp, b.cp) && same_placement(a.ep, b.ep) &&
-         same_placement(a.expert_tp, b.expert_tp) && a.cp_ring_same_node == b.cp_ring_same_node;
+  return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.expert_tp == b.expert_tp &&
+         a.cp_ring_same_node == b.cp_ring_same_node;
 }
 
 bool same_grid(const ParallelConfig& a, const ParallelConfig& b) {

@@ -3,6 +3,7 @@
 // read as a file path instead.
 #pragma once
 
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,10 @@ bool is_file_reference(const std::string& ref);
 std::string load_config_text(const std::string& kind, const std::string& ref,
                              const std::string& field);
 
-// Reads a whole file; throws Error naming `field` when it cannot.
+// Reads a whole file of at most kMaxJsonBytes (json_reader.hpp); throws Error naming `field`
+// when it cannot, when the path is a directory or when the file is larger.
 std::string read_text_file(const std::string& path, const std::string& field);
+// Reads `in` to its end, at most kMaxJsonBytes; `what` starts the error messages.
+std::string read_bounded(std::istream& in, const std::string& what);
 
 }  // namespace mplan

@@ -1,6 +1,9 @@
-// Strict reading of a JSON object for user-supplied documents (plans, presets, profiles).
-// Every error is an mplan::Error naming the full field path ("parallel.tp: must be an integer
-// >= 1, got 0"). Keys never asked for are reported by finish() as unknown, listing the known ones.
+// Strict reading of JSON for user-supplied documents (plans, presets, profiles).
+// parse_json() refuses what no such document needs — more than kMaxJsonBytes, nesting deeper than
+// kMaxJsonDepth, an object with more than kMaxJsonKeys keys, a key given twice, a number outside
+// the double range — with the field path where it happened. JsonObject then reads one object:
+// every error names the full field path ("parallel.tp: must be >= 1, got 0"); values outside
+// their range are refused; keys never asked for are reported by finish() as unknown.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +18,27 @@ namespace mplan {
 
 using Json = nlohmann::ordered_json;
 
-// Parses `text`; a syntax error becomes an Error naming `what` (a file name or field).
+// Limits of parse_json(). Plans, presets and profiles are a few kilobytes, four levels deep and
+// have at most a few dozen keys per object; these leave room for hand-written files many times
+// larger while bounding the time and memory any input can take.
+inline constexpr size_t kMaxJsonBytes = size_t{1} << 20;  // 1 MiB
+inline constexpr int kMaxJsonDepth = 32;
+inline constexpr size_t kMaxJsonKeys = 1024;  // per object
+
+// Parses `text`. Every error is an Error that starts with `what` (a file name or a flag) followed
+// by ": ", then either "invalid JSON: ..." (syntax, with line and column) or the field path of
+// the offending value: "parallel.tp: duplicate key", "model.num_layers: number out of range".
 Json parse_json(const std::string& text, const std::string& what);
+
+// An inclusive range for a number read by JsonObject.
+struct IntRange {
+  int64_t min = INT64_MIN;
+  int64_t max = INT64_MAX;
+};
+struct NumberRange {
+  double min = -1e300;
+  double max = 1e300;
+};
 
 class JsonObject {
  public:
@@ -30,11 +52,12 @@ class JsonObject {
   bool has(const std::string& key) const;
   const Json& raw(const std::string& key) const;  // requires has(key)
 
-  int64_t get_int(const std::string& key, int64_t min_value = INT64_MIN) const;
-  int64_t get_int(const std::string& key, int64_t def, int64_t min_value) const;
-  std::optional<int64_t> get_optional_int(const std::string& key, int64_t min_value) const;
-  double get_number(const std::string& key, double min_value = -1e300) const;
-  double get_number(const std::string& key, double def, double min_value) const;
+  // Numbers outside `range` are errors: "<field>: must be >= min, got x" or "... <= max ...".
+  int64_t get_int(const std::string& key, IntRange range) const;
+  int64_t get_int(const std::string& key, int64_t def, IntRange range) const;
+  std::optional<int64_t> get_optional_int(const std::string& key, IntRange range) const;
+  double get_number(const std::string& key, NumberRange range) const;
+  double get_number(const std::string& key, double def, NumberRange range) const;
   bool get_bool(const std::string& key) const;
   bool get_bool(const std::string& key, bool def) const;
   std::string get_string(const std::string& key) const;
@@ -56,7 +79,13 @@ class JsonObject {
   const Json& at(const std::string& key) const;  // marks asked; throws "missing"
 };
 
-// Short rendering of a JSON value for error messages (strings quoted, long values cut).
+// Checks a number read outside JsonObject (an array element, a flag) against `range`; `name`
+// names it in the message.
+int64_t check_int_range(int64_t x, IntRange range, const std::string& name);
+double check_number_range(double x, NumberRange range, const std::string& name);
+
+// Short rendering of a JSON value for error messages (strings quoted and escaped, long values
+// cut): always one line.
 std::string json_excerpt(const Json& v);
 
 }  // namespace mplan

@@ -30,24 +30,44 @@ int64_t ModelSpec::num_moe_layers() const {
   return (num_layers + moe->layer_freq - 1) / moe->layer_freq;
 }
 
+namespace {
+
+// Ranges of the shape fields. The largest published decoders stay well inside them (Megatron-LM's
+// 1T GPT: 128 layers, hidden 25600, 160 heads, ffn 102400; PaLM 540B: 118 layers, ffn 73728;
+// Llama 3 405B: 126 layers, vocabulary 128256; DeepSeek-V3: 256 routed experts; contexts of
+// 1M tokens); they bound every size the simulator derives (parameters, bytes, FLOPs) far below
+// the range of int64.
+constexpr IntRange kLayers{1, 1024};
+constexpr IntRange kHidden{1, 65536};
+constexpr IntRange kHeads{1, 1024};
+constexpr IntRange kHeadDim{1, 4096};
+constexpr IntRange kFfn{1, 262144};
+constexpr IntRange kVocab{1, 4194304};
+constexpr IntRange kVocabMultiple{1, 65536};
+constexpr IntRange kSequence{1, 2097152};
+constexpr IntRange kExperts{1, 1024};
+
+}  // namespace
+
 ModelSpec model_from_json(const Json& j, const std::string& path) {
   if (j.is_string()) return load_model(j.get<std::string>(), path);
   JsonObject o(j, path);
   o.allow("sources");  // per-field citations in presets
   o.allow("description");
-  o.allow("default_global_batch_size");  // the model's usual batch, read by `mplan sweep`
+  if (o.has("default_global_batch_size"))  // the model's usual batch, read by `mplan sweep`
+    o.get_int("default_global_batch_size", {1, 1 << 24});
   ModelSpec m;
   m.name = o.get_string("name");
-  m.num_layers = o.get_int("num_layers", 1);
-  m.hidden_size = o.get_int("hidden_size", 1);
-  m.num_attention_heads = o.get_int("num_attention_heads", 1);
-  m.num_query_groups = o.get_int("num_query_groups", m.num_attention_heads, 1);
-  m.kv_channels = o.get_int("kv_channels", 0, 1);
-  m.ffn_hidden_size = o.get_int("ffn_hidden_size", 1);
-  m.vocab_size = o.get_int("vocab_size", 1);
-  m.make_vocab_size_divisible_by = o.get_int("make_vocab_size_divisible_by", 128, 1);
-  m.seq_length = o.get_int("seq_length", 1);
-  m.max_position_embeddings = o.get_int("max_position_embeddings", m.seq_length, 1);
+  m.num_layers = o.get_int("num_layers", kLayers);
+  m.hidden_size = o.get_int("hidden_size", kHidden);
+  m.num_attention_heads = o.get_int("num_attention_heads", kHeads);
+  m.num_query_groups = o.get_int("num_query_groups", m.num_attention_heads, kHeads);
+  m.kv_channels = o.get_int("kv_channels", 0, kHeadDim);
+  m.ffn_hidden_size = o.get_int("ffn_hidden_size", kFfn);
+  m.vocab_size = o.get_int("vocab_size", kVocab);
+  m.make_vocab_size_divisible_by = o.get_int("make_vocab_size_divisible_by", 128, kVocabMultiple);
+  m.seq_length = o.get_int("seq_length", kSequence);
+  m.max_position_embeddings = o.get_int("max_position_embeddings", m.seq_length, kSequence);
   m.activation = o.get_enum("activation", {"gelu", "swiglu"}) == "gelu" ? Activation::kGelu
                                                                         : Activation::kSwiglu;
   m.normalization = o.get_enum("normalization", {"layernorm", "rmsnorm"}) == "layernorm"
@@ -57,21 +77,20 @@ ModelSpec model_from_json(const Json& j, const std::string& path) {
                              ? PositionEmbedding::kLearned
                              : PositionEmbedding::kRope;
   if (m.position_embedding == PositionEmbedding::kRope) {
-    m.rotary_base = o.get_number("rotary_base", 10000.0, 1.0);
-    m.rotary_percent = o.get_number("rotary_percent", 1.0, 1e-9);
-    if (m.rotary_percent > 1.0)
-      throw Error(cat(o.field("rotary_percent"), ": must be in (0, 1], got ", m.rotary_percent));
+    m.rotary_base = o.get_number("rotary_base", 10000.0, {1.0, 1e12});
+    m.rotary_percent = o.get_number("rotary_percent", 1.0, {1e-9, 1.0});
   }
   m.tied_embeddings = o.get_bool("tied_embeddings");
   m.add_bias_linear = o.get_bool("add_bias_linear", true);
   if (o.has("moe")) {
     JsonObject mo = o.get_object("moe");
     MoeSpec moe;
-    moe.num_experts = mo.get_int("num_experts", 1);
-    moe.topk = mo.get_int("topk", 1);
-    moe.moe_ffn_hidden_size = mo.get_int("moe_ffn_hidden_size", 1);
-    moe.shared_expert_ffn_hidden_size = mo.get_int("shared_expert_ffn_hidden_size", 0, 0);
-    moe.layer_freq = mo.get_int("layer_freq", 1, 1);
+    moe.num_experts = mo.get_int("num_experts", kExperts);
+    moe.topk = mo.get_int("topk", kExperts);
+    moe.moe_ffn_hidden_size = mo.get_int("moe_ffn_hidden_size", kFfn);
+    moe.shared_expert_ffn_hidden_size =
+        mo.get_int("shared_expert_ffn_hidden_size", 0, {0, kFfn.max});
+    moe.layer_freq = mo.get_int("layer_freq", 1, kLayers);
     mo.finish();
     if (moe.topk > moe.num_experts)
       throw Error(cat(mo.field("topk"), ": must be <= num_experts (", moe.num_experts, "), got ",

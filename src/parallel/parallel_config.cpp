@@ -7,19 +7,26 @@ namespace mplan {
 
 const char* to_string(ScheduleKind s) {
   switch (s) {
-    case ScheduleKind::kGpipe: return "gpipe";
-    case ScheduleKind::k1F1B: return "1f1b";
-    case ScheduleKind::kInterleaved: return "interleaved";
-    case ScheduleKind::kZbH1: return "zb-h1";
+    case ScheduleKind::kGpipe:
+      return "gpipe";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
   }
   return "?";
 }
 
 const char* to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -48,36 +55,50 @@ int64_t ParallelConfig::expert_dp() const {
   return denom > 0 ? world_size() / denom : 0;
 }
 
+namespace {
+
+// Ranges of the layout fields: each parallel size up to 1024 (a model has at most 1024 layers,
+// 1024 heads and 1024 experts, src/model), data parallel up to 2^20; so tp·cp·pp·dp stays far
+// inside int64 and validate() can compare it with the cluster. Batches up to 2^24 sequences
+// (today's largest runs use a few thousand).
+constexpr IntRange kDegree{1, 1024};
+constexpr IntRange kDataParallel{1, 1 << 20};
+constexpr IntRange kBatch{1, 1 << 24};
+
+}  // namespace
+
 ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   JsonObject o(j, path);
   ParallelConfig p;
-  p.tp = o.get_int("tp", 1, 1);
-  p.cp = o.get_int("cp", 1, 1);
-  p.ep = o.get_int("ep", 1, 1);
-  p.etp = o.get_int("etp", p.tp, 1);  // Megatron: expert tp defaults to tp
-  p.pp = o.get_int("pp", 1, 1);
-  p.vpp = o.get_int("vpp", 1, 1);
-  p.dp = o.get_int("dp", 1);
+  p.tp = o.get_int("tp", 1, kDegree);
+  p.cp = o.get_int("cp", 1, kDegree);
+  p.ep = o.get_int("ep", 1, kDegree);
+  p.etp = o.get_int("etp", p.tp, kDegree);  // Megatron: expert tp defaults to tp
+  p.pp = o.get_int("pp", 1, kDegree);
+  p.vpp = o.get_int("vpp", 1, kDegree);
+  p.dp = o.get_int("dp", kDataParallel);
   p.sequence_parallel = o.get_bool("sequence_parallel", false);
   p.order = o.get_string("order", p.order);
-  p.micro_batch_size = o.get_int("micro_batch_size", 1);
-  p.global_batch_size = o.get_int("global_batch_size", 1);
+  p.micro_batch_size = o.get_int("micro_batch_size", kBatch);
+  p.global_batch_size = o.get_int("global_batch_size", kBatch);
   p.schedule = o.has("schedule")
                    ? schedule_kind_from_string(o.get_string("schedule"), o.field("schedule"))
                    : (p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B);
-  p.microbatch_group_size_per_vp_stage = o.get_int("microbatch_group_size_per_vp_stage", 0, 1);
+  p.microbatch_group_size_per_vp_stage = o.get_int("microbatch_group_size_per_vp_stage", 0, kBatch);
   p.recompute = o.has("recompute")
                     ? recompute_from_string(o.get_string("recompute"), o.field("recompute"))
                     : Recompute::kNone;
   p.recompute_method = o.get_enum("recompute_method", {"uniform", "block"}, "uniform") == "uniform"
                            ? RecomputeMethod::kUniform
                            : RecomputeMethod::kBlock;
-  p.recompute_num_layers = o.get_int("recompute_num_layers", 1, 1);
+  p.recompute_num_layers = o.get_int("recompute_num_layers", 1, kDegree);
   p.distributed_optimizer = o.get_bool("distributed_optimizer", false);
   p.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
   p.overlap_param_gather = o.get_bool("overlap_param_gather", true);
-  p.decoder_first_pipeline_num_layers = o.get_optional_int("decoder_first_pipeline_num_layers", 1);
-  p.decoder_last_pipeline_num_layers = o.get_optional_int("decoder_last_pipeline_num_layers", 1);
+  p.decoder_first_pipeline_num_layers =
+      o.get_optional_int("decoder_first_pipeline_num_layers", kDegree);
+  p.decoder_last_pipeline_num_layers =
+      o.get_optional_int("decoder_last_pipeline_num_layers", kDegree);
   o.finish();
   return p;
 }

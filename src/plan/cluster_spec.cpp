@@ -29,19 +29,38 @@ int64_t GpuSpec::memory_bytes() const {
 
 namespace {
 
-Curve curve_from_json(const JsonObject& o, const std::string& key) {
+// Ranges of the profile's numbers: wide around every real part (a CPU core at 0.01 TFLOP/s to
+// accelerators 100x beyond today's, 2250 TFLOP/s dense bf16 for B200; links of 0.001 to 100000
+// GB/s; latencies up to a second), so that a typo is caught and every modelled time stays far
+// inside the simulator's integer nanoseconds.
+constexpr IntRange kNodes{1, 131072};
+constexpr IntRange kGpusPerNode{1, 1024};
+constexpr NumberRange kMemoryGib{1e-3, 1e5};
+constexpr NumberRange kTflops{1e-2, 1e6};
+constexpr NumberRange kHbmGbps{1e-2, 1e7};
+constexpr NumberRange kEfficiency{1e-3, 1};
+constexpr NumberRange kOverheadGib{0, 1e5};
+constexpr NumberRange kLatencyUs{0, 1e6};
+constexpr NumberRange kCurveX{1, 1e24};        // FLOPs of one call, or bytes of one message
+constexpr NumberRange kEfficiencyY{1e-4, 1};   // fraction of peak
+constexpr NumberRange kBandwidthY{1e-3, 1e5};  // GB/s
+constexpr size_t kMaxCurvePoints = 256;
+
+Curve curve_from_json(const JsonObject& o, const std::string& key, NumberRange y_range) {
   Curve c;
   if (!o.has(key)) return c;
   const Json& arr = o.raw(key);
   std::string name = o.field(key);
   if (!arr.is_array()) throw Error(cat(name, ": must be an array of [x, y] pairs"));
+  if (arr.size() > kMaxCurvePoints)
+    throw Error(cat(name, ": at most ", kMaxCurvePoints, " points, got ", arr.size()));
   for (size_t i = 0; i < arr.size(); ++i) {
     const Json& p = arr[i];
     if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
       throw Error(cat(name, "[", i, "]: must be a pair of numbers [x, y], got ", json_excerpt(p)));
     CurvePoint pt{p[0].get<double>(), p[1].get<double>()};
-    if (!(pt.x > 0) || !(pt.y > 0))
-      throw Error(cat(name, "[", i, "]: both values must be > 0, got ", json_excerpt(p)));
+    check_number_range(pt.x, kCurveX, cat(name, "[", i, "][0]"));
+    check_number_range(pt.y, y_range, cat(name, "[", i, "][1]"));
     if (!c.empty() && pt.x <= c.back().x)
       throw Error(
           cat(name, "[", i, "]: x values must increase, got ", pt.x, " after ", c.back().x));
@@ -61,13 +80,13 @@ LinkSpec link_from_json(const JsonObject& parent, const std::string& key) {
   o.allow("sources");
   LinkSpec l;
   l.name = o.get_string("name");
-  l.latency_us = o.get_number("latency_us", 0.0);
-  l.allreduce_busbw_gbps = curve_from_json(o, "allreduce_busbw_gbps");
+  l.latency_us = o.get_number("latency_us", kLatencyUs);
+  l.allreduce_busbw_gbps = curve_from_json(o, "allreduce_busbw_gbps", kBandwidthY);
   if (l.allreduce_busbw_gbps.empty())
     throw Error(cat(o.field("allreduce_busbw_gbps"), ": missing (required)"));
-  l.allgather_busbw_gbps = curve_from_json(o, "allgather_busbw_gbps");
-  l.alltoall_busbw_gbps = curve_from_json(o, "alltoall_busbw_gbps");
-  l.p2p_gbps = curve_from_json(o, "p2p_gbps");
+  l.allgather_busbw_gbps = curve_from_json(o, "allgather_busbw_gbps", kBandwidthY);
+  l.alltoall_busbw_gbps = curve_from_json(o, "alltoall_busbw_gbps", kBandwidthY);
+  l.p2p_gbps = curve_from_json(o, "p2p_gbps", kBandwidthY);
   o.finish();
   return l;
 }
@@ -94,25 +113,23 @@ ClusterSpec cluster_from_json(const Json& j, const std::string& path) {
   o.allow("description");
   ClusterSpec c;
   c.name = o.get_string("name");
-  c.num_nodes = o.get_int("num_nodes", 0, 1);
-  c.gpus_per_node = o.get_int("gpus_per_node", 1);
-  c.nics_per_node = o.get_int("nics_per_node", 0, 1);
+  c.num_nodes = o.get_int("num_nodes", 0, kNodes);
+  c.gpus_per_node = o.get_int("gpus_per_node", kGpusPerNode);
+  c.nics_per_node = o.get_int("nics_per_node", 0, kGpusPerNode);
   {
     JsonObject g = o.get_object("gpu");
     g.allow("sources");
     c.gpu.name = g.get_string("name");
-    c.gpu.memory_gib = g.get_number("memory_gib", 1e-9);
-    c.gpu.peak_bf16_tflops = g.get_number("peak_bf16_tflops", 1e-9);
-    c.gpu.hbm_bandwidth_gbps = g.get_number("hbm_bandwidth_gbps", 1e-9);
-    c.gpu.memory_bound_efficiency = g.get_number("memory_bound_efficiency", 0.8, 1e-9);
-    c.gpu.gemm_efficiency = curve_from_json(g, "gemm_efficiency");
-    c.gpu.attention_efficiency = curve_from_json(g, "attention_efficiency");
-    c.gpu.attention_backward_efficiency = curve_from_json(g, "attention_backward_efficiency");
-    c.gpu.runtime_overhead_gib = g.get_number("runtime_overhead_gib", 0.0, 0.0);
+    c.gpu.memory_gib = g.get_number("memory_gib", kMemoryGib);
+    c.gpu.peak_bf16_tflops = g.get_number("peak_bf16_tflops", kTflops);
+    c.gpu.hbm_bandwidth_gbps = g.get_number("hbm_bandwidth_gbps", kHbmGbps);
+    c.gpu.memory_bound_efficiency = g.get_number("memory_bound_efficiency", 0.8, kEfficiency);
+    c.gpu.gemm_efficiency = curve_from_json(g, "gemm_efficiency", kEfficiencyY);
+    c.gpu.attention_efficiency = curve_from_json(g, "attention_efficiency", kEfficiencyY);
+    c.gpu.attention_backward_efficiency =
+        curve_from_json(g, "attention_backward_efficiency", kEfficiencyY);
+    c.gpu.runtime_overhead_gib = g.get_number("runtime_overhead_gib", 0.0, kOverheadGib);
     g.finish();
-    if (c.gpu.memory_bound_efficiency > 1)
-      throw Error(cat(g.field("memory_bound_efficiency"), ": must be <= 1, got ",
-                      c.gpu.memory_bound_efficiency));
   }
   c.intra_node = link_from_json(o, "intra_node");
   // A single-node cluster (num_nodes 1) needs no network; validate() refuses a plan that spans

@@ -2,7 +2,6 @@
 #include "src/plan/plan.hpp"
 
 #include <iostream>
-#include <iterator>
 
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
@@ -15,17 +14,17 @@ int64_t Plan::num_nodes() const {
 
 Plan plan_from_json(const Json& j) {
   JsonObject o(j, "");
-  int64_t version = o.get_int("schema_version");
+  int64_t version = o.get_int("schema_version", {INT64_MIN, INT64_MAX});
   if (version != kPlanSchemaVersion)
-    throw Error(cat("schema_version: this mplan reads version ", kPlanSchemaVersion, ", got ",
-                    version));
+    throw Error(
+        cat("schema_version: this mplan reads version ", kPlanSchemaVersion, ", got ", version));
   o.allow("description");
   Plan p;
   p.model = model_from_json(o.raw("model"), "model");
   p.cluster = cluster_from_json(o.raw("cluster"), "cluster");
   p.parallel = parallel_from_json(o.raw("parallel"), "parallel");
-  p.training = o.has("training") ? training_from_json(o.raw("training"), "training")
-                                 : TrainingConfig{};
+  p.training =
+      o.has("training") ? training_from_json(o.raw("training"), "training") : TrainingConfig{};
   o.finish();
   return p;
 }
@@ -41,16 +40,14 @@ Json plan_to_json(const Plan& p) {
 }
 
 Plan load_plan(const std::string& path) {
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    text = read_text_file(path, "plan");
-  }
+  const std::string name = path == "-" ? "standard input" : path;
+  const std::string text =
+      path == "-" ? read_bounded(std::cin, name) : read_text_file(path, "plan");
+  const Json j = parse_json(text, name);  // its errors name the file
   try {
-    return plan_from_json(parse_json(text, path));
+    return plan_from_json(j);
   } catch (const Error& e) {
-    throw Error(cat(path, ": ", e.what()));
+    throw Error(cat(name, ": ", e.what()));
   }
 }
 

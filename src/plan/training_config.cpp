@@ -134,15 +134,17 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
       o.get_enum("attention_backend", {"flash", "unfused"}, auto_backend) == "flash"
           ? AttentionBackend::kFlash
           : AttentionBackend::kUnfused;
-  t.lr = o.get_number("lr", t.lr, 0.0);
-  t.weight_decay = o.get_number("weight_decay", t.weight_decay, 0.0);
-  t.adam_beta1 = o.get_number("adam_beta1", t.adam_beta1, 0.0);
-  t.adam_beta2 = o.get_number("adam_beta2", t.adam_beta2, 0.0);
-  t.adam_eps = o.get_number("adam_eps", t.adam_eps, 0.0);
-  t.clip_grad = o.get_number("clip_grad", t.clip_grad, 0.0);
-  t.init_method_std = o.get_number("init_method_std", t.init_method_std, 0.0);
-  t.seed = o.get_int("seed", t.seed, 0);
-  t.train_iters = o.get_int("train_iters", 0, 0);
+  // Optimizer settings: wide ranges around every published recipe (lr 6e-5 to 6e-4, weight
+  // decay 0.1, betas 0.9 / 0.95, eps 1e-8, clip 1.0, std 0.006 to 0.02).
+  t.lr = o.get_number("lr", t.lr, {0.0, 10.0});
+  t.weight_decay = o.get_number("weight_decay", t.weight_decay, {0.0, 10.0});
+  t.adam_beta1 = o.get_number("adam_beta1", t.adam_beta1, {0.0, 1.0});
+  t.adam_beta2 = o.get_number("adam_beta2", t.adam_beta2, {0.0, 1.0});
+  t.adam_eps = o.get_number("adam_eps", t.adam_eps, {0.0, 1.0});
+  t.clip_grad = o.get_number("clip_grad", t.clip_grad, {0.0, 1e6});
+  t.init_method_std = o.get_number("init_method_std", t.init_method_std, {0.0, 10.0});
+  t.seed = o.get_int("seed", t.seed, {0, INT64_MAX});
+  t.train_iters = o.get_int("train_iters", 0, {0, 1'000'000'000});
   if (o.has("rampup_batch_size")) {
     const Json& r = o.raw("rampup_batch_size");
     std::string f = o.field("rampup_batch_size");
@@ -154,6 +156,11 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
     if (rb.start < 1 || rb.increment < 1 || rb.samples < 0)
       throw Error(cat(f, ": start and increment must be >= 1 and ramp_samples >= 0, got ",
                       json_excerpt(r)));
+    // As the global batch (parallel.global_batch_size <= 2^24); samples up to 2^40 (a trillion
+    // sequences, hundreds of times more than any run has consumed).
+    check_int_range(rb.start, {1, 1 << 24}, f + "[0]");
+    check_int_range(rb.increment, {1, 1 << 24}, f + "[1]");
+    check_int_range(rb.samples, {0, int64_t{1} << 40}, f + "[2]");
     t.rampup_batch_size = rb;
   }
   for (auto [name, v] : {std::pair{"adam_beta1", t.adam_beta1}, {"adam_beta2", t.adam_beta2}})
@@ -166,11 +173,11 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
                      : style == "linear" ? LrDecayStyle::kLinear
                      : style == "cosine" ? LrDecayStyle::kCosine
                                          : LrDecayStyle::kInverseSquareRoot;
-  t.min_lr = o.get_number("min_lr", 0.0, 0.0);
-  t.lr_decay_iters = o.get_optional_int("lr_decay_iters", 1);
-  t.lr_warmup_iters = o.get_int("lr_warmup_iters", 0, 0);
-  if (o.has("lr_warmup_fraction")) t.lr_warmup_fraction = o.get_number("lr_warmup_fraction", 0.0);
-  t.lr_warmup_init = o.get_number("lr_warmup_init", 0.0, 0.0);
+  t.min_lr = o.get_number("min_lr", 0.0, {0.0, 10.0});
+  t.lr_decay_iters = o.get_optional_int("lr_decay_iters", {1, 1'000'000'000});
+  t.lr_warmup_iters = o.get_int("lr_warmup_iters", 0, {0, 1'000'000'000});
+  if (o.has("lr_warmup_fraction")) t.lr_warmup_fraction = o.get_number("lr_warmup_fraction", 0.0, {0.0, 1.0});
+  t.lr_warmup_init = o.get_number("lr_warmup_init", 0.0, {0.0, 10.0});
   // Data.
   if (o.has("data_path")) {
     const Json& words = o.raw("data_path");
@@ -192,12 +199,12 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.split = o.get_string("split", kDefaultSplit);
   const std::array<double, 3> shares = parse_split(t.split, o.field("split"));
   // Evaluation, checkpoints, logging.
-  t.eval_interval = o.get_int("eval_interval", t.eval_interval, 0);
-  t.eval_iters = o.get_int("eval_iters", t.eval_iters, 0);
+  t.eval_interval = o.get_int("eval_interval", t.eval_interval, {0, 1'000'000'000});
+  t.eval_iters = o.get_int("eval_iters", t.eval_iters, {0, 1'000'000'000});
   t.save = o.get_string("save", "");
   t.load = o.get_string("load", "");
-  t.save_interval = o.get_int("save_interval", 0, 0);
-  t.log_interval = o.get_int("log_interval", t.log_interval, 1);
+  t.save_interval = o.get_int("save_interval", 0, {0, 1'000'000'000});
+  t.log_interval = o.get_int("log_interval", t.log_interval, {1, 1'000'000'000});
   t.tensorboard_dir = o.get_string("tensorboard_dir", "");
 
   // Megatron's rules (megatron/training/arguments.py, OptimizerParamScheduler).

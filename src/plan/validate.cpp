@@ -36,9 +36,21 @@ void check_model(const Plan& plan, Collector& c) {
           ") must be greater than or equal to seq_length (", m.seq_length, ").");
 }
 
-void check_cluster(const Plan& plan, Collector& c) {
+// Limits that keep a plan physical (docs/plan-file.md, "Rules across fields"): no cluster has a
+// million GPUs, no micro-batch holds 16 M tokens. They also bound every size derived from a plan.
+constexpr int64_t kMaxWorld = int64_t{1} << 20;
+constexpr int64_t kMaxMicrobatchTokens = int64_t{1} << 24;
+
+// False when the GPU count is beyond any cluster: the other rules (rank grid, schedule) would
+// only repeat it, at a cost that grows with the count.
+bool check_cluster(const Plan& plan, Collector& c) {
   const ClusterSpec& cl = plan.cluster;
   const int64_t world = plan.world_size();
+  if (world > kMaxWorld) {
+    c.add("parallel", "GPU count tp x cp x pp x dp = ", world, " exceeds ", kMaxWorld,
+          " (2^20), beyond any cluster");
+    return false;
+  }
   if (world > cl.gpus_per_node && world % cl.gpus_per_node != 0)
     c.add("parallel", "GPU count tp x cp x pp x dp = ", world, " is not a whole number of nodes (",
           cl.gpus_per_node, " GPUs per node on cluster '", cl.name,
@@ -49,6 +61,7 @@ void check_cluster(const Plan& plan, Collector& c) {
   if (plan.num_nodes() > 1 && !cl.has_inter_node())
     c.add("cluster.inter_node", "the plan spans ", plan.num_nodes(),
           " nodes but the cluster describes no network between nodes");
+  return true;
 }
 
 // Megatron's uneven pipeline split (TransformerConfig.__post_init__, "Uneven PP").
@@ -198,6 +211,10 @@ void check_parallel(const Plan& plan, Collector& c) {
 void check_batch(const Plan& plan, Collector& c) {
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
+  if (p.micro_batch_size * plan.model.seq_length > kMaxMicrobatchTokens)
+    c.add("parallel.micro_batch_size",
+          "micro_batch_size x seq_length = ", p.micro_batch_size * plan.model.seq_length,
+          " tokens in one micro-batch exceeds ", kMaxMicrobatchTokens, " (2^24)");
   MicrobatchSpec spec{p.global_batch_size, p.micro_batch_size, p.dp, t.rampup_batch_size, false};
 
   bool batch_ok = true;
@@ -247,7 +264,7 @@ std::vector<Violation> validate(const Plan& plan) {
   std::vector<Violation> out;
   Collector c{out};
   check_model(plan, c);
-  check_cluster(plan, c);
+  if (!check_cluster(plan, c)) return out;
   check_parallel(plan, c);
   check_batch(plan, c);
   check_training(plan, c);

@@ -1,5 +1,6 @@
 // Text timeline: a character grid per rank (cells at round(time * columns_per_unit)), cut into
-// blocks of the available width.
+// blocks of the available width. A label is never split between blocks: a cell cut by a block's
+// end shows its label at the start of the next block instead.
 #include "src/schedule/timeline_text.hpp"
 
 #include <algorithm>
@@ -130,6 +131,18 @@ std::string render_timeline_text(const Schedule& s, const Timeline& t,
         const int64_t room = std::min((it - 1)->c1, b1) - b0;
         row.replace(0, static_cast<size_t>(room), static_cast<size_t>(room), ' ');
         if (static_cast<int64_t>(label.size()) < room) row.replace(0, label.size(), label);
+      }
+      // A cell cut by the block end keeps its label whole: blank here, shown on the next line.
+      auto last = std::upper_bound(cells[r].begin(), cells[r].end(), b1 - 1,
+                                   [](int64_t c, const Cell& cell) { return c < cell.c0; });
+      if (last != cells[r].begin() && (last - 1)->c1 > b1 && (last - 1)->c0 >= b0) {
+        const Cell& cut = *(last - 1);
+        const int64_t shown = static_cast<int64_t>(
+            std::min(cell_label(s, s.actions[cut.action]).size(),
+                     cut.c1 - cut.c0 > 1 ? static_cast<size_t>(cut.c1 - cut.c0 - 1) : size_t{1}));
+        if (cut.c0 + shown > b1)
+          row.replace(static_cast<size_t>(cut.c0 - b0), static_cast<size_t>(b1 - cut.c0),
+                      static_cast<size_t>(b1 - cut.c0), ' ');
       }
       std::string line = cat("rank ", r);
       line.resize(prefix, ' ');

@@ -114,6 +114,18 @@ TEST(MicrobatchesCli, BadValuesExitTwoNamingTheFlag) {
   EXPECT_THAT(d.err, HasSubstr("--global-batch"));
 }
 
+TEST(MicrobatchesCli, ValuesBeyondTheirRangeAndEndlessRampsExitTwo) {
+  Result a = run("microbatches --global-batch 4611686018427387904 --micro-batch 1 --dp 1");
+  EXPECT_EQ(a.code, 2);
+  EXPECT_THAT(a.err, HasSubstr("--global-batch: must be <= 16777216"));
+  Result b = run("microbatches --global-batch 16777216 --micro-batch 1 --dp 1 --rampup 1 1 100");
+  EXPECT_EQ(b.code, 2);
+  EXPECT_THAT(b.err, HasSubstr("--rampup: 16777215 batch-size changes"));
+  Result c = run("microbatches --global-batch 64 --micro-batch 1 --dp 2097152");
+  EXPECT_EQ(c.code, 2);
+  EXPECT_THAT(c.err, HasSubstr("--dp: must be <= 1048576"));
+}
+
 TEST(MicrobatchesCli, HelpListsEveryOption) {
   Result r = run("microbatches --help");
   EXPECT_EQ(r.code, 0);

@@ -143,6 +143,16 @@ TEST(ShowScheduleCli, ErrorsNameTheFlag) {
       {"--pp 4 --microbatches 8 --weight-cost 1",
        "mplan: error: --weight-cost: needs --forward-cost and --backward-cost\n"},
       {"--pp 4 --microbatches 8 --width 10", "mplan: error: --width: must be >= 40, got 10\n"},
+      {"--pp 4 --microbatches 8 --forward-cost 1e308 --backward-cost 1",
+       "mplan: error: --forward-cost: must be <= 1e+06, got 1e+308\n"},
+      {"--pp 4 --microbatches 8 --forward-cost 1 --backward-cost 1e-9",
+       "mplan: error: --backward-cost: must be >= 0.001, got 1e-09\n"},
+      {"--pp 2000 --microbatches 8", "mplan: error: --pp: must be <= 256, got 2000\n"},
+      {"--pp 4 --microbatches 1000000",
+       "mplan: error: --microbatches: must be <= 4096, got 1000000\n"},
+      {"--pp 128 --microbatches 4096 --vpp 2",
+       "mplan: error: --microbatches: pp 128 x vpp 2 x 4096 micro-batches is too large to draw "
+       "(at most pp 256, vpp 64, 4096 micro-batches and 262144 passes of each kind)\n"},
       {"--pp 4 --microbatches 8 --svg /nonexistent-dir/x.svg",
        "mplan: error: --svg: cannot write '/nonexistent-dir/x.svg'\n"},
   };

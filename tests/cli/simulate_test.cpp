@@ -105,19 +105,36 @@ TEST(SimulateCli, HardwareReplacesTheCluster) {
   EXPECT_THAT(bad.err, HasSubstr("--hardware"));
 }
 
-TEST(SimulateCli, TraceIsChromeTraceJson) {
-  const std::string trace = temp_path("trace.json");
-  Result r = run("simulate " + write_temp("t.json", pipeline_plan().dump(2)) + " --trace " + trace);
-  ASSERT_EQ(r.code, 0) << r.err;
-  const Json t = Json::parse(slurp(trace));
+// Processes and complete events of a trace file.
+std::pair<int, int> trace_counts(const std::string& path) {
+  const Json t = Json::parse(slurp(path));
   int processes = 0, complete = 0;
   for (const Json& e : t["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
     if (e["ph"] == "X") ++complete;
   }
+  return {processes, complete};
+}
+
+TEST(SimulateCli, TraceIsChromeTraceJson) {
+  const std::string trace = temp_path("trace.json"), ops = temp_path("trace_ops.json");
+  const std::string plan = write_temp("t.json", pipeline_plan().dump(2));
+  Result r = run("simulate " + plan + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto [processes, summary] = trace_counts(trace);
   EXPECT_EQ(processes, 2);  // one per pipeline stage
-  EXPECT_GT(complete, 100);
+  // Summary: one event per op: 16 micro-batches x 2 stages x (F, B), their transfers, buckets.
+  EXPECT_GT(summary, 64);
+  r = run("simulate " + plan + " --trace " + ops + " --trace-level ops");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto [processes_ops, all] = trace_counts(ops);
+  EXPECT_EQ(processes_ops, 2);
+  EXPECT_GT(all, 3 * summary);  // every GEMM and collective inside the passes
+  EXPECT_LT(slurp(trace).size() * 3, slurp(ops).size());
   std::remove(trace.c_str());
+  std::remove(ops.c_str());
+  EXPECT_THAT(run("simulate " + plan + " --trace " + trace + " --trace-level kernels").err,
+              HasSubstr("--trace-level: must be summary or ops"));
   Result bad = run("simulate " + kDp4 + " --trace /nonexistent-dir/t.json");
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--trace: cannot write"));
@@ -138,11 +155,52 @@ TEST(SimulateCli, InvalidPlanListsEveryViolation) {
   EXPECT_EQ(missing.code, 2);
 }
 
+TEST(SimulateCli, PlanThatDoesNotFitExitsOneUnlessAllowed) {
+  const Json p = Json::parse(R"({"schema_version": 1, "model": "gpt3-175b", "cluster": "dgx-h100",
+    "parallel": {"tp": 4, "pp": 8, "dp": 3, "micro_batch_size": 1, "global_batch_size": 96}})");
+  const std::string path = write_temp("oom.json", p.dump(2));  // dp groups straddle nodes
+  Result r = run("simulate " + path);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.out, HasSubstr("DOES NOT FIT"));
+  EXPECT_THAT(r.err, HasSubstr("does not fit: peak"));
+  EXPECT_THAT(r.err, HasSubstr("--allow-oom"));
+  Result a = run("simulate " + path + " --allow-oom");
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("DOES NOT FIT"));
+  std::remove(path.c_str());
+}
+
+TEST(SimulateCli, OneTimeStyleAndTheTinyPlansSimulate) {
+  Result r = run("simulate " + shipped_plan("gpt3-1.3b-pp4"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(" ms\n"));  // below 10 s: milliseconds
+  const Json big = Json::parse(R"({"schema_version": 1, "model": "gpt3-175b",
+    "cluster": "dgx-a100-80g", "parallel": {"tp": 8, "pp": 16, "dp": 1, "micro_batch_size": 1,
+    "global_batch_size": 512, "recompute": "full"}})");
+  Result b = run("simulate " + write_temp("big.json", big.dump(2)) + " --allow-oom");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_THAT(b.out, ::testing::ContainsRegex("iteration time +[0-9]+\\.[0-9][0-9] s\n"));
+  for (const char* tiny : {"tiny-gpt", "tiny-gpt-tp2-sp", "tiny-gpt-tp2-dp2"}) {
+    Result t = run("simulate " + shipped_plan(tiny));
+    EXPECT_EQ(t.code, 0) << tiny << ": " << t.err;
+  }
+}
+
+TEST(SimulateCli, PlansTooLargeToSimulateExitTwo) {
+  Json p = pipeline_plan();
+  p["parallel"]["micro_batch_size"] = 1;
+  p["parallel"]["global_batch_size"] = 1 << 20;  // 2^20 micro-batches x 2 stages
+  Result r = run("simulate " + write_temp("huge.json", p.dump(2)));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("passes to simulate, above the simulator's limit"));
+}
+
 TEST(SimulateCli, HelpListsEveryOption) {
   Result r = run("simulate --help");
   ASSERT_EQ(r.code, 0);
-  for (const char* s : {"--hardware", "--json", "--trace", "--full-grid", "--no-dropout",
-                        "--no-fusion", "--scatter-gather-tensors-in-pipeline", "Examples:"})
+  for (const char* s :
+       {"--hardware", "--json", "--trace", "--trace-level", "--allow-oom", "--full-grid",
+        "--no-dropout", "--no-fusion", "--scatter-gather-tensors-in-pipeline", "Examples:"})
     EXPECT_THAT(r.out, HasSubstr(s));
 }
 

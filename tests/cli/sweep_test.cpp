@@ -164,7 +164,7 @@ TEST(SweepCli, FixAndObjective) {
   std::remove(best.c_str());
 }
 
-TEST(SweepCli, ImpossibleRequestsExitTwoSayingWhatWouldHelp) {
+TEST(SweepCli, ImpossibleRequestsSayWhatWouldHelp) {
   Result r = run("sweep --gpus 100");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--gpus: 100 is not a whole number of nodes (8 GPUs per node on "
@@ -172,7 +172,7 @@ TEST(SweepCli, ImpossibleRequestsExitTwoSayingWhatWouldHelp) {
 
   const std::string best = temp_path("imp_best.json");
   r = run("sweep --gpus 8 --out " + best);  // GPT-3 175B does not fit in 8 x 80 GB
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 1);                     // valid plans, none fits
   EXPECT_THAT(r.err, HasSubstr("--gpus: gpt3-175b does not fit on 8 GPUs of dgx-a100-80g"));
   EXPECT_THAT(r.err, HasSubstr("the leanest needs at least "));
   EXPECT_THAT(r.err, HasSubstr("; it fits on "));
@@ -194,6 +194,24 @@ TEST(SweepCli, ImpossibleRequestsExitTwoSayingWhatWouldHelp) {
   r = run("sweep --gpus 8 --cluster h200x4");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("describes no network between nodes; use at most 4 GPUs"));
+}
+
+TEST(SweepCli, ZeroAndOutOfRangeValuesAreErrorsNotDefaults) {
+  Result r = run(kSmall + " --seq-length 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--seq-length: must be >= 1, got 0"));
+  r = run("sweep --gpus 8 --model gpt3-1.3b --cluster dgx-h100 --global-batch 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--global-batch: must be >= 1, got 0"));
+  for (const char* gpus : {"1099511627776", "2147483648", "1048577"}) {
+    r = run(std::string("sweep --gpus ") + gpus);
+    EXPECT_EQ(r.code, 2) << gpus;
+    EXPECT_THAT(r.err, HasSubstr("--gpus: must be <= 1048576")) << gpus;
+  }
+  EXPECT_THAT(run(kSmall + " --threads 0").err, HasSubstr("--threads: must be >= 1, got 0"));
+  EXPECT_THAT(run(kSmall + " --memory-headroom 95").err,
+              HasSubstr("--memory-headroom: must be <= 90, got 95"));
+  EXPECT_THAT(run(kSmall + " --time-limit 0").err, HasSubstr("--time-limit: must be >= 1"));
 }
 
 TEST(SweepCli, BadFlagsExitTwoNamingTheFlag) {

@@ -107,6 +107,51 @@ TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
   std::remove(path.c_str());
 }
 
+// GPT-3 175B on 32 H100s without recompute: valid, but its peak is far above 80 GB.
+Json oom_plan() {
+  return Json::parse(R"({"schema_version": 1, "model": "gpt3-175b", "cluster": "dgx-h100",
+    "parallel": {"tp": 4, "pp": 8, "dp": 1, "micro_batch_size": 1, "global_batch_size": 64}})");
+}
+
+TEST(ValidateCli, ReportsTheMemoryFit) {
+  Result r = run("validate " + kShippedPlan);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("per GPU: fits"));
+  Json j = Json::parse(run("validate " + kShippedPlan + " --json").out);
+  EXPECT_EQ(j["memory"]["fits"], true);
+  EXPECT_GT(j["memory"]["peak_bytes"].get<int64_t>(), 0);
+  EXPECT_LE(j["memory"]["peak_bytes"].get<int64_t>(), j["memory"]["capacity_bytes"].get<int64_t>());
+
+  const std::string path = write_temp("oom.json", oom_plan().dump(2));
+  Result o = run("validate " + path);
+  EXPECT_EQ(o.code, 1);  // valid, does not fit
+  EXPECT_THAT(o.out, HasSubstr("valid:"));
+  EXPECT_THAT(o.out, HasSubstr("DOES NOT FIT"));
+  Json oj = Json::parse(run("validate " + path + " --json").out);
+  EXPECT_EQ(oj["valid"], true);
+  EXPECT_EQ(oj["memory"]["fits"], false);
+  std::remove(path.c_str());
+}
+
+TEST(ValidateCli, ParseErrorsNameTheFileOnce) {
+  const std::string path = write_temp("broken.json", R"({"schema_version": 1,)");
+  Result r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr(path + ": invalid JSON: parse error"));
+  EXPECT_EQ(r.err.find(path), r.err.rfind(path)) << r.err;
+  std::remove(path.c_str());
+  Result d = run("validate " + ::testing::TempDir());
+  EXPECT_EQ(d.code, 2);
+  EXPECT_THAT(d.err, HasSubstr("is a directory, not a file"));
+  Json dup = llama_plan();
+  const std::string text = R"({"schema_version": 1, "schema_version": 1, "model": "llama3-8b"})";
+  const std::string dpath = write_temp("dup.json", text);
+  Result u = run("validate " + dpath);
+  EXPECT_EQ(u.code, 2);
+  EXPECT_THAT(u.err, HasSubstr(dpath + ": schema_version: duplicate key"));
+  std::remove(dpath.c_str());
+}
+
 TEST(ValidateCli, MissingFileAndStdin) {
   Result r = run("validate " + temp_path("no-such-plan.json"));
   EXPECT_EQ(r.code, 2);

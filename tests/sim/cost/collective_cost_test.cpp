@@ -109,18 +109,22 @@ TEST(CollectiveCost, GroupSpanningNodesWithoutANetworkIsAUserError) {
   EXPECT_THROW(collective_time_ns(c, CollectiveKind::kAllReduce, kGiB, {16, 2, 8}), Error);
 }
 
-TEST(CollectiveCost, PlacementOfRanks) {
-  GroupPlacement g = placement_of({0, 8, 16, 24}, 8);
-  EXPECT_EQ(g.size, 4);
-  EXPECT_EQ(g.nodes, 4);
-  EXPECT_EQ(g.per_node, 1);
-  g = placement_of({3, 1, 2, 0}, 8);
-  EXPECT_EQ(g.nodes, 1);
-  EXPECT_EQ(g.per_node, 4);
-  g = placement_of({0, 1, 8, 9}, 8);
-  EXPECT_EQ(g.nodes, 2);
-  EXPECT_EQ(g.per_node, 2);
-  EXPECT_THROW(placement_of({0, 1, 8}, 8), InternalError);
+TEST(CollectiveCost, UnevenGroupsAreCostedByTheirSlowestMember) {
+  // 3 GPUs over 2 nodes (2 + 1), 1 GiB all-reduce. NVLink phase on the node of 2: f(2) = 1,
+  // 2^30 / 2e11 = 5368709.12 ns. Network phase: f(2) = 1 of the slice S/1 carried by the lone
+  // GPU: 2^30 / 2e10 = 53687091.2 ns. α 20 + 10 us.
+  const GroupPlacement g{3, 2, 2, 1};
+  EXPECT_FALSE(g.even());
+  EXPECT_EQ(g.fewest_per_node(), 1);
+  EXPECT_EQ(collective_time_ns(flat_cluster(), CollectiveKind::kAllReduce, kGiB, g), 53717091);
+  // Never faster than the pair of one GPU per node, whose network slice is the same.
+  const int64_t one_per_node =
+      collective_time_ns(flat_cluster(), CollectiveKind::kAllReduce, kGiB, {2, 2, 1});
+  EXPECT_GE(collective_time_ns(flat_cluster(), CollectiveKind::kAllReduce, kGiB, g), one_per_node);
+  // All-to-all of 6 GPUs as 4 + 2, 96 MiB: NVLink 3/6 · S at 100 GB/s = 503316.48 ns; network
+  // (6 - 2)/6 · S at 10 GB/s = 6710886.4 ns; α 30 us.
+  EXPECT_EQ(collective_time_ns(flat_cluster(), CollectiveKind::kAllToAll, 96 * kMiB, {6, 2, 4, 2}),
+            6740886);
 }
 
 // Bus bandwidth the model predicts, as nccl-tests computes it: S · f(n) / t.

@@ -12,13 +12,14 @@ namespace {
 cost::GroupPlacement of(const RankGrid& g, GroupKind k, int rank, int64_t gpn) {
   std::vector<int64_t> r;
   for (int m : g.group_of(k, rank)) r.push_back(m);
-  return cost::placement_of(r, gpn);
+  return placement_of_ranks(r, gpn);
 }
 
 void expect_same(const cost::GroupPlacement& a, const cost::GroupPlacement& b, const char* what) {
   EXPECT_EQ(a.size, b.size) << what;
   EXPECT_EQ(a.nodes, b.nodes) << what;
   EXPECT_EQ(a.per_node, b.per_node) << what;
+  EXPECT_EQ(a.min_per_node, b.min_per_node) << what;
 }
 
 TEST(StageGroups, MatchRankGridGroups) {
@@ -28,7 +29,9 @@ TEST(StageGroups, MatchRankGridGroups) {
   };
   for (const Case& k :
        {Case{2, 2, 2, 2, 1, 2, 8, "tp-cp-ep-dp-pp"}, Case{2, 1, 4, 4, 2, 1, 8, "tp-cp-ep-dp-pp"},
-        Case{4, 1, 2, 2, 1, 4, 4, "tp-cp-ep-pp-dp"}, Case{1, 2, 2, 4, 4, 1, 2, "tp-cp-ep-dp-pp"}}) {
+        Case{4, 1, 2, 2, 1, 4, 4, "tp-cp-ep-pp-dp"}, Case{1, 2, 2, 4, 4, 1, 2, "tp-cp-ep-dp-pp"},
+        // Uneven: dp 3 of tp 4 on 8-GPU nodes (gpt3-175b tp 4 pp 8 dp 3 on dgx-h100).
+        Case{4, 1, 8, 3, 1, 4, 8, "tp-cp-ep-dp-pp"}, Case{2, 1, 2, 3, 1, 2, 4, "tp-cp-ep-pp-dp"}}) {
     ParallelConfig p;
     p.tp = k.tp, p.cp = k.cp, p.pp = k.pp, p.dp = k.dp, p.ep = k.ep, p.etp = k.etp;
     p.order = k.order;
@@ -74,8 +77,25 @@ TEST(StageGroups, PlacementOfRanks) {
   EXPECT_EQ(g.size, 4);
   EXPECT_EQ(g.nodes, 2);
   EXPECT_EQ(g.per_node, 2);
+  EXPECT_TRUE(g.even());
+  std::vector<int64_t> across{0, 8, 16, 24};
+  EXPECT_EQ(placement_of_ranks(across, 8), (cost::GroupPlacement{4, 4, 1, 0}));
+  std::vector<int64_t> one_node{3, 1, 2, 0};
+  EXPECT_EQ(placement_of_ranks(one_node, 8), (cost::GroupPlacement{4, 1, 4, 0}));
+}
+
+TEST(StageGroups, UnevenPlacementKeepsTheMostAndTheFewest) {
   std::vector<int64_t> uneven{0, 1, 8};
-  EXPECT_THROW(placement_of_ranks(uneven, 8), InternalError);
+  EXPECT_EQ(placement_of_ranks(uneven, 8), (cost::GroupPlacement{3, 2, 2, 1}));
+  // tp 4 · pp 8 · dp 3 on 8-GPU nodes: the data-parallel group of rank 0 is {0, 4, 8} (nodes 0,
+  // 0, 1) — 2 on one node, 1 on the other.
+  ParallelConfig p;
+  p.tp = 4, p.pp = 8, p.dp = 3, p.etp = 4;
+  const RankGrid grid(p);
+  std::vector<int64_t> scratch;
+  const StageGroups s = stage_groups(grid, 8, 0, scratch);
+  EXPECT_EQ(s.dp_cp, (cost::GroupPlacement{3, 2, 2, 1}));
+  EXPECT_EQ(s.tp, (cost::GroupPlacement{4, 1, 4, 0}));
 }
 
 }  // namespace

@@ -23,6 +23,31 @@ std::string error_of(const SweepRequest& r) {
   return "";
 }
 
+TEST(SweepAdvice, WarnsWhenTheBatchIsTooSmallForTheGpus) {
+  SweepRequest r = testing::tiny_request(1024, 64);
+  Candidate c;
+  c.tp = 8, c.pp = 16, c.dp = 8, c.micro_batch_size = 1;  // 64 / 8 = 8 micro-batches < 16 stages
+  const auto w = batch_warning(r, c);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_THAT(*w, HasSubstr("the global batch 64 is too small for 1024 GPUs"));
+  EXPECT_THAT(*w, HasSubstr("has 8 micro-batches per pipeline for its 16 stages"));
+  EXPECT_THAT(*w, HasSubstr("a global batch of at least 128"));
+  c.dp = 4, c.pp = 32, c.tp = 8;  // 16 micro-batches < 32 stages
+  EXPECT_TRUE(batch_warning(r, c).has_value());
+  r.global_batch_size = 512;  // 128 >= 32: fine
+  EXPECT_FALSE(batch_warning(r, c).has_value());
+  c.pp = 1;
+  EXPECT_FALSE(batch_warning(r, c).has_value());
+}
+
+TEST(SweepAdvice, GpuCountsBeyondAnyClusterOrBelowOne) {
+  SweepRequest r = testing::tiny_request();
+  r.gpus = int64_t{1} << 40;
+  EXPECT_THAT(error_of(r), HasSubstr("--gpus: must be <= 1048576"));
+  r.gpus = 0;
+  EXPECT_THAT(error_of(r), HasSubstr("--gpus: must be >= 1, got 0"));
+}
+
 TEST(SweepAdvice, GpuCountsTheClusterCannotHost) {
   SweepRequest r = testing::tiny_request();
   r.base.cluster = load_cluster("dgx-a100-80g");

@@ -32,6 +32,8 @@ TEST(SweepJson, Shape) {
             384);
   EXPECT_EQ(c["skipped"], 0);
   EXPECT_EQ(j["top_k"], 3);
+  EXPECT_EQ(j["memory_headroom"], 0.0);
+  EXPECT_EQ(j["gpu_memory_bytes"], j["usable_memory_bytes"]);
   ASSERT_EQ(j["invalid_by_rule"].size(), 2u);
   EXPECT_EQ(j["invalid_by_rule"][0]["count"], 24);
   EXPECT_TRUE(j["invalid_by_rule"][0]["rule"].is_string());
@@ -48,6 +50,11 @@ TEST(SweepJson, Shape) {
       EXPECT_TRUE(t[k].is_number()) << k;
     EXPECT_TRUE(t["peak_bytes"].is_number_integer());
     EXPECT_EQ(t["fits"], true);
+    // Each candidate's time breakdown, as simulate --json gives it.
+    for (const char* k : {"compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
+                          "dp_comm_s", "bubble_s", "optimizer_s"})
+      EXPECT_TRUE(t["breakdown"][k].is_number()) << k;
+    EXPECT_EQ(t["breakdown"]["compute_s"], t["iteration_time_s"]);  // the fake's breakdown
     EXPECT_EQ(t["num_microbatches"].get<int64_t>(),
               8 / (t["micro_batch_size"].get<int64_t>() * t["layout"]["dp"].get<int64_t>()));
   }

@@ -11,6 +11,7 @@
 
 #include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/memory_bound.hpp"
+#include "sim/sweep/sweep_advice.hpp"
 #include "src/common/error.hpp"
 #include "src/plan/validate.hpp"
 #include "tests/sim/sweep/sweep_test_util.hpp"
@@ -289,6 +290,84 @@ TEST(SweepWithSimulator, LowerBoundIsBelowEverySimulatedPeak) {
       ++checked;
     }
     EXPECT_GT(checked, 100);
+  }
+}
+
+TEST(SweepWithSimulator, HeadroomLowersWhatFits) {
+  SweepRequest req = squeezed_request(40);
+  SweepOptions o;  // no top K: every candidate not proved out of memory is simulated
+  o.threads = 2;
+  const SweepResult all = run_sweep(req, o);
+  req.memory_headroom = 0.25;
+  const SweepResult kept = run_sweep(req, o);
+  EXPECT_EQ(kept.gpu_memory_bytes, all.gpu_memory_bytes);
+  EXPECT_EQ(kept.capacity_bytes,
+            static_cast<int64_t>(0.75 * static_cast<double>(all.capacity_bytes)));
+  ASSERT_GT(kept.fits, 0);
+  EXPECT_LT(kept.fits, all.fits);
+  for (int64_t i : kept.ranking)
+    EXPECT_LE(kept.evaluated[static_cast<size_t>(i)].figures.peak_bytes, kept.capacity_bytes);
+}
+
+TEST(SweepWithSimulator, CandidatesWhoseCostsAreRefusedAreInvalidNotFatal) {
+  SweepRequest req = squeezed_request(80);
+  req.base.cluster.gpu.peak_bf16_tflops = 0.01;  // a GEMM would take days
+  req.base.cluster.gpu.gemm_efficiency = {{1, 1e-4}};
+  SweepOptions o;
+  o.threads = 2;
+  const SweepResult r = run_sweep(req, o);
+  EXPECT_EQ(r.invalid, r.candidates);
+  EXPECT_EQ(r.fits, 0);
+  bool refused = false;
+  for (const RuleCount& rule : r.invalid_by_rule)
+    refused = refused || rule.example.find("one modelled operation takes") != std::string::npos;
+  EXPECT_TRUE(refused);
+}
+
+TEST(SweepWithSimulator, TimeLimitStopsWithAMessage) {
+  SweepRequest req = squeezed_request(80);
+  SweepOptions o;
+  o.threads = 1;
+  o.time_limit_s = 1e-9;  // passed before the first block
+  try {
+    run_sweep(req, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--time-limit: the sweep stopped after"));
+    EXPECT_THAT(e.what(), HasSubstr("--fix"));
+  }
+}
+
+// Every GPU count 1 .. 1024 of 8-GPU nodes, the cheapest presets at their default batch: a count
+// no cluster can host is a user error naming --gpus, every other sweep ends without an internal
+// error, and each valid plan it ranks simulates. Groups that straddle nodes unevenly (96 GPUs as
+// tp 4 · pp 8 · dp 3) are among them.
+TEST(SweepWithSimulator, EveryGpuCountUpTo1024) {
+  for (const char* name : {"gpt3-1.3b", "llama3-8b"}) {
+    SweepRequest req;
+    req.base.model = load_model(name);
+    req.base.cluster = load_cluster("dgx-h100");
+    req.global_batch_size = name == std::string("gpt3-1.3b") ? 64 : 128;
+    SweepOptions o;
+    o.threads = 2;
+    o.top_k = 1;
+    int64_t swept = 0;
+    for (int64_t n = 1; n <= 1024; ++n) {
+      SCOPED_TRACE(::testing::Message() << name << " on " << n << " GPUs");
+      req.gpus = n;
+      if (n > 8 && n % 8 != 0) {
+        EXPECT_THROW(check_request(req), Error);
+        continue;
+      }
+      check_request(req);
+      const SweepResult r = run_sweep(req, o);
+      EXPECT_EQ(r.invalid + r.out_of_memory_pruned + r.skipped + r.simulated, r.candidates);
+      if (r.fits > 0) {
+        EXPECT_TRUE(r.best().figures.fits);
+      }
+      ++swept;
+    }
+    EXPECT_EQ(swept, 8 + 127);
   }
 }
 

@@ -194,6 +194,31 @@ TEST(ModelSpec, ImpossibleValuesNameTheField) {
   EXPECT_EQ(parse_error(t), "model.moe.topk: must be <= num_experts (4), got 5");
 }
 
+TEST(ModelSpec, SizesOutsidePhysicalRangesNameTheField) {
+  auto with = [](const char* key, int64_t v) {
+    Json j = small_model();
+    j[key] = v;
+    return parse_error(j);
+  };
+  EXPECT_EQ(with("num_layers", int64_t{1} << 32),
+            "model.num_layers: must be <= 1024, got 4294967296");
+  EXPECT_EQ(with("hidden_size", 1 << 20), "model.hidden_size: must be <= 65536, got 1048576");
+  EXPECT_EQ(with("num_attention_heads", 2048),
+            "model.num_attention_heads: must be <= 1024, got 2048");
+  EXPECT_EQ(with("ffn_hidden_size", 1 << 30),
+            "model.ffn_hidden_size: must be <= 262144, got 1073741824");
+  EXPECT_EQ(with("vocab_size", int64_t{1} << 40),
+            "model.vocab_size: must be <= 4194304, got 1099511627776");
+  EXPECT_EQ(with("seq_length", 1 << 30), "model.seq_length: must be <= 2097152, got 1073741824");
+  EXPECT_EQ(with("kv_channels", 1 << 20), "model.kv_channels: must be <= 4096, got 1048576");
+  Json m = small_model();
+  m["moe"] = parse_json(R"({"num_experts": 100000, "topk": 1, "moe_ffn_hidden_size": 8})", "t");
+  EXPECT_EQ(parse_error(m), "model.moe.num_experts: must be <= 1024, got 100000");
+  Json b = small_model();
+  b["default_global_batch_size"] = 0;
+  EXPECT_EQ(parse_error(b), "model.default_global_batch_size: must be >= 1, got 0");
+}
+
 TEST(ModelSpec, PresetByNameOrUnknown) {
   EXPECT_EQ(model_from_json(Json("llama3-8b"), "model"), load_model("llama3-8b"));
   EXPECT_THAT(parse_error(Json("llama9")), HasSubstr("model: unknown model preset 'llama9'"));

@@ -76,7 +76,7 @@ TEST(ClusterSpec, MalformedClustersNameTheField) {
             "cluster.intra_node.allreduce_busbw_gbps[1]: x values must increase, got 1 after 2");
   Json b = cluster_json();
   b["intra_node"]["p2p_gbps"] = parse_json("[[1, 0]]", "t");
-  EXPECT_THAT(error_of(b), StartsWith("cluster.intra_node.p2p_gbps[0]: both values must be > 0"));
+  EXPECT_EQ(error_of(b), "cluster.intra_node.p2p_gbps[0][1]: must be >= 0.001, got 0");
   Json c = cluster_json();
   c["intra_node"]["p2p_gbps"] = parse_json("[[1, 2, 3]]", "t");
   EXPECT_THAT(error_of(c), StartsWith("cluster.intra_node.p2p_gbps[0]: must be a pair"));
@@ -97,6 +97,35 @@ TEST(ClusterSpec, MalformedClustersNameTheField) {
   Json h = cluster_json();
   h["gpu"].erase("peak_bf16_tflops");
   EXPECT_EQ(error_of(h), "cluster.gpu.peak_bf16_tflops: missing (required)");
+}
+
+TEST(ClusterSpec, NumbersOutsidePhysicalRangesNameTheField) {
+  auto with = [](const char* section, const char* key, Json v) {
+    Json j = cluster_json();
+    if (*section) {
+      j[section][key] = std::move(v);
+    } else {
+      j[key] = std::move(v);
+    }
+    return error_of(j);
+  };
+  EXPECT_EQ(with("inter_node", "latency_us", 1e29),
+            "cluster.inter_node.latency_us: must be <= 1e+06, got 1e+29");
+  EXPECT_EQ(with("intra_node", "latency_us", -1),
+            "cluster.intra_node.latency_us: must be >= 0, got -1");
+  EXPECT_EQ(with("gpu", "peak_bf16_tflops", 1e-9),
+            "cluster.gpu.peak_bf16_tflops: must be >= 0.01, got 1e-09");
+  EXPECT_EQ(with("gpu", "memory_gib", 1e9), "cluster.gpu.memory_gib: must be <= 100000, got 1e+09");
+  EXPECT_EQ(with("", "gpus_per_node", 4096), "cluster.gpus_per_node: must be <= 1024, got 4096");
+  EXPECT_EQ(with("", "num_nodes", 1 << 20), "cluster.num_nodes: must be <= 131072, got 1048576");
+  EXPECT_EQ(with("gpu", "gemm_efficiency", parse_json("[[1e8, 1.5]]", "t")),
+            "cluster.gpu.gemm_efficiency[0][1]: must be <= 1, got 1.5");
+  EXPECT_EQ(with("intra_node", "p2p_gbps", parse_json("[[0.5, 10]]", "t")),
+            "cluster.intra_node.p2p_gbps[0][0]: must be >= 1, got 0.5");
+  Json many = Json::array();
+  for (int i = 1; i <= 300; ++i) many.push_back({i, 1.0});
+  EXPECT_EQ(with("intra_node", "p2p_gbps", many),
+            "cluster.intra_node.p2p_gbps: at most 256 points, got 300");
 }
 
 TEST(ClusterSpec, JsonRoundTrip) {

@@ -36,6 +36,17 @@ TEST(TrainingConfig, Defaults) {
   EXPECT_EQ(bytes_per_element(Precision::kFp32), 4);
 }
 
+TEST(TrainingConfig, NumbersOutsideTheirRangeNameTheField) {
+  EXPECT_EQ(error_of(R"({"lr": 1e9})"), "training.lr: must be <= 10, got 1e+09");
+  EXPECT_EQ(error_of(R"({"train_iters": 10000000000})"),
+            "training.train_iters: must be <= 1000000000, got 10000000000");
+  EXPECT_EQ(error_of(R"({"rampup_batch_size": [1, 1, 1099511627777]})"),
+            "training.rampup_batch_size[2]: must be <= 1099511627776, got 1099511627777");
+  EXPECT_EQ(error_of(R"({"rampup_batch_size": [100000000, 1, 1]})"),
+            "training.rampup_batch_size[0]: must be <= 16777216, got 100000000");
+  EXPECT_EQ(error_of(R"({"lr": 1e999})"), "t: lr: number out of range (1e999)");
+}
+
 TEST(TrainingConfig, Rampup) {
   TrainingConfig t =
       training_from_json(parse_json(R"({"rampup_batch_size": [16, 8, 300000]})", "t"), "training");

@@ -123,6 +123,24 @@ TEST(Validate, GpuCountIsWholeNodes) {
   expect_only(p, "parallel", "GPU count tp x cp x pp x dp = 12 is not a whole number of nodes");
 }
 
+TEST(Validate, GpuCountAndMicroBatchTokensStayPhysical) {
+  Plan p = base();
+  p.parallel.tp = p.parallel.etp = 1024;
+  p.parallel.pp = 1024;
+  p.parallel.dp = 1 << 20;
+  const std::vector<Violation> v = validate(p);
+  ASSERT_EQ(v.size(), 1u) << all(v);  // nothing else is judged at that size
+  EXPECT_EQ(to_string(v[0]),
+            "parallel: GPU count tp x cp x pp x dp = 1099511627776 exceeds 1048576 (2^20), beyond "
+            "any cluster");
+  Plan q = base();
+  q.parallel.micro_batch_size = 4096;  // x 8192 tokens
+  q.parallel.global_batch_size = 4096 * 4;
+  expect_only(
+      q, "parallel.micro_batch_size",
+      "micro_batch_size x seq_length = 33554432 tokens in one micro-batch exceeds 16777216");
+}
+
 TEST(Validate, ClusterSizeAndNetwork) {
   Plan p = base();
   p.cluster = load_cluster("h200x4");  // one node of 4, no network

@@ -7,6 +7,8 @@
 #include "tests/src/schedule/schedule_test_util.hpp"
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace mplan {
 namespace {
@@ -52,6 +54,49 @@ TEST(TimelineText, WrapsIntoBlocksOfTheWidth) {
   EXPECT_EQ(rulers, 5);
   EXPECT_EQ(rows, 5 * 4);
   for (int mb = 0; mb < 16; ++mb) EXPECT_NE(text.find(cat("B", mb)), std::string::npos) << mb;
+}
+
+// The labels of rank r's lines, in order, across all blocks, a label repeated at the start of the
+// next block counted once.
+std::vector<std::string> labels_of_rank(const std::string& text, int64_t r) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::string> out;
+  const std::string prefix = cat("rank ", r, " ");
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream words(line.substr(prefix.size()));
+    std::string w;
+    while (words >> w) {
+      while (!w.empty() && w.front() == '.') w.erase(0, 1);  // idle columns
+      if (w.empty()) continue;
+      if (out.empty() || out.back() != w) out.push_back(w);
+    }
+  }
+  return out;
+}
+
+TEST(TimelineText, WrappedBlocksNeverSplitALabel) {
+  for (const Schedule& s : {make(ScheduleKind::kInterleaved, 4, 16, 2),
+                            make(ScheduleKind::k1F1B, 4, 16), make(ScheduleKind::kZbH1, 3, 12)}) {
+    for (int width : {40, 47, 60, 73}) {
+      const std::string text = render_timeline_text(s, time_schedule(s, {1, 2, 1}), {width, false});
+      for (int64_t r = 0; r < s.pp(); ++r) {
+        std::vector<std::string> expected;
+        for (int64_t i = s.rank_begin[r]; i < s.rank_begin[r + 1]; ++i)
+          if (is_compute(s.actions[i].kind)) expected.push_back(cell_label(s, s.actions[i]));
+        // Every word shown is a whole label of this rank, in schedule order ("F4." at a line
+        // end, the rest on the next line, would be neither).
+        size_t k = 0;
+        for (const std::string& w : labels_of_rank(text, r)) {
+          while (k < expected.size() && expected[k] != w) ++k;
+          ASSERT_LT(k, expected.size()) << "rank " << r << " width " << width << ": '" << w
+                                        << "' is not a whole label in order\n"
+                                        << text;
+        }
+      }
+    }
+  }
 }
 
 TEST(TimelineText, Colour) {
