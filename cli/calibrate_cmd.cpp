@@ -69,10 +69,9 @@ Setup check_setup(const CalibrateOptions& o, const ProcessIdentity& id) {
     throw Error(cat("calibrate: the NCCL part measures the links inside one node, but the ",
                     id.world_size, " ranks span several hosts; start them all on one host"));
   s.device = id.local_rank;
-  if (id.world_rank == 0) {
-    std::ofstream probe(o.out, std::ios::app);
-    if (!probe) throw Error(cat("--out: cannot write '", o.out, "'"));
-  }
+  const std::filesystem::path dir = std::filesystem::absolute(o.out).parent_path();
+  if (!std::filesystem::is_directory(dir))
+    throw Error(cat("--out: the folder '", dir.string(), "' does not exist"));
   return s;
 }
 

@@ -31,10 +31,10 @@ std::string report(const std::string& plan, int mbs, double median_ms, long peak
 }
 
 TEST(AccuracyCli, TableAndFilesFromTwoReports) {
-  const std::string a = write_temp("run-gpt.json", report(shipped_plan("gpt3-1.3b-1gpu"), 4,
-                                                          500.0, 40L << 30));
-  const std::string b = write_temp("run-llama.json", report(shipped_plan("llama3.2-1b-1gpu"), 2,
-                                                            1200.0, 38L << 30));
+  const std::string a =
+      write_temp("run-gpt.json", report(shipped_plan("gpt3-1.3b-1gpu"), 4, 500.0, 40L << 30));
+  const std::string b =
+      write_temp("run-llama.json", report(shipped_plan("llama3.2-1b-1gpu"), 2, 1200.0, 38L << 30));
   const std::string dir = temp_path("acc");
   Result r = run("accuracy " + a + " " + b + " --out-dir " + dir + " --title Test");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -8,9 +8,9 @@
 
 namespace {
 
-using ::testing::HasSubstr;
 using mplan::cli_test::Result;
 using mplan::cli_test::run;
+using ::testing::HasSubstr;
 
 TEST(CalibrateCli, HelpNamesOptionsAndExamples) {
   Result r = run("calibrate --help");

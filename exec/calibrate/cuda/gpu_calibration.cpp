@@ -124,18 +124,22 @@ struct GemmBuffers {
 };
 
 GemmBuffers gemm_buffers(CudaBackend& g, const std::vector<GemmShape>& shapes) {
-  int64_t a = 1, b = 1, c = 1, c32 = 1, n = 1;
+  int64_t a = 1, b = 1, c = 1, aux = 1, c32 = 1, n = 1;
   for (const GemmShape& s : shapes) {
     a = std::max(a, s.m * s.k);
     b = std::max(b, s.k * s.n);
-    (s.kind == "dw" ? c32 : c) = std::max(s.kind == "dw" ? c32 : c, s.m * s.n);
     n = std::max(n, s.n);
+    if (s.kind == "dw")
+      c32 = std::max(c32, s.m * s.n);
+    else
+      c = std::max(c, s.m * s.n);
+    if (s.kind == "fwd_gelu") aux = std::max(aux, s.m * s.n);
   }
   GemmBuffers bufs;
   bufs.a = rand(g, DType::kBF16, {a}, 11);
   bufs.b = rand(g, DType::kBF16, {b}, 12, -0.05f, 0.05f);
   bufs.c = g.alloc(DType::kBF16, {c}, "calibrate");
-  bufs.aux = g.alloc(DType::kBF16, {c}, "calibrate");
+  bufs.aux = g.alloc(DType::kBF16, {aux}, "calibrate");
   bufs.c32 = rand(g, DType::kF32, {c32}, 13);
   bufs.bias = rand(g, DType::kBF16, {n}, 14);
   return bufs;

@@ -41,7 +41,7 @@ TEST(AccuracyTable, SummaryMediansWorstAndFastest) {
   EXPECT_NEAR(rows[0].time_error(), 0.1, 1e-12);
   const AccuracySummary s = summarize(rows);
   EXPECT_EQ(s.plans, 3);
-  EXPECT_NEAR(s.median_abs_time_error, 0.1, 1e-12);   // |+10 %|, |-5 %|, |-20 %|
+  EXPECT_NEAR(s.median_abs_time_error, 0.1, 1e-12);  // |+10 %|, |-5 %|, |-20 %|
   EXPECT_NEAR(s.worst_abs_time_error, 0.2, 1e-12);
   EXPECT_NEAR(s.mean_time_error, (0.1 - 0.05 - 0.2) / 3, 1e-12);
   EXPECT_NEAR(s.median_abs_memory_error, 0.03, 1e-12);
@@ -71,11 +71,13 @@ TEST(AccuracyTable, SummaryMediansWorstAndFastest) {
 std::string report_json(const std::string& plan, int tp, double median_ms, int64_t dev_peak) {
   return cat(R"({"schema_version": 2, "plan": ")", plan,
              R"(", "model": "tiny-gpt", "cluster": "cpu-test",
-  "parallel": {"tp": )", tp, R"(, "pp": 1, "dp": 1, "micro_batch_size": 2, "global_batch_size": 8,
+  "parallel": {"tp": )",
+             tp, R"(, "pp": 1, "dp": 1, "micro_batch_size": 2, "global_batch_size": 8,
                "recompute": "none"},
-  "summary": {"median_ms": )", median_ms, R"(},
-  "memory": {"ranks": [{"rank": 0, "executor_peak_bytes": 1000, "device_peak_bytes": )", dev_peak,
-             R"(}]}})");
+  "summary": {"median_ms": )",
+             median_ms, R"(},
+  "memory": {"ranks": [{"rank": 0, "executor_peak_bytes": 1000, "device_peak_bytes": )",
+             dev_peak, R"(}]}})");
 }
 
 TEST(AccuracyTable, RunReportReadAndItsPlanSimulated) {

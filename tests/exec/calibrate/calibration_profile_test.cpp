@@ -26,13 +26,12 @@ Measurements one_gpu() {
   m.env.gpu_name = "NVIDIA H200";
   m.env.date = "2026-11-25T00:00:00Z";
   m.env.host = "h";
-  const GemmShape big{8192, 8192, 8192, "fwd", "square", false};  // 2^40 FLOPs
+  const GemmShape big{8192, 8192, 8192, "fwd", "square", false};   // 2^40 FLOPs
   const GemmShape small{1024, 1024, 1024, "dx", "square", false};  // 2^31 FLOPs
   m.gemms.push_back({big, ms_at(big.flops(), 0.75)});
   m.gemms.push_back({small, ms_at(small.flops(), 0.25)});
   const AttentionShape a{1, 16, 2048, 128};
-  m.attention.push_back(
-      {a, ms_at(a.forward_flops(), 0.4), ms_at(a.backward_flops(), 0.3)});
+  m.attention.push_back({a, ms_at(a.forward_flops(), 0.4), ms_at(a.backward_flops(), 0.3)});
   m.memory_bound.push_back({"copy", "x", 1e9, 1e9 / (0.8 * kHbm) * 1e3});
   m.memory_bound.push_back({"copy", "y", 1e7, 1e7 / (0.5 * kHbm) * 1e3});
   m.memory_bound.push_back({"layernorm_forward", "x", 1e9, 1e9 / (0.4 * kHbm) * 1e3});

@@ -25,11 +25,11 @@ TEST(CalibrationShapes, GptLinearLayersAtMbs4Tp1) {
   EXPECT_TRUE(s[0].bias);
   EXPECT_EQ(s[1], (GemmShape{T, 2048, 6144, "dx"}));
   EXPECT_EQ(s[2], (GemmShape{6144, 2048, T, "dw"}));
-  EXPECT_TRUE(has(s, T, 2048, 2048, "fwd"));        // proj
-  EXPECT_TRUE(has(s, T, 8192, 2048, "fwd_gelu"));   // fc1 with the bias + GeLU epilogue
-  EXPECT_TRUE(has(s, T, 2048, 8192, "fwd"));        // fc2
-  EXPECT_TRUE(has(s, 8192, 2048, T, "dw"));         // fc1 and fc2 weight gradients
-  EXPECT_TRUE(has(s, T, 32000, 2048, "fwd"));       // logits
+  EXPECT_TRUE(has(s, T, 2048, 2048, "fwd"));       // proj
+  EXPECT_TRUE(has(s, T, 8192, 2048, "fwd_gelu"));  // fc1 with the bias + GeLU epilogue
+  EXPECT_TRUE(has(s, T, 2048, 8192, "fwd"));       // fc2
+  EXPECT_TRUE(has(s, 8192, 2048, T, "dw"));        // fc1 and fc2 weight gradients
+  EXPECT_TRUE(has(s, T, 32000, 2048, "fwd"));      // logits
   EXPECT_FALSE(s.back().bias);
   EXPECT_DOUBLE_EQ(s[0].flops(), 2.0 * T * 6144 * 2048);
 }
