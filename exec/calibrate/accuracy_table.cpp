@@ -83,11 +83,17 @@ RunReport read_run_report(const std::string& path) {
     r.parallel = o.raw("parallel");
     const JsonObject summary = o.get_object("summary");
     r.measured_s = summary.get_number("median_ms", {1e-6, 1e9}) / 1e3;
-    const JsonObject memory = o.get_object("memory");
-    if (!memory.has("ranks") || !memory.raw("ranks").is_array() || memory.raw("ranks").empty())
-      throw Error("memory.ranks: must be a non-empty array");
-    for (size_t i = 0; i < memory.raw("ranks").size(); ++i) {
-      const JsonObject rk(memory.raw("ranks")[i], cat("memory.ranks[", i, "]"));
+    // schema_version 2: memory.ranks; schema_version 1: memory is the array of ranks.
+    if (!o.has("memory")) throw Error("memory: missing");
+    const Json& mem = o.raw("memory");
+    const bool v1 = mem.is_array();
+    const Json* ranks =
+        v1 ? &mem : (mem.is_object() && mem.contains("ranks") ? &mem.at("ranks") : nullptr);
+    const std::string field = v1 ? "memory" : "memory.ranks";
+    if (ranks == nullptr || !ranks->is_array() || ranks->empty())
+      throw Error(field + ": must be a non-empty array of ranks");
+    for (size_t i = 0; i < ranks->size(); ++i) {
+      const JsonObject rk((*ranks)[i], cat(field, "[", i, "]"));
       const int64_t dev = rk.get_int("device_peak_bytes", -1, {-1, INT64_MAX});
       const int64_t ex = rk.get_int("executor_peak_bytes", -1, {-1, INT64_MAX});
       r.measured_peak_bytes = std::max(r.measured_peak_bytes, dev >= 0 ? dev : ex);

@@ -99,6 +99,10 @@ TEST(AccuracyTable, RunReportReadAndItsPlanSimulated) {
   const AccuracyRow other = predict_row(r, load_cluster("dgx-h200"));
   EXPECT_NE(other.predicted_s, row.predicted_s);
 
+  // schema_version 1 kept the ranks' peaks as the "memory" array itself.
+  std::ofstream(path) << cat(R"({"plan": ")", plan, R"(", "parallel": {"tp": 1},
+    "summary": {"median_ms": 100}, "memory": [{"rank": 0, "device_peak_bytes": 7000}]})");
+  EXPECT_EQ(read_run_report(path).measured_peak_bytes, 7000);
   // Without a device peak the executor's own peak counts.
   std::ofstream(path) << report_json(plan, 1, 250.0, -1);
   EXPECT_EQ(read_run_report(path).measured_peak_bytes, 1000);
