@@ -59,7 +59,7 @@ Json calibration_json(const Measurements& m, double peak_tflops, double hbm_gbps
   c["driver"] = m.env.driver;
   c["cuda_runtime"] = m.env.cuda_runtime;
   c["cuda_driver"] = m.env.cuda_driver;
-  c["nccl"] = m.env.nccl;
+  c["nccl_version"] = m.env.nccl;
   c["host"] = m.env.host;
   c["ranks"] = m.env.ranks;
   c["mode"] = m.env.quick ? "quick" : "full";
@@ -301,8 +301,8 @@ std::string summary_table(const Json& profile) {
   const Json& gpu = profile.at("gpu");
   os << "mplan calibrate: " << c.value("gpu", "") << ", driver " << c.value("driver", "")
      << ", CUDA " << c.value("cuda_runtime", "") << ", NCCL "
-     << (c.value("nccl", "").empty() ? "-" : c.value("nccl", "")) << ", " << c.value("mode", "")
-     << " mode, " << c.value("ranks", 1) << " rank(s)\n";
+     << (c.value("nccl_version", "").empty() ? "-" : c.value("nccl_version", "")) << ", "
+     << c.value("mode", "") << " mode, " << c.value("ranks", 1) << " rank(s)\n";
   auto eff_range = [](const Json& arr, const char* key) {
     std::vector<double> v;
     for (const Json& r : arr) v.push_back(r.at(key).get<double>());

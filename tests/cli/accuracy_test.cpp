@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -31,10 +32,12 @@ std::string report(const std::string& plan, int mbs, double median_ms, long peak
 }
 
 TEST(AccuracyCli, TableAndFilesFromTwoReports) {
-  const std::string a =
-      write_temp("run-gpt.json", report(shipped_plan("gpt3-1.3b-1gpu"), 4, 500.0, 40L << 30));
-  const std::string b =
-      write_temp("run-llama.json", report(shipped_plan("llama3.2-1b-1gpu"), 2, 1200.0, 38L << 30));
+  // Reports named as scripts/gpu_bench.sh names them: run-<plan>.json; the row is <plan>.
+  const std::string in = temp_path("acc-in");
+  std::filesystem::create_directories(in);
+  const std::string a = in + "/run-gpt.json", b = in + "/run-llama.json";
+  std::ofstream(a) << report(shipped_plan("gpt3-1.3b-1gpu"), 4, 1900.0, 40L << 30);
+  std::ofstream(b) << report(shipped_plan("llama3.2-1b-1gpu"), 2, 1200.0, 38L << 30);
   const std::string dir = temp_path("acc");
   Result r = run("accuracy " + a + " " + b + " --out-dir " + dir + " --title Test");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -44,10 +47,10 @@ TEST(AccuracyCli, TableAndFilesFromTwoReports) {
   EXPECT_THAT(r.out, HasSubstr("Spearman"));
   const Json j = Json::parse(slurp(dir + "/accuracy.json"));
   ASSERT_EQ(j["rows"].size(), 2u);
-  EXPECT_DOUBLE_EQ(j["rows"][0]["measured_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["rows"][0]["measured_s"].get<double>(), 1.9);
   EXPECT_EQ(j["rows"][1]["measured_peak_bytes"].get<long>(), 38L << 30);
   const double pred = j["rows"][0]["predicted_s"].get<double>();
-  EXPECT_NEAR(j["rows"][0]["time_error"].get<double>(), pred / 0.5 - 1, 1e-12);
+  EXPECT_NEAR(j["rows"][0]["time_error"].get<double>(), pred / 1.9 - 1, 1e-12);
   EXPECT_EQ(j["summary"]["plans"], 2);
   EXPECT_THAT(slurp(dir + "/accuracy.md"), HasSubstr("| plans | 2 |"));
   EXPECT_THAT(slurp(dir + "/accuracy.svg"), HasSubstr("</svg>"));
@@ -58,6 +61,7 @@ TEST(AccuracyCli, TableAndFilesFromTwoReports) {
   EXPECT_NE(k["rows"][0]["predicted_s"].get<double>(), pred);
   EXPECT_THAT(k["cluster"].get<std::string>(), HasSubstr("dgx-h100"));
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(in);
 }
 
 TEST(AccuracyCli, BadInputExits2NamingIt) {

@@ -69,6 +69,8 @@ TEST(CalibrationProfile, MeasuredFieldsReplacedTheRestKept) {
   const Json& c = p["calibration"];
   EXPECT_EQ(c["gpu"], "NVIDIA H200");
   EXPECT_EQ(c["nccl_skipped"], "one rank");
+  EXPECT_TRUE(c["nccl"].is_array());  // the timings; the library's version is nccl_version
+  EXPECT_TRUE(c.contains("nccl_version"));
   ASSERT_EQ(c["gemm"].size(), 2u);
   EXPECT_NEAR(c["gemm"][0]["efficiency"].get<double>(), 0.75, 1e-12);
   EXPECT_NE(summary_table(p).find("skipped"), std::string::npos);
@@ -76,7 +78,7 @@ TEST(CalibrationProfile, MeasuredFieldsReplacedTheRestKept) {
 
 TEST(CalibrationProfile, SustainedFactorScalesComputeUnlessAsked) {
   Measurements m = one_gpu();
-  m.sustained = SustainedSample{{8192, 8192, 8192, "fwd"}, {800, 780, 760}};
+  m.sustained = SustainedSample{{8192, 8192, 8192, "fwd", "square", false}, {800, 780, 760}};
   EXPECT_DOUBLE_EQ(sustained_factor(m), 0.95);
   const Json p = build_profile(h200(), m, {"", "dgx-h200", true});
   EXPECT_EQ(p["name"], "dgx-h200");
@@ -84,7 +86,8 @@ TEST(CalibrationProfile, SustainedFactorScalesComputeUnlessAsked) {
   EXPECT_NEAR(p["gpu"]["attention_efficiency"][0][1].get<double>(), 0.4 * 0.95, 1e-4);
   const Json q = build_profile(h200(), m, {"", "dgx-h200", false});
   EXPECT_NEAR(q["gpu"]["gemm_efficiency"][1][1].get<double>(), 0.75, 1e-4);
-  m.sustained = SustainedSample{{8192, 8192, 8192, "fwd"}, {700, 720}};  // never above 1
+  m.sustained =
+      SustainedSample{{8192, 8192, 8192, "fwd", "square", false}, {700, 720}};  // never above 1
   EXPECT_DOUBLE_EQ(sustained_factor(m), 1.0);
 }
 
@@ -100,7 +103,7 @@ TEST(CalibrationProfile, LinkCurvesNetOfLatencyFromNccl) {
   m.collectives.push_back({Collective::kReduceScatter, 2, MiB, alpha + 0.5 * MiB / 120e9});
   m.collectives.push_back({Collective::kAllToAll, 2, MiB, alpha + 0.5 * MiB / 50e9});
   m.collectives.push_back({Collective::kSendRecv, 2, MiB, alpha + MiB / 150e9});
-  m.overlap = OverlapSample{{8192, 8192, 8192, "fwd"}, 256 * MiB, 1.0, 1.1};
+  m.overlap = OverlapSample{{8192, 8192, 8192, "fwd", "square", false}, 256 * MiB, 1.0, 1.1};
   const Json p = build_profile(h200(), m, {"", "dgx-h200", true});
   const Json& l = p["intra_node"];
   EXPECT_DOUBLE_EQ(l["latency_us"].get<double>(), 10);

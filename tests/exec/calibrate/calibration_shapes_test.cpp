@@ -21,10 +21,10 @@ TEST(CalibrationShapes, GptLinearLayersAtMbs4Tp1) {
   const std::vector<GemmShape> s = linear_gemm_shapes(m, 4, 1);
   ASSERT_EQ(s.size(), 15u);  // 5 layers x (fwd, dx, dw)
   const int64_t T = 4 * 2048;
-  EXPECT_EQ(s[0], (GemmShape{T, 6144, 2048, "fwd"}));  // qkv
+  EXPECT_EQ(s[0], (GemmShape{T, 6144, 2048, "fwd", "qkv", true}));  // qkv
   EXPECT_TRUE(s[0].bias);
-  EXPECT_EQ(s[1], (GemmShape{T, 2048, 6144, "dx"}));
-  EXPECT_EQ(s[2], (GemmShape{6144, 2048, T, "dw"}));
+  EXPECT_EQ(s[1], (GemmShape{T, 2048, 6144, "dx", "qkv", false}));
+  EXPECT_EQ(s[2], (GemmShape{6144, 2048, T, "dw", "qkv", false}));
   EXPECT_TRUE(has(s, T, 2048, 2048, "fwd"));       // proj
   EXPECT_TRUE(has(s, T, 8192, 2048, "fwd_gelu"));  // fc1 with the bias + GeLU epilogue
   EXPECT_TRUE(has(s, T, 2048, 8192, "fwd"));       // fc2
