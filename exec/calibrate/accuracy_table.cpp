@@ -311,8 +311,10 @@ std::string accuracy_svg(const std::string& title, const std::vector<AccuracyRow
        << "\" r=\"4\" fill=\"#1f77b4\"><title>" << xml_escape(r.name) << ": predicted "
        << fixed(r.predicted_s * 1e3, 1) << " ms, measured " << fixed(r.measured_s * 1e3, 1)
        << " ms</title></circle>\n"
-       << "<text x=\"" << px(r.measured_s) + 6 << "\" y=\"" << py(r.predicted_s) - 6
-       << "\" font-size=\"10\">" << xml_escape(r.name) << "</text>\n";
+       << "<text x=\"" << px(r.measured_s) + (px(r.measured_s) > W / 2 ? -6 : 6) << "\" y=\""
+       << py(r.predicted_s) - 6 << "\" font-size=\"10\" text-anchor=\""
+       << (px(r.measured_s) > W / 2 ? "end" : "start") << "\">" << xml_escape(r.name)
+       << "</text>\n";
   os << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 24
      << "\" text-anchor=\"middle\">measured iteration time (ms, log)</text>\n"
      << "<text transform=\"translate(20 " << (T + H - B) / 2
