@@ -35,6 +35,8 @@ int run_mplan(int argc, char** argv) {
       "  mplan simulate best.json                    predict time and memory of one plan\n"
       "  mplan show-groups --tp 2 --pp 2 --dp 2      Megatron's communication groups\n"
       "  mpirun -np 4 mplan run best.json            train the plan on GPUs\n"
+      "  mpirun -np 2 mplan calibrate --out p.json   measure the GPUs, write a profile\n"
+      "  mplan accuracy run-*.json --cluster p.json  predicted against measured runs\n"
       "Run `mplan <command> --help` for a command's options.");
   auto& entries = mplan::cli::command_registry();
   std::stable_sort(entries.begin(), entries.end(),

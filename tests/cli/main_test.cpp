@@ -18,9 +18,9 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
 // Every subcommand the tool documents (docs/cli/<command>.md).
-const char* const kCommands[] = {"validate",      "microbatches", "show-groups",
-                                 "show-schedule", "simulate",     "sweep",
-                                 "run",           "import",       "export"};
+const char* const kCommands[] = {"validate", "microbatches", "show-groups", "show-schedule",
+                                 "simulate", "sweep",        "run",         "import",
+                                 "export",   "calibrate",    "accuracy"};
 
 TEST(MainCli, HelpListsEverySubcommand) {
   Result r = run("--help");

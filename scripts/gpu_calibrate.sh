@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine, under 9 minutes: build mplan (Release, sm_90) outside the
+# checkout as scripts/gpu_session.sh does, `mplan calibrate` (quick by default) on NP GPUs of this
+# host, then optionally the accuracy runs (scripts/gpu_accuracy.sh) against the new profile.
+# Everything lands in $OUT (default calibrate-out/): profile.json, calibrate.log, the accuracy
+# tables, and gpu-calibrate.tgz with every log.
+# Usage: scripts/gpu_calibrate.sh [--full] [--np N] [--base PROFILE] [--name NAME]
+#        [--model M]... [PLAN.json...]
+# Env: ITERS (default 10), WARMUP (3) for the accuracy runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=--quick np=1
+extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --full) mode=""; shift ;;
+    --np) np=$2; shift 2 ;;
+    --base|--name|--model) extra+=("$1" "$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
+out=${OUT:-calibrate-out}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+start=$(date +%s)
+cuda_args=()
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+if ! cmake -S . -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF -DMPLAN_BUILD_TESTS=OFF \
+    "${cuda_args[@]}" >"$out/cmake.log" 2>&1 ||
+   ! timeout 300 cmake --build "$work/build" -j "$(nproc)" --target mplan >"$out/build.log" 2>&1; then
+  tail -40 "$out/cmake.log" "$out/build.log"
+  echo "build failed"
+  exit 1
+fi
+bin="$work/bin"
+mkdir -p "$bin"
+cp "$work/build/cli/mplan" "$bin/"
+echo "built in $(( $(date +%s) - start )) s at revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >"$out/gpus.txt" 2>&1
+limit=$([ -z "$mode" ] && echo 330 || echo 120)
+timeout "$limit" mpirun --oversubscribe --bind-to none -np "$np" -x NCCL_NVLS_ENABLE \
+  "$bin/mplan" calibrate $mode --out "$out/profile.json" "${extra[@]}" 2>&1 | tee "$out/calibrate.log"
+status=${PIPESTATUS[0]}
+echo "calibrate: exit $status after $(( $(date +%s) - start )) s"
+left=$(( 520 - ($(date +%s) - start) ))
+if [ "$status" = 0 ] && [ $# -gt 0 ]; then
+  if [ "$left" -lt 60 ]; then
+    echo "accuracy runs skipped: only $left s left of the 9 minutes"
+    status=1
+  else
+    ITERS=${ITERS:-10} WARMUP=${WARMUP:-3} OUT="$out/accuracy" timeout "$left" \
+      bash scripts/gpu_accuracy.sh "$bin" --cluster "$out/profile.json" "$@" || status=1
+  fi
+fi
+tar czf "$out/gpu-calibrate.tgz" -C "$out" --exclude gpu-calibrate.tgz . 2>/dev/null
+echo "total $(( $(date +%s) - start )) s"
+exit $status
