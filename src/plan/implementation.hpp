@@ -44,7 +44,8 @@ inline std::optional<Implementation> stack_from(const std::string& name) {
   if (name == "megatron") return Implementation::kMegatronTe;
   return implementation_from(name);
 }
-inline constexpr const char* kStackNames = "megatron (= megatron-te), megatron-te, megatron-local, mplan";
+inline constexpr const char* kStackNames =
+    "megatron (= megatron-te), megatron-te, megatron-local, mplan";
 
 // What each name means, for documentation and error messages.
 inline const char* describe(Implementation i) {

@@ -68,8 +68,8 @@ TEST(GemmCost, MeasuredShapesOfThePassReplaceTheCurveAndFadeIntoIt) {
   EXPECT_NEAR(gemm_efficiency(g, GemmShape{5793, 4096, 4096}), 0.575 * 1.1, 1e-4);
   // One octave off, or another pass: the curve alone.
   EXPECT_DOUBLE_EQ(gemm_efficiency(g, GemmShape{8192, 4096, 4096}), 0.6);
-  EXPECT_DOUBLE_EQ(
-      gemm_efficiency(g, GemmShape{4096, 4096, 4096, 1, 2, GemmPass::kWeightGrad}), 0.55);
+  EXPECT_DOUBLE_EQ(gemm_efficiency(g, GemmShape{4096, 4096, 4096, 1, 2, GemmPass::kWeightGrad}),
+                   0.55);
   EXPECT_EQ(gemm_time_ns(g, {4096, 4096, 4096, 1, 2, GemmPass::kWeightGrad}), 249889);
   // A batched GEMM takes the curve of its total FLOPs.
   EXPECT_EQ(gemm_time_ns(g, {512, 512, 512, 8}), 8590);
@@ -99,6 +99,27 @@ TEST(GemmCost, H200x4ProfileReproducesTheAnchors) {
   EXPECT_GE(tflops(1024), 204);
   EXPECT_LE(tflops(1024), 242);
   EXPECT_NEAR(tflops(8192), 788, 8);
+}
+
+TEST(GemmCost, LargerMicroBatchRunsNearerThePlateau) {
+  // The micro-batch effect: a linear layer's GEMM has m = s·b rows. On the h200x4 curve the
+  // reference GPT's QKV (n 6144, k 2048, s 2048) at b 1 is 5.2e10 FLOPs (efficiency by
+  // the curve's log-linear segment 0.63 -> 0.73: 0.688), at b 4 2.1e11 (0.794): per token, b 4
+  // is 0.794 / 0.688 = 1.15 x faster.
+  const GpuSpec g = load_cluster("h200x4").gpu;
+  const int64_t t1 = gemm_time_ns(g, {2048, 6144, 2048});
+  const int64_t t4 = gemm_time_ns(g, {4 * 2048, 6144, 2048});
+  EXPECT_LT(t4, 4 * t1);
+  EXPECT_NEAR(4.0 * static_cast<double>(t1) / static_cast<double>(t4),
+              gemm_efficiency(g, gemm_flops({8192, 6144, 2048})) /
+                  gemm_efficiency(g, gemm_flops({2048, 6144, 2048})),
+              1e-4);
+  EXPECT_NEAR(gemm_efficiency(g, gemm_flops({2048, 6144, 2048})), 0.688, 0.001);
+  EXPECT_NEAR(gemm_efficiency(g, gemm_flops({8192, 6144, 2048})), 0.794, 0.001);
+  // At the plateau (GPT-3 175B's FC1 per GPU at tp 8: n 6144, k 12288) the micro-batch no longer
+  // matters for the GEMM itself.
+  EXPECT_NEAR(4.0 * static_cast<double>(gemm_time_ns(g, {2048, 6144, 12288})),
+              static_cast<double>(gemm_time_ns(g, {8192, 6144, 12288})), 4);
 }
 
 }  // namespace
