@@ -1,11 +1,16 @@
 // `mplan export --megatron PLAN.json`: the Megatron-LM job of a plan, as a ready torchrun script
 // (default), a plain argument list for pretrain_gpt.py, or JSON. What Megatron-LM cannot express
 // exactly is listed on stderr (and as comments in the script); the plan itself must be valid.
+// The launch names the stack its prediction is for (--stack, else the plan's Megatron-LM
+// implementation) with the predicted iteration time and its uncertainty band.
 #include <filesystem>
 #include <iostream>
 
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
+#include "sim/calibration/uncertainty_band.hpp"
+#include "sim/plan_sim/simulate.hpp"
+#include "sim/plan_sim/simulation_size.hpp"
 #include "src/common/error.hpp"
 #include "src/interop/megatron/megatron_export.hpp"
 #include "src/plan/plan.hpp"
@@ -17,12 +22,66 @@ struct ExportOptions {
   std::string plan_path;
   std::string format = "torchrun";
   std::string out;
+  std::string stack;
   bool legacy_rampup = false;
   int64_t train_iters = 0;
 };
 
+// The stack the launch runs: --stack (a Megatron-LM implementation), else the plan's when it
+// is one, else megatron-te (Megatron-LM's default --transformer-impl).
+Implementation export_stack(const ExportOptions& o, const Plan& plan) {
+  if (!o.stack.empty()) {
+    const Implementation impl = stack_of(o.stack);
+    if (impl == Implementation::kMplan)
+      throw Error(
+          "--stack: export writes a Megatron-LM launch; must be megatron, megatron-te or "
+          "megatron-local, got \"mplan\"");
+    return impl;
+  }
+  return plan.training.implementation == Implementation::kMplan ? Implementation::kMegatronTe
+                                                                : plan.training.implementation;
+}
+
+// The prediction the launch comes with, as JSON: {"implementation", "description",
+// "iteration_time_s", "uncertainty"} or, when the simulator refuses the plan, {"implementation",
+// "description", "error"}.
+Json prediction_of(Plan plan, Implementation impl) {
+  plan.training.implementation = impl;
+  Json j;
+  j["implementation"] = to_string(impl);
+  j["description"] = describe(impl);
+  try {
+    if (auto v = sim::check_simulation_size(plan, false)) throw Error(to_string(*v));
+    const sim::SimulationResult r = sim::simulate(plan, sim::SimOptions{});
+    j["iteration_time_s"] = r.iteration_time_s;
+    j["uncertainty"] =
+        sim::band_to_json(sim::prediction_band(plan.cluster, impl, false), r.iteration_time_s);
+  } catch (const Error& e) {
+    j["error"] = e.what();
+  }
+  return j;
+}
+
+// "prediction for megatron-te on dgx-h100 (Megatron-LM with Transformer Engine): 7.14 s per
+// iteration, band 6.91 s - 7.62 s (in-sample, 18 runs, 10th-90th percentile)".
+std::string prediction_line(const Json& p, const std::string& cluster) {
+  std::string s = cat("prediction for ", p["implementation"].get<std::string>(), " on ", cluster,
+                      " (", p["description"].get<std::string>(), "): ");
+  if (p.contains("error")) return s + "none (" + p["error"].get<std::string>() + ")";
+  const double t = p["iteration_time_s"].get<double>();
+  s += format_duration(t) + " per iteration";
+  const Json& u = p["uncertainty"];
+  if (!u["available"].get<bool>())
+    return s + ", no uncertainty band (" + u["reason"].get<std::string>() + ")";
+  return cat(s, ", band ", format_duration(u["range"][0].get<double>()), " - ",
+             format_duration(u["range"][1].get<double>()), " (",
+             u["in_sample"].get<bool>() ? "in-sample" : "out-of-sample", ", ",
+             u["runs"].get<size_t>(), " validation runs)");
+}
+
 void run_export(const ExportOptions& o) {
   Plan plan = load_plan(o.plan_path);
+  const Implementation stack = export_stack(o, plan);
   MegatronExportOptions eo;
   eo.legacy_rampup = o.legacy_rampup;
   eo.train_iters = o.train_iters;
@@ -32,6 +91,12 @@ void run_export(const ExportOptions& o) {
   } catch (const Error& e) {
     throw Error(cat(o.plan_path, ": ", e.what()));
   }
+  const Json prediction = prediction_of(plan, stack);
+  launch.notes.push_back(prediction_line(prediction, plan.cluster.name));
+  if (stack == Implementation::kMegatronLocal)
+    launch.notes.push_back(
+        "megatron-local: run Megatron-LM with --transformer-impl local (the prediction assumes "
+        "it)");
   const ParallelConfig& p = plan.parallel;
   std::string name = o.plan_path == "-" ? "standard input"
                                         : std::filesystem::path(o.plan_path).filename().string();
@@ -44,7 +109,9 @@ void run_export(const ExportOptions& o) {
   } else if (o.format == "args") {
     text = render_megatron_args(launch);
   } else {
-    text = megatron_launch_to_json(launch).dump(2) + "\n";
+    Json j = megatron_launch_to_json(launch);
+    j["prediction"] = prediction;
+    text = j.dump(2) + "\n";
   }
   for (const auto& n : launch.notes) std::cerr << "mplan: note: " << n << "\n";
   if (o.out.empty() || o.out == "-") {
@@ -76,6 +143,10 @@ void add_export(CLI::App& app) {
                   "arguments, one per line; json: launcher, groups and argv as JSON")
       ->check(CLI::IsMember({"torchrun", "args", "json"}));
   cmd->add_option("--out", opts->out, "Write to this file instead of standard output");
+  cmd->add_option("--stack", opts->stack,
+                  "The Megatron-LM implementation the launch and its prediction are for: "
+                  "megatron (= megatron-te, Transformer Engine) or megatron-local (default: the "
+                  "plan's training.implementation when it is one of them, else megatron-te)");
   cmd->add_option("--train-iters", opts->train_iters,
                   "Iterations to train (--train-iters); default: the plan's training.train_iters, "
                   "else 100")
@@ -91,7 +162,8 @@ void add_export(CLI::App& app) {
       "parallelism with tp 1, ...) are listed on stderr and as comments in the script. The\n"
       "script trains on synthetic data (--mock-data with a NullTokenizer of the model's\n"
       "vocabulary); replace DATA_ARGS for real data. '# mplan:' lines keep the cluster (and mark\n"
-      "a --train-iters the plan did not set) for mplan import.\n"
+      "a --train-iters the plan did not set) for mplan import. A note names the stack the\n"
+      "prediction is for, with the predicted iteration time and its uncertainty band.\n"
       "Examples:\n"
       "  mplan export --megatron best.json > train.sh       torchrun script, 'bash train.sh' on "
       "each node\n"

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "src/common/error.hpp"
+#include "src/common/json_reader.hpp"
 #include "src/common/units.hpp"
 
 namespace mplan::cli {
@@ -82,6 +83,13 @@ void write_text_file(const std::string& path, const std::string& text, const std
   out << text;
   out.close();
   if (!out) throw Error(cat(flag, ": cannot write '", path, "'"));
+}
+
+Implementation stack_of(const std::string& value, const std::string& flag) {
+  const std::optional<Implementation> impl = stack_from(value);
+  if (!impl)
+    throw Error(cat(flag, ": must be one of ", kStackNames, ", got ", json_excerpt(value)));
+  return *impl;
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

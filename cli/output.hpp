@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "src/plan/implementation.hpp"
+
 namespace mplan::cli {
 
 // A text table: columns padded to their widest cell; numeric-looking cells right-aligned.
@@ -29,6 +31,9 @@ std::string format_fixed(double v, int decimals);               // "0.52"
 std::string format_percent(double fraction, int decimals = 1);  // "52.0 %"
 // Writes `text` to `path`; throws mplan::Error "<flag>: cannot write '<path>'" on failure.
 void write_text_file(const std::string& path, const std::string& text, const std::string& flag);
+// The value of --stack: an implementation's name or "megatron" (megatron-te); anything else is an
+// Error naming the flag and the accepted names.
+Implementation stack_of(const std::string& value, const std::string& flag = "--stack");
 bool stderr_is_terminal();
 bool stdout_is_terminal();
 

@@ -9,6 +9,7 @@
 
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
+#include "sim/calibration/uncertainty_band.hpp"
 #include "sim/plan_sim/simulate.hpp"
 #include "sim/plan_sim/simulation_json.hpp"
 #include "sim/plan_sim/simulation_size.hpp"
@@ -24,6 +25,7 @@ namespace {
 struct SimulateOptions {
   std::string plan_path;
   std::string hardware;
+  std::string stack;
   std::string trace_path;
   bool json = false;
   bool full_grid = false;
@@ -38,6 +40,17 @@ std::string pct(double part, double whole) {
   return whole > 0 ? format_percent(part / whole) : "-";
 }
 
+// "band 6.91 s - 7.62 s (in-sample, 18 runs, 10th-90th percentile of megatron-te's validation
+// residuals)" or "no uncertainty band (<why>)".
+template <class Format>
+std::string band_text(const Plan& plan, double predicted, bool memory, Format fmt) {
+  const sim::UncertaintyBand b =
+      sim::prediction_band(plan.cluster, plan.training.implementation, memory);
+  if (!b.available) return cat("no uncertainty band (", b.why_none, ")");
+  return cat("band ", fmt(b.low(predicted)), " - ", fmt(b.high(predicted)), " (", b.basis(), " of ",
+             b.implementation, "'s validation residuals)");
+}
+
 void print_text(const Plan& plan, const sim::SimulationResult& r, const std::string& trace) {
   const ParallelConfig& p = plan.parallel;
   std::cout << plan.model.name << " on " << plan.world_size() << " GPU"
@@ -46,13 +59,16 @@ void print_text(const Plan& plan, const sim::SimulationResult& r, const std::str
             << " pp " << p.pp << " vpp " << p.vpp << " dp " << p.dp
             << (p.sequence_parallel && p.tp > 1 ? " sp" : "") << ", " << r.num_microbatches
             << " micro-batches of " << p.micro_batch_size << ", schedule " << to_string(p.schedule)
-            << ", recompute " << to_string(p.recompute) << "\n\n";
+            << ", recompute " << to_string(p.recompute) << "\n";
+  std::cout << "predicted for " << to_string(plan.training.implementation) << ": "
+            << describe(plan.training.implementation) << " (--stack)\n\n";
   auto line = [](const char* label, const std::string& value) {
     std::string l = label;
     l.resize(24, ' ');
     std::cout << l << value << "\n";
   };
   line("iteration time", format_duration(r.iteration_time_s));
+  line("", band_text(plan, r.iteration_time_s, false, format_duration));
   line("tokens/s",
        cat(format_fixed(r.tokens_per_s, 0), " (",
            format_fixed(r.tokens_per_s / static_cast<double>(plan.world_size()), 0), " per GPU)"));
@@ -92,6 +108,9 @@ void print_text(const Plan& plan, const sim::SimulationResult& r, const std::str
   std::cout << mt.render("  ");
   std::cout << "peak " << format_gib(r.peak_bytes, 2) << " of " << format_gib(r.capacity_bytes, 1)
             << " per GPU: " << (r.fits ? "fits" : "DOES NOT FIT") << "\n";
+  const std::string mem_band = band_text(plan, static_cast<double>(r.peak_bytes), true,
+                                         [](double b) { return format_gib(std::llround(b), 2); });
+  std::cout << "peak memory" << (mem_band.rfind("band", 0) == 0 ? " " : ": ") << mem_band << "\n";
   if (!trace.empty()) std::cout << "trace written to " << trace << "\n";
 }
 
@@ -105,6 +124,7 @@ void run_simulate(const SimulateOptions& o) {
   const sim::TraceLevel level = trace_level_of(o.trace_level);
   Plan plan = load_plan(o.plan_path);
   if (!o.hardware.empty()) plan.cluster = load_cluster(o.hardware, "--hardware");
+  if (!o.stack.empty()) plan.training.implementation = stack_of(o.stack);
   std::vector<Violation> broken = validate(plan);
   if (broken.empty())
     if (auto v = sim::check_simulation_size(plan, o.full_grid)) broken.push_back(*v);
@@ -131,6 +151,14 @@ void run_simulate(const SimulateOptions& o) {
     Json j = sim::simulation_to_json(r);
     j["plan"] = o.plan_path;
     j["hardware"] = plan.cluster.name;
+    j["implementation"] = to_string(plan.training.implementation);
+    j["uncertainty"] = {
+        {"iteration_time_s",
+         sim::band_to_json(sim::prediction_band(plan.cluster, plan.training.implementation, false),
+                           r.iteration_time_s)},
+        {"peak_bytes",
+         sim::band_to_json(sim::prediction_band(plan.cluster, plan.training.implementation, true),
+                           static_cast<double>(r.peak_bytes))}};
     j["full_grid"] = o.full_grid;
     j["dropout"] = so.dropout;
     j["fused_kernels"] = so.fused_kernels;
@@ -155,6 +183,11 @@ void add_simulate(CLI::App& app) {
   cmd->add_option("--hardware", opts->hardware,
                   "Hardware profile replacing the plan's cluster: a preset name (h200x4, "
                   "dgx-a100-80g, dgx-h100, dgx-h200) or a cluster JSON file");
+  cmd->add_option("--stack", opts->stack,
+                  "The stack the prediction is for, replacing the plan's training.implementation: "
+                  "megatron (= megatron-te, Megatron-LM with Transformer Engine), megatron-local "
+                  "or mplan (mplan's executor); it picks the profile's efficiency set and "
+                  "validation residuals");
   cmd->add_flag("--json", opts->json,
                 "Print the result as JSON (iteration_time_s, tokens_per_s, model_tflops_per_gpu, "
                 "mfu, breakdown, memory, ...)");
@@ -184,6 +217,7 @@ void add_simulate(CLI::App& app) {
       "Examples:\n"
       "  mplan simulate configs/plans/gpt3-1.3b-dp4.json\n"
       "  mplan simulate best.json --hardware dgx-h100 --json\n"
+      "  mplan simulate best.json --stack mplan           as `mplan run` would train it\n"
       "  mplan simulate best.json --trace trace.json      # open in https://ui.perfetto.dev");
   cmd->callback([opts] { run_simulate(*opts); });
 }

@@ -12,6 +12,7 @@
 
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
+#include "sim/calibration/uncertainty_band.hpp"
 #include "sim/sweep/sweep.hpp"
 #include "sim/sweep/sweep_advice.hpp"
 #include "sim/sweep/sweep_args.hpp"
@@ -72,7 +73,8 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
             << req.base.model.seq_length << " tokens"
             << (batch_default ? " (the model's default)" : "") << "; objective "
             << sweep::to_string(req.objective)
-            << (req.fixed.empty() ? "" : "; fixed " + sweep::to_string(req.fixed)) << "\n";
+            << (req.fixed.empty() ? "" : "; fixed " + sweep::to_string(req.fixed)) << "; stack "
+            << to_string(req.base.training.implementation) << " (--stack)\n";
   if (defaults_used)
     std::cout << "  (built-in defaults: --model " << sweep::kDefaultModel << " --cluster "
               << sweep::kDefaultCluster << ")\n";
@@ -96,8 +98,10 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
   std::cout << "\ntop " << k << " by "
             << (req.objective == sweep::Objective::kThroughput ? "tokens/s" : "peak memory")
             << ":\n";
+  const sim::UncertaintyBand band =
+      sim::prediction_band(cl, req.base.training.implementation, false);
   Table t({"#", "layout", "schedule", "mbs", "M", "sp", "recompute", "dist-opt", "iteration",
-           "tokens/s", "TFLOP/s/GPU", "MFU", "bubble", "peak / capacity"});
+           "band", "tokens/s", "TFLOP/s/GPU", "MFU", "bubble", "peak / capacity"});
   for (int64_t r = 0; r < k; ++r) {
     const sweep::Evaluated& e = res.evaluated[static_cast<size_t>(res.ranking[r])];
     const sweep::Candidate& c = e.candidate;
@@ -107,11 +111,20 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
                std::to_string(sweep::num_microbatches(c, req.global_batch_size)),
                c.sequence_parallel ? "on" : "off", to_string(c.recompute),
                c.distributed_optimizer ? "on" : "off", format_duration(f.iteration_time_s),
+               band.available ? format_duration(band.low(f.iteration_time_s)) + " - " +
+                                    format_duration(band.high(f.iteration_time_s))
+                              : "-",
                format_fixed(f.tokens_per_s, 0), format_fixed(f.model_tflops_per_gpu, 1), pct(f.mfu),
                pct(f.bubble_fraction),
                format_gib(f.peak_bytes) + " / " + format_gib(f.capacity_bytes)});
   }
   std::cout << t.render("  ");
+  if (band.available)
+    std::cout << "band: the measured time for the errors of " << band.implementation
+              << "'s validation runs on " << cl.name << " (" << band.basis()
+              << (band.in_sample ? "; the profile was fitted to them" : "") << ")\n";
+  else
+    std::cout << "no uncertainty band (" << band.why_none << ")\n";
 }
 
 // The request from the flags; a flag given with 0 or out of range is an error, never "unset".
@@ -139,6 +152,8 @@ sweep::SweepRequest request_of(SweepCliOptions& o) {
   if (!req.fixed.empty()) o.command_line += " --fix " + sweep::to_string(req.fixed);
   if (req.objective != sweep::Objective::kThroughput)
     o.command_line += cat(" --objective ", sweep::to_string(req.objective));
+  if (req.base.training.implementation != Implementation::kMegatronTe)
+    o.command_line += cat(" --stack ", to_string(req.base.training.implementation));
   if (req.memory_headroom != sweep::kDefaultMemoryHeadroom)
     o.command_line += cat(" --memory-headroom ", o.headroom_percent);
   return req;
@@ -172,7 +187,8 @@ Json best_plan_json(const sweep::SweepRequest& req, const sweep::Evaluated& best
           "): ", sweep::layout_label(best.candidate), ", ", to_string(best.candidate.schedule),
           "; predicted ", format_duration(best.figures.iteration_time_s), " per iteration, ",
           format_fixed(best.figures.tokens_per_s, 0), " tokens/s, peak ",
-          format_gib(best.figures.peak_bytes));
+          format_gib(best.figures.peak_bytes), " (for ",
+          to_string(best_plan.training.implementation), ")");
   const Json full = plan_to_json(best_plan);
   for (const char* key : {"model", "cluster", "parallel", "training"}) plan_json[key] = full[key];
   return plan_json;
@@ -210,6 +226,10 @@ void run_sweep_cmd(SweepCliOptions& o) {
   const std::optional<std::string> warning = sweep::batch_warning(req, best.candidate);
   if (o.json) {
     Json j = sweep::sweep_to_json(req, res, o.top, o.out);
+    j["implementation"] = to_string(req.base.training.implementation);
+    j["uncertainty"] = sim::band_to_json(
+        sim::prediction_band(req.base.cluster, req.base.training.implementation, false),
+        best.figures.iteration_time_s);  // the range is the best plan's
     j["warnings"] = Json::array();
     if (warning) j["warnings"].push_back(*warning);
     std::cout << j.dump(2) << "\n";
@@ -255,6 +275,11 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("--fix", o->args.fix,
                   "Pin axes, e.g. tp=8,pp=16 (keys: tp cp ep etp pp vpp dp mbs sp recompute "
                   "dist_opt schedule)");
+  cmd->add_option("--stack", o->args.stack,
+                  "The stack the plans are for: megatron (= megatron-te, default; Megatron-LM "
+                  "with Transformer Engine), megatron-local, or mplan (mplan's executor). Only "
+                  "plans the stack runs are candidates (Megatron-LM: no zb-h1 or gpipe; mplan: "
+                  "no cp, ep, MoE or fp16), predicted with the profile's set for it");
   cmd->add_option("--objective", o->objective,
                   "Rank by throughput (tokens/s; ties: less memory) or memory (least peak "
                   "memory; ties: more tokens/s). Default throughput");
@@ -265,7 +290,8 @@ void add_sweep(CLI::App& app) {
   cmd->footer(
       "Searches tp (within a node), cp, pp (uneven first/last stage when pp does not divide the\n"
       "layers), dp, ep/etp (MoE), vpp, micro-batch 1-16, sequence parallel, recompute\n"
-      "none/selective/full, distributed optimizer and schedule 1f1b/interleaved/zb-h1.\n"
+      "none/selective/full, distributed optimizer and schedule 1f1b/interleaved/zb-h1 (zb-h1\n"
+      "only with --stack mplan: Megatron-LM does not run it).\n"
       "Invalid candidates are counted by rule; those out of GPU memory are counted, not ranked;\n"
       "what lower bounds prove out of memory or below the top K is counted without simulating\n"
       "(--no-prune simulates every valid candidate; the top K is the same).\n"
@@ -280,6 +306,7 @@ void add_sweep(CLI::App& app) {
       "  mplan sweep --gpus 1024 --report report.html --csv all.csv\n"
       "  mplan sweep --gpus 64 --model llama3-70b --cluster dgx-h100 --fix tp=8\n"
       "  mplan sweep --gpus 16384 --model llama3-405b --cluster dgx-h100 --top 5\n"
+      "  mplan sweep --gpus 4 --model gpt3-1.3b --cluster h200x4 --stack mplan\n"
       "  mplan simulate best.json && mplan export --megatron best.json");
   cmd->callback([o] { run_sweep_cmd(*o); });
 }

@@ -9,7 +9,9 @@
 #include <algorithm>
 
 #include "sim/cost/gemm_cost.hpp"
+#include "sim/cost/kernel_overhead.hpp"
 #include "sim/cost/memory_bound_cost.hpp"
+#include "sim/cost/shape_table.hpp"
 #include "sim/cost/time_ns.hpp"
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
@@ -35,17 +37,59 @@ double qkvo_bytes(const AttentionShape& a) {
   return (2 * q + 2 * kv) * static_cast<double>(a.bytes_per_element);
 }
 
-double flash_ns(const GpuSpec& gpu, double flops, double bytes, bool backward) {
-  if (flops == 0) return 0;
+const Curve& flash_curve(const GpuSpec& gpu, bool backward) {
   if (gpu.attention_efficiency.empty())
     throw Error(cat("cluster.gpu.attention_efficiency: missing in profile '", gpu.name,
                     "'; the simulator needs it to time flash attention"));
-  const Curve& curve = backward && !gpu.attention_backward_efficiency.empty()
-                           ? gpu.attention_backward_efficiency
-                           : gpu.attention_efficiency;
-  const double eff = curve_at(curve, flops, 1.0);
+  return backward && !gpu.attention_backward_efficiency.empty() ? gpu.attention_backward_efficiency
+                                                                 : gpu.attention_efficiency;
+}
+
+// Forward FLOPs of a measured point (causal, as calibration runs it).
+double point_flops(const AttentionPoint& p) {
+  return 4.0 * static_cast<double>(p.batch) * static_cast<double>(p.heads) *
+         static_cast<double>(p.seq) * static_cast<double>(p.seq) * static_cast<double>(p.head_dim) *
+         0.5;
+}
+
+ShapeKey attention_key(double batch_heads, double seq, double head_dim) {
+  return {batch_heads, seq, head_dim};
+}
+
+double flash_efficiency(const GpuSpec& gpu, const AttentionShape& a, double fwd_flops,
+                        bool backward) {
+  const double flops = backward ? 2.5 * fwd_flops : fwd_flops;
+  const Curve& curve = flash_curve(gpu, backward);
+  const double here = curve_at(curve, flops, 1.0);
+  if (gpu.attention_shapes.empty() || a.batch < 1 || a.seq_q < 1 || !a.causal ||
+      a.seq_q != a.seq_k)
+    return here;
+  const ShapeKey q = attention_key(static_cast<double>(a.batch * a.heads),
+                                   static_cast<double>(a.seq_q), static_cast<double>(a.head_dim));
+  int best = -1;
+  double best_d = 0;
+  for (size_t i = 0; i < gpu.attention_shapes.size(); ++i) {
+    const AttentionPoint& p = gpu.attention_shapes[i];
+    const double d = shape_distance(
+        q, attention_key(static_cast<double>(p.batch * p.heads), static_cast<double>(p.seq),
+                         static_cast<double>(p.head_dim)));
+    if (best < 0 || d < best_d) best = static_cast<int>(i), best_d = d;
+  }
+  if (best_d >= 1) return here;
+  const AttentionPoint& p = gpu.attention_shapes[static_cast<size_t>(best)];
+  const double there = curve_at(curve, (backward ? 2.5 : 1.0) * point_flops(p), 1.0);
+  return refined_efficiency(here, backward ? p.backward_efficiency : p.forward_efficiency, there,
+                            best_d);
+}
+
+double flash_ns(const GpuSpec& gpu, const AttentionShape& a, double bytes, bool backward,
+                int kernels) {
+  const double fwd_flops = attention_forward_flops(a);
+  if (fwd_flops == 0) return 0;
+  const double flops = backward ? 2.5 * fwd_flops : fwd_flops;
+  const double eff = flash_efficiency(gpu, a, fwd_flops, backward);
   const double compute_ns = flops / (gpu.peak_bf16_tflops * kTFLOP * eff) * 1e9;
-  return std::max(compute_ns, memory_bound_seconds(gpu, bytes) * 1e9);
+  return kernel_ns(gpu, std::max(compute_ns, memory_bound_seconds(gpu, bytes) * 1e9), kernels);
 }
 
 double scores(const AttentionShape& a) {
@@ -69,13 +113,17 @@ double attention_forward_flops(const AttentionShape& a) {
   return 4.0 * scores(a) * static_cast<double>(a.head_dim) * causal_factor(a);
 }
 
-int64_t flash_attention_forward_ns(const GpuSpec& gpu, const AttentionShape& a) {
-  return to_ns(flash_ns(gpu, attention_forward_flops(a), qkvo_bytes(a), false));
+int64_t flash_attention_forward_ns(const GpuSpec& gpu, const AttentionShape& a, int kernels) {
+  return to_ns(flash_ns(gpu, a, qkvo_bytes(a), false, kernels));
 }
 
-int64_t flash_attention_backward_ns(const GpuSpec& gpu, const AttentionShape& a) {
+int64_t flash_attention_backward_ns(const GpuSpec& gpu, const AttentionShape& a, int kernels) {
   // Reads Q, K, V, O, dO and writes dQ, dK, dV: about twice the forward traffic.
-  return to_ns(flash_ns(gpu, 2.5 * attention_forward_flops(a), 2 * qkvo_bytes(a), true));
+  return to_ns(flash_ns(gpu, a, 2 * qkvo_bytes(a), true, kernels));
+}
+
+double flash_attention_efficiency(const GpuSpec& gpu, const AttentionShape& a, bool backward) {
+  return flash_efficiency(gpu, a, attention_forward_flops(a), backward);
 }
 
 // The materialized form computes every score: a causal mask does not save GEMM work.

@@ -1,7 +1,10 @@
 // Time of the attention core (softmax(Q·K^T / sqrt(d))·V, without the QKV and output
 // projections, which are GEMMs) on one GPU, forward and backward, for a flash-style fused kernel
 // or for the materialized form (two batched GEMMs around a memory-bound softmax on s_q × s_k
-// scores). Invariant: backward FLOPs are 2.5 × forward (flash) or 2 × forward (materialized).
+// scores). Flash efficiencies come from the profile's curves over FLOPs, refined by its measured
+// attention shapes over (batch·heads, sequence, head dim) — the head count and head dim change the
+// rate at equal FLOPs. Invariant: backward FLOPs are 2.5 × forward (flash) or 2 × forward
+// (materialized).
 #pragma once
 
 #include <cstdint>
@@ -25,9 +28,12 @@ struct AttentionShape {
 // Forward FLOPs: 4·b·heads·s_q·s_k·d (Q·K^T and P·V), halved when causal.
 double attention_forward_flops(const AttentionShape& a);
 
-// Flash-style (one fused kernel; scores never leave on-chip memory).
-int64_t flash_attention_forward_ns(const GpuSpec& gpu, const AttentionShape& a);
-int64_t flash_attention_backward_ns(const GpuSpec& gpu, const AttentionShape& a);
+// Flash-style (one fused kernel; scores never leave on-chip memory). `kernels`: how many kernels
+// the implementation launches for the call (the profile's per-kernel overhead applies to each).
+int64_t flash_attention_forward_ns(const GpuSpec& gpu, const AttentionShape& a, int kernels = 1);
+int64_t flash_attention_backward_ns(const GpuSpec& gpu, const AttentionShape& a, int kernels = 1);
+// The achieved fraction of peak of a flash call (forward, or backward over its own FLOPs).
+double flash_attention_efficiency(const GpuSpec& gpu, const AttentionShape& a, bool backward);
 
 // Materialized scores (Megatron's local/unfused attention): batched GEMMs Q·K^T and P·V, plus
 // the memory-bound passes over the b·heads·s_q·s_k scores; `softmax_bytes_per_score` is the

@@ -3,13 +3,13 @@
 //   so t = S·f(n)/busbw for a collective that runs at the bus bandwidth).
 // - α + S/B form: the same document ("time ... roughly equal to overhead + size / bw"); Hockney's
 //   latency-bandwidth model. Profiles store the bandwidth term net of α (see docs/cost-model.md).
-// - Across nodes, the hierarchical decomposition (intra-node phase on NVLink, inter-node phase on
-//   the network among one GPU per node per slice, as NCCL's tree and CollNet algorithms and
-//   Megatron's hierarchical analyses do): each phase takes its share of the data over its own
-//   link, the phases pipeline, so the slower bounds the time: Thakur, Rabenseifner, Gropp,
-//   "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005 (ring
-//   reduce-scatter/all-gather volumes (n-1)/n·S per rank); per-node network volume
-//   2(N-1)/N·S for an all-reduce over N nodes, spread over the node's k GPUs and their NICs.
+// - Across nodes, two phases (NVLink inside each node, the network between nodes) that pipeline,
+//   so the slower bounds the time. Ring volumes: Thakur, Rabenseifner, Gropp, "Optimization of
+//   Collective Communication Operations in MPICH", IJHPCA 2005 ((n-1)/n·S per rank for
+//   reduce-scatter and all-gather, twice that for all-reduce). NCCL's rings span all n ranks, one
+//   ring per channel, each crossing every node boundary once (NVIDIA/nccl, src/graph/rings.cc and
+//   the "NCCL: Accelerated Multi-GPU Collective Communications" talk): per node the network
+//   carries the per-rank ring volume f(n)·S, spread over the node's group members' NICs.
 #include "sim/cost/collective_cost.hpp"
 
 #include <algorithm>
@@ -125,14 +125,17 @@ int64_t collective_time_ns(const ClusterSpec& c, CollectiveKind kind, double byt
     if (g.per_node > 1) intra_s = (k - 1) / n * bytes / bandwidth(c.intra_node, kind, bytes);
     inter_s = (n - k_min) / n * bytes / (share * bandwidth(net, kind, bytes));
   } else {
-    // Ring-type collectives, hierarchically: f(k) of S on NVLink inside each node; f(N) of S
-    // between the N nodes, carried by the node's k GPUs (each with its NIC share) in parallel,
-    // each on a slice of S/k. Uneven: the busiest node bounds the NVLink phase, the emptiest
-    // (largest slice per GPU, S/k_min) the network phase.
+    // Ring-type collectives as NCCL's rings run them over nodes: f(k) of S on NVLink inside each
+    // node; between nodes, every ring (one per channel) crosses each node boundary once, so a
+    // node's network carries f(n)·S in each direction — the volume each rank sends — spread
+    // over its k GPUs' NIC shares (one channel per NIC). With one GPU per node that is the ring
+    // over N nodes, f(N)·S; with k > 1 it is f(n)/f(N) more than a hierarchical reduction of
+    // S/k slices would move (NCCL does that only with in-network reduction, NVLS or CollNet,
+    // not assumed). Uneven: the busiest node bounds the NVLink phase, the emptiest the network.
     const double slice = bytes / k_min;
     if (g.per_node > 1)
       intra_s = bus_factor(kind, g.per_node) * bytes / bandwidth(c.intra_node, kind, bytes);
-    inter_s = bus_factor(kind, g.nodes) * slice / (share * bandwidth(net, kind, slice));
+    inter_s = bus_factor(kind, g.size) * slice / (share * bandwidth(net, kind, slice));
   }
   const double alpha_us = net.latency_us + (g.per_node > 1 ? c.intra_node.latency_us : 0.0);
   return to_ns(alpha_us * 1e3 + std::max(intra_s, inter_s) * 1e9);

@@ -19,8 +19,11 @@
 #include "sim/cost/activation_memory.hpp"
 #include "sim/cost/attention_cost.hpp"
 #include "sim/cost/gemm_cost.hpp"
+#include "sim/cost/kernel_overhead.hpp"
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
+#include "sim/cost/moe_routing.hpp"
+#include "sim/cost/time_ns.hpp"
 #include "src/common/error.hpp"
 #include "src/model/tensor_layout.hpp"
 
@@ -67,8 +70,12 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
   d.kv_w = d.g * d.d / d.t;
   d.gate = m.activation == Activation::kSwiglu ? 2 : 1;
   d.flash = plan.training.attention_backend == AttentionBackend::kFlash;
-  d.dropout = options.dropout;
-  d.fused = options.fused_kernels;
+  // mplan's executor has no dropout and fuses what Megatron's fusion flags fuse (bias epilogues,
+  // gradients accumulated straight into the fp32 main gradients).
+  d.exec = plan.training.implementation == Implementation::kMplan;
+  d.dropout = options.dropout && !d.exec;
+  d.fused = options.fused_kernels || d.exec;
+  d.rmsnorm = m.normalization == Normalization::kRmsNorm;
   d.bias = m.add_bias_linear;
   d.rope = m.position_embedding == PositionEmbedding::kRope;
   if (m.moe) {
@@ -90,6 +97,25 @@ double optimizer_bytes(const Plan& plan, int64_t owned_params, int64_t held_para
          grad_bytes * static_cast<double>(held_params);
 }
 
+int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_params) {
+  const GpuSpec& gpu = plan.cluster.gpu_for(plan.training.implementation);
+  const bool kinds = cost::has_kind_rate(gpu, MemKernel::kAdamW) &&
+                     cost::has_kind_rate(gpu, MemKernel::kGradNorm) &&
+                     cost::has_kind_rate(gpu, MemKernel::kFill);
+  if (!kinds)
+    return cost::to_ns(cost::kernel_ns(
+        gpu, cost::memory_bound_seconds(gpu, optimizer_bytes(plan, owned_params, held_params)) * 1e9,
+        1));
+  // The executor's step: the gradient norm over the held gradients, AdamW over the owned
+  // parameters, the held gradients zeroed for the next iteration.
+  const double owned = static_cast<double>(owned_params), held = static_cast<double>(held_params);
+  const int64_t e = bytes_per_element(plan.training.precision);
+  auto k = [&](MemKernel kind, double n) {
+    return cost::mem_kernel_time_ns(gpu, kind, cost::mem_kernel_bytes(kind, n, 1, e), 0);
+  };
+  return k(MemKernel::kGradNorm, held) + k(MemKernel::kAdamW, owned) + k(MemKernel::kFill, held);
+}
+
 namespace {
 
 using cost::CollectiveKind;
@@ -97,15 +123,36 @@ using cost::CollectiveKind;
 struct Ctx {
   const Plan& plan;
   const ClusterSpec& cluster;
-  const GpuSpec& gpu;
+  const GpuSpec& gpu;  // the plan's implementation's set (ClusterSpec::gpu_for)
   const PlanDims& d;
   const StageGroups& groups;
 
   double dbl(int64_t v) const { return static_cast<double>(v); }
-  int64_t gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const {
-    return cost::gemm_time_ns(gpu, {m, n, k, batch, d.e});
+  int64_t gemm(int64_t m, int64_t n, int64_t k, GemmPass pass, int64_t batch = 1) const {
+    return cost::gemm_time_ns(gpu, {m, n, k, batch, d.e, pass});
   }
-  int64_t mem(double bytes) const { return cost::memory_bound_time_ns(gpu, bytes); }
+  // A memory-bound kernel of Megatron's with no kind of its own.
+  int64_t mem(double bytes) const {
+    if (bytes == 0) return 0;
+    return cost::to_ns(cost::kernel_ns(gpu, cost::memory_bound_seconds(gpu, bytes) * 1e9, 1));
+  }
+  // A memory-bound kernel of kind `k` on rows × cols elements: the kind's measured rate where
+  // the profile has one, else `legacy_bytes` (the pass count below) at memory_bound_efficiency.
+  int64_t kern(MemKernel k, double rows, double cols, double legacy_bytes, int kernels = 1) const {
+    return cost::mem_kernel_time_ns(gpu, k, cost::mem_kernel_bytes(k, rows, cols, d.e),
+                                    legacy_bytes, kernels);
+  }
+  MemKernel norm_kind(bool backward) const {
+    if (d.rmsnorm) return backward ? MemKernel::kRmsNormBackward : MemKernel::kRmsNormForward;
+    return backward ? MemKernel::kLayerNormBackward : MemKernel::kLayerNormForward;
+  }
+  // A compute kernel that overlaps a collective of `comm_ns` on another stream: slower by the
+  // profile's overlap_slowdown over the overlapped time.
+  int64_t overlapped(int64_t compute_ns, int64_t comm_ns) const {
+    if (gpu.overlap_slowdown <= 0 || comm_ns <= 0) return compute_ns;
+    return compute_ns + std::llround(gpu.overlap_slowdown *
+                                     static_cast<double>(std::min(compute_ns, comm_ns)));
+  }
   int64_t coll(CollectiveKind k, double bytes, const cost::GroupPlacement& g) const {
     return cost::collective_time_ns(cluster, k, bytes, g);
   }
@@ -119,22 +166,33 @@ struct Ctx {
 // ---- shared pieces --------------------------------------------------------------------------
 
 void norm_forward(const Ctx& c, Pass& p, const char* name) {
-  p.add(name, Cat::kCompute, c.mem(kNormForwardPasses * c.x_bytes()));
+  p.add(name, Cat::kCompute,
+        c.kern(c.norm_kind(false), c.tokens_r(), c.dbl(c.d.h), kNormForwardPasses * c.x_bytes()));
 }
+// The executor's norm backward adds into the residual gradient in the same kernel and finishes
+// the weight gradients in a second one.
 void norm_backward(const Ctx& c, Pass& p, const char* name) {
-  p.add(name, Cat::kCompute, c.mem(kNormBackwardPasses * c.x_bytes()));
+  p.add(name, Cat::kCompute,
+        c.kern(c.norm_kind(true), c.tokens_r(), c.dbl(c.d.h), kNormBackwardPasses * c.x_bytes(),
+               c.d.exec ? 2 : 1));
 }
 
 // Bias + dropout + residual add after a row-parallel GEMM (Megatron's bias_dropout_add_fused_*):
 // reads the branch and the residual, writes the sum (+ a 1-byte mask with dropout); unfused:
 // bias add, dropout and add as separate kernels.
 void bias_dropout_add_forward(const Ctx& c, Pass& p) {
+  if (c.d.exec) {  // the bias is the GEMM's epilogue; the residual add is one kernel
+    p.add("residual_add", Cat::kCompute,
+          c.kern(MemKernel::kAdd, c.tokens_r(), c.dbl(c.d.h), 3 * c.x_bytes()));
+    return;
+  }
   const double x = c.x_bytes(), mask = c.tokens_r() * c.dbl(c.d.h);
   double bytes = 3 * x + (c.d.dropout ? mask : 0);
   if (!c.d.fused) bytes += (c.d.bias ? 2 * x : 0) + (c.d.dropout ? 2 * x : 0);
   p.add("bias_dropout_add", Cat::kCompute, c.mem(bytes));
 }
 void bias_dropout_add_backward(const Ctx& c, Pass& p) {
+  if (c.d.exec) return;  // the executor passes the residual gradient on (its norm adds into it)
   const double x = c.x_bytes(), mask = c.tokens_r() * c.dbl(c.d.h);
   double bytes = 2 * x + (c.d.dropout ? mask : 0) + (c.d.bias ? x : 0);
   if (!c.d.fused) bytes += 2 * x;
@@ -144,16 +202,17 @@ void bias_dropout_add_backward(const Ctx& c, Pass& p) {
 // Column-parallel linear (QKV, FC1): forward all-gather with sequence parallelism, then the GEMM
 // (m = tokens, n = out_width on this GPU, k = h).
 void column_forward(const Ctx& c, Pass& p, const char* ag_name, const char* name, int64_t tokens,
-                    int64_t out_width, const cost::GroupPlacement& tp) {
+                    int64_t out_width, const cost::GroupPlacement& tp,
+                    GemmPass pass = GemmPass::kForward) {
   if (c.d.sp)
     p.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
-  p.add(name, Cat::kCompute, c.gemm(tokens, out_width, c.d.h));
+  p.add(name, Cat::kCompute, c.gemm(tokens, out_width, c.d.h, pass));
 }
 // Row-parallel linear (projection, FC2): the GEMM (k = in_width on this GPU, n = h), then the
 // all-reduce, or reduce-scatter with sequence parallelism.
 void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name, int64_t tokens,
                  int64_t in_width, const cost::GroupPlacement& tp) {
-  p.add(name, Cat::kCompute, c.gemm(tokens, c.d.h, in_width));
+  p.add(name, Cat::kCompute, c.gemm(tokens, c.d.h, in_width, GemmPass::kForward));
   const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
   p.add(comm_name, Cat::kTp, c.coll(kind, c.full_x_bytes(), tp), true);
 }
@@ -166,30 +225,42 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const cost::GroupPlacement& tp) {
   if (c.d.sp)
     b_pass.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
-  b_pass.add(dgrad_name, Cat::kCompute, c.gemm(tokens, in_width, c.d.h));
-  w_pass.add(wgrad_name, Cat::kCompute, c.gemm(in_width, c.d.h, tokens));
+  b_pass.add(dgrad_name, Cat::kCompute, c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad));
+  if (c.d.exec && c.d.bias)  // the bias gradient: column sums of this rank's output gradient
+    w_pass.add("bias_grad", Cat::kCompute,
+               c.kern(MemKernel::kBiasGrad, c.tokens_r(), c.dbl(c.d.h), c.x_bytes()));
+  w_pass.add(wgrad_name, Cat::kCompute, c.gemm(in_width, c.d.h, tokens, GemmPass::kWeightGrad));
 }
 
 // Backward of a column-parallel linear, in three forms: `fused` (Megatron: the saved input's
 // all-gather overlaps the input-gradient GEMM, the input gradient's all-reduce / reduce-scatter
 // overlaps the weight-gradient GEMM) and split into `b_pass` / `w_pass` (zero-bubble: the
 // input-gradient collective is exposed in B; the input all-gather belongs to W).
+// `bias_grad`: the bias gradient is a kernel of its own (the executor's QKV; not GeLU's, which its
+// backward kernel computes).
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
                      const char* wgrad_name, const char* ag_name, const char* comm_name,
-                     int64_t tokens, int64_t out_width, const cost::GroupPlacement& tp) {
-  const int64_t dgrad = c.gemm(tokens, c.d.h, out_width);
-  const int64_t wgrad = c.gemm(out_width, c.d.h, tokens);
+                     int64_t tokens, int64_t out_width, const cost::GroupPlacement& tp,
+                     bool bias_grad = false) {
+  const int64_t dgrad = c.gemm(tokens, c.d.h, out_width, GemmPass::kInputGrad);
+  const int64_t wgrad = c.gemm(out_width, c.d.h, tokens, GemmPass::kWeightGrad);
   const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
   const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
   const int64_t comm = c.coll(kind, c.full_x_bytes(), tp);
-  fused.add(dgrad_name, Cat::kCompute, dgrad);
+  fused.add(dgrad_name, Cat::kCompute, c.overlapped(dgrad, ag));
   fused.add(ag_name, Cat::kTp, std::max<int64_t>(0, ag - dgrad), true);
-  fused.add(wgrad_name, Cat::kCompute, wgrad);
+  fused.add(wgrad_name, Cat::kCompute, c.overlapped(wgrad, comm));
   fused.add(comm_name, Cat::kTp, std::max<int64_t>(0, comm - wgrad), true);
   b_pass.add(dgrad_name, Cat::kCompute, dgrad);
   b_pass.add(comm_name, Cat::kTp, comm, true);
   w_pass.add(ag_name, Cat::kTp, ag, true);
   w_pass.add(wgrad_name, Cat::kCompute, wgrad);
+  if (bias_grad) {
+    const int64_t ns = c.kern(MemKernel::kBiasGrad, c.dbl(tokens), c.dbl(out_width),
+                              c.dbl(c.d.e) * c.dbl(tokens) * c.dbl(out_width));
+    fused.add("bias_grad", Cat::kCompute, ns);
+    w_pass.add("bias_grad", Cat::kCompute, ns);
+  }
 }
 
 // Both backward forms get the same item when it belongs to the input-gradient pass.
@@ -212,6 +283,10 @@ struct BackwardPasses {
 struct AttentionTimes {
   int64_t fwd = 0, bwd = 0;        // compute
   int64_t cp_fwd = 0, cp_bwd = 0;  // exposed context-parallel exchange
+  // The executor's grouped-query attention runs on the multi-head kernels: K and V expanded to
+  // every head before the kernel (forward, and again for the backward), the gradients reduced
+  // over each group after it.
+  int64_t gqa_expand = 0, gqa_reduce = 0;
 };
 
 AttentionTimes attention_times(const Ctx& c) {
@@ -231,11 +306,20 @@ AttentionTimes attention_times(const Ctx& c) {
     sm.forward_bytes_per_score += 5;
     sm.backward_bytes_per_score += 5;
   }
+  // The executor's backward is three kernels: rowsum(dO∘O), the main pass, the dQ finalize.
+  const int bwd_kernels = d.exec ? 3 : 1;
+  if (d.exec && d.g < d.a) {
+    const double width = c.dbl(4 * d.q_w + 2 * d.kv_w);  // read Q, K, V; write 3 · heads
+    at.gqa_expand = c.kern(MemKernel::kGqaExpand, c.dbl(d.tokens), width,
+                           c.dbl(d.e) * c.dbl(d.tokens) * width);
+    at.gqa_reduce = c.kern(MemKernel::kGqaReduce, c.dbl(d.tokens), width,
+                           c.dbl(d.e) * c.dbl(d.tokens) * width);
+  }
   if (d.cp == 1) {
     cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, d.d, true, d.e};
     if (d.flash) {
       at.fwd = cost::flash_attention_forward_ns(c.gpu, s);
-      at.bwd = cost::flash_attention_backward_ns(c.gpu, s);
+      at.bwd = cost::flash_attention_backward_ns(c.gpu, s, bwd_kernels);
     } else {
       at.fwd = cost::materialized_attention_forward_ns(c.gpu, s, sm);
       at.bwd = cost::materialized_attention_backward_ns(c.gpu, s, sm);
@@ -267,6 +351,7 @@ AttentionTimes attention_times(const Ctx& c) {
 }
 
 void attention_forward(const AttentionTimes& at, Pass& p) {
+  p.add("gqa_expand", Cat::kCompute, at.gqa_expand);
   p.add("attention", Cat::kCompute, at.fwd);
   p.add("cp_kv_exchange", Cat::kCp, at.cp_fwd, true);
 }
@@ -278,7 +363,9 @@ void attention_block_forward(const Ctx& c, const AttentionTimes& at, Pass& p) {
   norm_forward(c, p, "input_norm");
   column_forward(c, p, "tp_all_gather", "qkv", d.tokens, d.q_w + 2 * d.kv_w, c.groups.tp);
   if (d.rope)  // rotary embedding of Q and K: read + write
-    p.add("rope", Cat::kCompute, c.mem(2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
+    p.add("rope", Cat::kCompute,
+          c.kern(MemKernel::kRope, c.dbl(d.tokens), c.dbl(d.q_w + d.kv_w),
+                 2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
   attention_forward(at, p);
   row_forward(c, p, "proj", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.q_w,
               c.groups.tp);
@@ -293,35 +380,48 @@ void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPa
                c.groups.tp);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
                c.groups.tp);
+  bp.add_b("gqa_expand", Cat::kCompute, at.gqa_expand);
   bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
+  bp.add_b("gqa_reduce", Cat::kCompute, at.gqa_reduce);
   bp.add_b("cp_kv_exchange", Cat::kCp, at.cp_bwd, true);
   if (d.rope)
-    bp.add_b("rope_bwd", Cat::kCompute, c.mem(2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
+    bp.add_b("rope_bwd", Cat::kCompute,
+             c.kern(MemKernel::kRope, c.dbl(d.tokens), c.dbl(d.q_w + d.kv_w),
+                    2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
   column_backward(c, bp.fused, bp.b, bp.w, "qkv_dgrad", "qkv_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.q_w + 2 * d.kv_w,
-                  c.groups.tp);
+                  c.groups.tp, d.exec && d.bias);
   norm_backward(c, bp.fused, "input_norm_bwd");
   norm_backward(c, bp.b, "input_norm_bwd");
 }
 
 // Element-wise activation over `elems` outputs: GeLU (fused with its bias) or SwiGLU.
-int64_t activation_forward_ns(const Ctx& c, double elems) {
-  const double e = c.dbl(c.d.e);
-  if (c.d.gate == 2) return c.mem(3 * e * elems);  // read 2F, write F
-  return c.mem((c.d.fused || !c.d.bias ? 2 : 4) * e * elems);
+// `rows` × `width` outputs (width F on this GPU).
+int64_t activation_forward_ns(const Ctx& c, double rows, double width) {
+  const double e = c.dbl(c.d.e), elems = rows * width;
+  if (c.d.gate == 2)  // read 2F, write F
+    return c.kern(MemKernel::kSwigluForward, rows, width, 3 * e * elems);
+  return c.kern(MemKernel::kGeluForward, rows, width, (c.d.fused || !c.d.bias ? 2 : 4) * e * elems);
 }
-int64_t activation_backward_ns(const Ctx& c, double elems) {
-  const double e = c.dbl(c.d.e);
-  if (c.d.gate == 2) return c.mem(5 * e * elems);  // read dY (F), X (2F); write dX (2F)
-  return c.mem((c.d.fused || !c.d.bias ? 3 : 4) * e * elems);
+int64_t activation_backward_ns(const Ctx& c, double rows, double width) {
+  const double e = c.dbl(c.d.e), elems = rows * width;
+  if (c.d.gate == 2)  // read dY (F), X (2F); write dX (2F)
+    return c.kern(MemKernel::kSwigluBackward, rows, width, 5 * e * elems);
+  return c.kern(MemKernel::kGeluBackward, rows, width,
+                (c.d.fused || !c.d.bias ? 3 : 4) * e * elems);
 }
+// The executor fuses bias and GeLU into FC1's GEMM epilogue (cuBLASLt GELU_AUX_BIAS).
+bool gelu_in_epilogue(const Ctx& c) { return c.d.exec && c.d.gate == 1 && c.d.bias; }
 
 // A tensor-parallel MLP of width `ffn` (the dense MLP, or MoE shared experts) on all tokens.
 void mlp_forward(const Ctx& c, Pass& p, int64_t ffn) {
   const PlanDims& d = c.d;
   const int64_t f_t = ffn / d.t;
-  column_forward(c, p, "tp_all_gather", "fc1", d.tokens, d.gate * f_t, c.groups.tp);
-  p.add("activation", Cat::kCompute, activation_forward_ns(c, c.dbl(d.tokens) * c.dbl(f_t)));
+  const bool epilogue = gelu_in_epilogue(c);
+  column_forward(c, p, "tp_all_gather", "fc1", d.tokens, d.gate * f_t, c.groups.tp,
+                 epilogue ? GemmPass::kForwardGelu : GemmPass::kForward);
+  if (!epilogue)
+    p.add("activation", Cat::kCompute, activation_forward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   row_forward(c, p, "fc2", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, f_t,
               c.groups.tp);
 }
@@ -333,19 +433,21 @@ void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
                c.groups.tp);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
                c.groups.tp);
-  bp.add_b("activation_bwd", Cat::kCompute,
-           activation_backward_ns(c, c.dbl(d.tokens) * c.dbl(f_t)));
+  bp.add_b("activation_bwd", Cat::kCompute, activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t,
-                  c.groups.tp);
+                  c.groups.tp, d.exec && d.bias && d.gate == 2);
 }
 
 // MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):
 // router, permutation, all-to-all over ep, all-gather over expert tp, the local experts as one
-// grouped GEMM, and the way back; balanced routing.
+// grouped GEMM, and the way back; the busiest GPU of the expert-parallel group sets the pace of
+// the all-to-alls and the expert GEMMs (cost::routing_imbalance, uniform random routing).
 struct MoeShape {
   double tokens = 0;  // tokens entering the layer on this GPU (s/cp·b / r)
-  double routed = 0;  // token copies processed by this GPU's experts: tokens·k·etp
+  double imbalance = 1;  // the busiest GPU's token copies over the mean
+  double routed = 0;  // token copies processed by the busiest GPU's experts: tokens·k·etp·imb.
+  double routed_mean = 0;  // the same on average (what the memory model keeps)
   int64_t local_experts = 0;
   int64_t per_expert = 0;     // tokens per local expert
   int64_t f_local = 0;        // F / etp
@@ -356,12 +458,14 @@ MoeShape moe_shape(const Ctx& c) {
   const PlanDims& d = c.d;
   MoeShape m;
   m.tokens = c.tokens_r();
-  m.routed = m.tokens * c.dbl(d.topk) * c.dbl(d.etp);
+  m.imbalance = cost::routing_imbalance(m.tokens * c.dbl(d.topk), d.ep);
+  m.routed_mean = m.tokens * c.dbl(d.topk) * c.dbl(d.etp);
+  m.routed = m.routed_mean * m.imbalance;
   m.local_experts = d.experts / d.ep;
   m.per_expert =
       std::max<int64_t>(1, std::llround(m.routed / static_cast<double>(m.local_experts)));
   m.f_local = d.moe_ffn / d.etp;
-  m.dispatch_bytes = m.tokens * c.dbl(d.topk) * c.dbl(d.h) * c.dbl(d.e);
+  m.dispatch_bytes = m.tokens * c.dbl(d.topk) * c.dbl(d.h) * c.dbl(d.e) * m.imbalance;
   return m;
 }
 
@@ -369,7 +473,7 @@ void moe_forward(const Ctx& c, Pass& p) {
   const PlanDims& d = c.d;
   const MoeShape m = moe_shape(c);
   const int64_t tokens = std::llround(m.tokens);
-  p.add("router", Cat::kCompute, c.gemm(tokens, d.experts, d.h));
+  p.add("router", Cat::kCompute, c.gemm(tokens, d.experts, d.h, GemmPass::kForward));
   p.add("router_topk", Cat::kCompute, c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
   p.add("permute", Cat::kCompute, c.mem(2 * m.dispatch_bytes));
   p.add("ep_all_to_all", Cat::kEp, c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep),
@@ -378,9 +482,10 @@ void moe_forward(const Ctx& c, Pass& p) {
         c.coll(CollectiveKind::kAllGather, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
         true);
   p.add("expert_fc1", Cat::kCompute,
-        c.gemm(m.per_expert, d.gate * m.f_local, d.h, m.local_experts));
-  p.add("expert_activation", Cat::kCompute, activation_forward_ns(c, m.routed * c.dbl(m.f_local)));
-  p.add("expert_fc2", Cat::kCompute, c.gemm(m.per_expert, d.h, m.f_local, m.local_experts));
+        c.gemm(m.per_expert, d.gate * m.f_local, d.h, GemmPass::kForward, m.local_experts));
+  p.add("expert_activation", Cat::kCompute, activation_forward_ns(c, m.routed, c.dbl(m.f_local)));
+  p.add("expert_fc2", Cat::kCompute,
+        c.gemm(m.per_expert, d.h, m.f_local, GemmPass::kForward, m.local_experts));
   p.add("etp_reduce_scatter", Cat::kEp,
         c.coll(CollectiveKind::kReduceScatter, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
         true);
@@ -402,15 +507,15 @@ void moe_backward(const Ctx& c, BackwardPasses bp) {
            c.coll(CollectiveKind::kAllGather, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
            true);
   bp.add_b("expert_fc2_dgrad", Cat::kCompute,
-           c.gemm(m.per_expert, m.f_local, d.h, m.local_experts));
+           c.gemm(m.per_expert, m.f_local, d.h, GemmPass::kInputGrad, m.local_experts));
   bp.add_w("expert_fc2_wgrad", Cat::kCompute,
-           c.gemm(m.f_local, d.h, m.per_expert, m.local_experts));
+           c.gemm(m.f_local, d.h, m.per_expert, GemmPass::kWeightGrad, m.local_experts));
   bp.add_b("expert_activation_bwd", Cat::kCompute,
-           activation_backward_ns(c, m.routed * c.dbl(m.f_local)));
+           activation_backward_ns(c, m.routed, c.dbl(m.f_local)));
   bp.add_b("expert_fc1_dgrad", Cat::kCompute,
-           c.gemm(m.per_expert, d.h, d.gate * m.f_local, m.local_experts));
+           c.gemm(m.per_expert, d.h, d.gate * m.f_local, GemmPass::kInputGrad, m.local_experts));
   bp.add_w("expert_fc1_wgrad", Cat::kCompute,
-           c.gemm(d.gate * m.f_local, d.h, m.per_expert, m.local_experts));
+           c.gemm(d.gate * m.f_local, d.h, m.per_expert, GemmPass::kWeightGrad, m.local_experts));
   bp.add_b(
       "etp_reduce_scatter", Cat::kEp,
       c.coll(CollectiveKind::kReduceScatter, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
@@ -419,8 +524,9 @@ void moe_backward(const Ctx& c, BackwardPasses bp) {
            c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep), true);
   bp.add_b("permute_bwd", Cat::kCompute, c.mem(2 * m.dispatch_bytes));
   bp.add_b("router_bwd", Cat::kCompute,
-           c.gemm(tokens, d.h, d.experts) + c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
-  bp.add_w("router_wgrad", Cat::kCompute, c.gemm(d.experts, d.h, tokens));
+           c.gemm(tokens, d.h, d.experts, GemmPass::kInputGrad) +
+               c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
+  bp.add_w("router_wgrad", Cat::kCompute, c.gemm(d.experts, d.h, tokens, GemmPass::kWeightGrad));
 }
 
 cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d, bool moe,
@@ -497,8 +603,8 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   double ffn_elems = c.dbl(d.tokens) * c.dbl(d.ffn / d.t);
   if (moe) {
     const MoeShape m = moe_shape(c);
-    w_in += e * m.routed * c.dbl(d.h);  // expert FC1 input
-    ffn_elems = m.routed * c.dbl(m.f_local) + c.dbl(d.tokens) * c.dbl(d.shared_ffn / d.t);
+    w_in += e * m.routed_mean * c.dbl(d.h);  // expert FC1 input
+    ffn_elems = m.routed_mean * c.dbl(m.f_local) + c.dbl(d.tokens) * c.dbl(d.shared_ffn / d.t);
   }
   w_in += e * ffn_elems;  // FC2 inputs
   l.weight_input_bytes = std::llround(w_in);
@@ -506,7 +612,7 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   // columns), the projection and FC2 (this rank's sequence shard, gathered again in W), FC1.
   double w_dy = e * c.dbl(d.tokens) * c.dbl(d.q_w + 2 * d.kv_w) + 2 * c.x_bytes();
   w_dy += e * ffn_elems * c.dbl(d.gate);
-  if (moe) w_dy += e * moe_shape(c).routed * c.dbl(d.h);  // the expert FC2 outputs' gradient
+  if (moe) w_dy += e * moe_shape(c).routed_mean * c.dbl(d.h);  // the expert FC2 outputs' grad
   l.weight_dy_bytes = std::llround(w_dy);
   const double score_bytes =
       d.flash ? 0.0 : e * c.dbl(d.a / d.t) * c.dbl(d.b) * c.dbl(d.sl) * c.dbl(d.s);
@@ -523,14 +629,22 @@ void build_embedding(const Ctx& c, ExtraCosts& x) {
   const bool learned = m.position_embedding == PositionEmbedding::kLearned;
   // Vocabulary-parallel lookup over all s/cp·b tokens (plus masking of out-of-range ids with tp),
   // then all-reduce / reduce-scatter over tp; position add and dropout on this GPU's tokens.
-  x.fwd.add("embedding", Cat::kCompute, c.mem((d.t > 1 ? 4 : 2) * full));
+  x.fwd.add("embedding", Cat::kCompute,
+            c.kern(MemKernel::kEmbeddingForward, c.dbl(d.tokens), c.dbl(d.h),
+                   (d.t > 1 ? 4 : 2) * full));
   x.fwd.add(
       d.sp ? "tp_reduce_scatter" : "tp_all_reduce", Cat::kTp,
       c.coll(d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, full, c.groups.tp),
       true);
-  double post = learned ? 3 * xb : 0;
-  if (d.dropout) post += 2 * xb + c.tokens_r() * c.dbl(d.h);
-  x.fwd.add("position_dropout", Cat::kCompute, c.mem(post));
+  if (d.exec) {  // the position add, one kernel
+    if (learned)
+      x.fwd.add("position_add", Cat::kCompute,
+                c.kern(MemKernel::kAdd, c.tokens_r(), c.dbl(d.h), 3 * xb));
+  } else {
+    double post = learned ? 3 * xb : 0;
+    if (d.dropout) post += 2 * xb + c.tokens_r() * c.dbl(d.h);
+    x.fwd.add("position_dropout", Cat::kCompute, c.mem(post));
+  }
   // Backward: all-gather of the gradient with sequence parallelism; the embedding's gradient is
   // a dense 16-bit tensor (zeroed, scatter-added) accumulated into the fp32 main gradient.
   x.params = 0;
@@ -540,8 +654,15 @@ void build_embedding(const Ctx& c, ExtraCosts& x) {
       p->add("tp_all_gather", Cat::kTp, c.coll(CollectiveKind::kAllGather, full, c.groups.tp),
              true);
   }
-  const int64_t grad_ns =
-      c.mem((learned ? 2 : 1) * 2 * full + (2 + kGradAccumulateBytesPerParam) * c.dbl(x.params));
+  int64_t grad_ns = 0;
+  if (d.exec) {  // position rows summed over the batch; tokens sorted, rows summed into fp32
+    if (learned)
+      grad_ns += c.kern(MemKernel::kPositionEmbeddingBackward, c.dbl(d.tokens), c.dbl(d.h), full);
+    grad_ns += c.kern(MemKernel::kEmbeddingBackward, c.dbl(d.tokens), c.dbl(d.h), 5 * full, 2);
+  } else {
+    grad_ns =
+        c.mem((learned ? 2 : 1) * 2 * full + (2 + kGradAccumulateBytesPerParam) * c.dbl(x.params));
+  }
   x.bwd.add("embedding_bwd", Cat::kCompute, grad_ns);
   x.bwd_weight.add("embedding_bwd", Cat::kCompute, grad_ns);
   x.act_bytes =
@@ -554,12 +675,17 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   const double logits = c.dbl(d.tokens) * c.dbl(d.vocab / d.t);
   norm_forward(c, x.fwd, "final_norm");
   column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp);
-  x.fwd.add("cross_entropy", Cat::kCompute, c.mem(kCrossEntropyForwardBytesPerLogit * logits));
+  // The executor computes the loss and dL/dlogits in place in the forward: three kernels.
+  x.fwd.add("cross_entropy", Cat::kCompute,
+            c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
+                   kCrossEntropyForwardBytesPerLogit * logits, d.exec ? 3 : 1));
   // Three all-reduces of one fp32 value per token over tp: max, predicted logit, sum.
   x.fwd.add("tp_all_reduce", Cat::kTp,
             3 * c.coll(CollectiveKind::kAllReduce, 4.0 * c.dbl(d.tokens), c.groups.tp), true);
   BackwardPasses bp{x.bwd, x.bwd_input, x.bwd_weight};
-  bp.add_b("cross_entropy_bwd", Cat::kCompute, c.mem(kCrossEntropyBackwardBytesPerLogit * logits));
+  if (!d.exec)
+    bp.add_b("cross_entropy_bwd", Cat::kCompute,
+             c.mem(kCrossEntropyBackwardBytesPerLogit * logits));
   column_backward(c, x.bwd, x.bwd_input, x.bwd_weight, "logits_dgrad", "logits_wgrad",
                   "tp_all_gather", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens,
                   d.vocab / d.t, c.groups.tp);
@@ -601,7 +727,8 @@ void build_plan_costs(const Plan& plan, const SimOptions& options, const StageGr
   reset(out.moe, record_items);
   reset(out.embedding, record_items);
   reset(out.output, record_items);
-  const Ctx c{plan, plan.cluster, plan.cluster.gpu, out.dims, groups};
+  const Ctx c{plan, plan.cluster, plan.cluster.gpu_for(plan.training.implementation), out.dims,
+              groups};
   const AttentionTimes at = attention_times(c);
   if (plan.model.num_moe_layers() < plan.model.num_layers) build_layer(c, at, false, out.dense);
   if (plan.model.moe) build_layer(c, at, true, out.moe);

@@ -54,6 +54,8 @@ struct PlanDims {
   int64_t q_w = 0, kv_w = 0;  // a·d/t and g·d/t: query and key/value widths on this GPU
   int64_t gate = 1;           // 2 with SwiGLU (FC1 produces 2F)
   bool sp = false, flash = true, dropout = true, fused = true, bias = true, rope = false;
+  bool rmsnorm = false;
+  bool exec = false;  // implementation mplan: the executor's own kernels (exec/model/gpt_blocks)
   // MoE
   int64_t experts = 0, topk = 0, moe_ffn = 0, shared_ffn = 0, ep = 1, etp = 1;
 };
@@ -104,5 +106,8 @@ void build_plan_costs(const Plan& plan, const SimOptions& options, const StageGr
 // Optimizer step of a GPU: bytes it moves (kOptimizerBytesPerOwnedParam* per owned parameter,
 // main-gradient zeroing per held parameter).
 double optimizer_bytes(const Plan& plan, int64_t owned_params, int64_t held_params);
+// Its time with the plan's implementation's set: optimizer_bytes at memory_bound_efficiency, or,
+// where the set has the kinds (adamw, grad_norm, fill), the executor's three kernels.
+int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_params);
 
 }  // namespace mplan::sim

@@ -605,8 +605,7 @@ class Builder {
     if (par_.distributed_optimizer)
       owned = (rp.non_expert + par_.dp * par_.cp - 1) / (par_.dp * par_.cp) +
               (rp.expert + par_.expert_dp() - 1) / par_.expert_dp();
-    const int64_t opt_ns =
-        cost::memory_bound_time_ns(plan_.cluster.gpu, optimizer_bytes(plan_, owned, rp.total()));
+    const int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total());
     inline_op(kNumSlots, Cat::kOptimizer, opt_ns, names_.optimizer);
     if (par_.distributed_optimizer && !par_.overlap_param_gather) {
       for (int64_t c = 0; c < vpp_; ++c) {

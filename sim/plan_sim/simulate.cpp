@@ -189,7 +189,8 @@ void read_back(const Plan& plan, ThreadContext& ctx, SimulationResult& out) {
 
   // Memory per stage.
   const int64_t overhead =
-      std::llround(plan.cluster.gpu.runtime_overhead_gib * static_cast<double>(kGiB));
+      std::llround(plan.cluster.gpu_for(plan.training.implementation).runtime_overhead_gib *
+                   static_cast<double>(kGiB));
   out.runtime_overhead_bytes = overhead;
   out.per_stage.resize(static_cast<size_t>(p.pp));
   out.peak_bytes = 0;

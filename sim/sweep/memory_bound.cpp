@@ -47,7 +47,8 @@ int64_t memory_lower_bound(const Plan& plan) {
   const int64_t dp_shards = p.dp * p.cp;
   const int64_t expert_dp = std::max<int64_t>(1, p.expert_dp());
   const int64_t overhead = static_cast<int64_t>(
-      std::floor(plan.cluster.gpu.runtime_overhead_gib * static_cast<double>(kGiB)));
+      std::floor(plan.cluster.gpu_for(plan.training.implementation).runtime_overhead_gib *
+                 static_cast<double>(kGiB)));
 
   const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
   MPLAN_CHECK(spec.has_value(), "memory_lower_bound needs a valid plan");

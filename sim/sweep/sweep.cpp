@@ -19,6 +19,7 @@
 #include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/memory_bound.hpp"
 #include "sim/sweep/rejection_rule.hpp"
+#include "sim/sweep/stack_rules.hpp"
 #include "sim/sweep/time_bound.hpp"
 #include "src/common/error.hpp"
 #include "src/plan/validate.hpp"
@@ -201,7 +202,9 @@ void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, 
   const Candidate& c = st.candidates[static_cast<size_t>(i)];
   const int64_t gbs = st.request.global_batch_size;
   plan.parallel = to_parallel(c, gbs);
-  const std::vector<Violation> violations = validate(plan);
+  std::vector<Violation> violations = validate(plan);
+  if (violations.empty())
+    if (auto v = stack_violation(plan)) violations.push_back(*v);  // not run by the stack
   std::optional<Violation> too_large;
   if (violations.empty()) too_large = sim::check_simulation_size(plan, false);
   if (!violations.empty() || too_large) {

@@ -15,6 +15,14 @@ SweepRequest make_request(const SweepArgs& a) {
   r.base.model = model_from_json(model_json, "--model");
   r.base.cluster = load_cluster(a.cluster, "--cluster");
   r.base.training = TrainingConfig{};
+  const std::optional<Implementation> impl = stack_from(a.stack);
+  if (!impl)
+    throw Error(cat("--stack: must be one of ", kStackNames, ", got ", json_excerpt(a.stack)));
+  r.base.training.implementation = *impl;
+  // Megatron-LM's local implementation materializes the attention scores (as a plan file's
+  // default for it, src/plan/training_config.cpp).
+  if (*impl == Implementation::kMegatronLocal)
+    r.base.training.attention_backend = AttentionBackend::kUnfused;
   r.gpus = a.gpus;
   r.objective = a.objective;
   r.fixed = parse_fixed_axes(a.fix, "--fix");

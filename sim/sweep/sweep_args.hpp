@@ -26,6 +26,9 @@ struct SweepArgs {
   std::optional<int64_t> global_batch;    // --global-batch (default: the model's)
   std::optional<int64_t> seq_length;      // --seq-length (default: the model's)
   std::string fix;                        // --fix
+  // --stack: the implementation every candidate is predicted for and must be runnable by
+  // (sim/sweep/stack_rules); "megatron" means megatron-te. Default Megatron-LM with TE.
+  std::string stack = "megatron-te";
   Objective objective = Objective::kThroughput;
   double memory_headroom = kDefaultMemoryHeadroom;  // --memory-headroom (as a fraction)
 };

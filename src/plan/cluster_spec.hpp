@@ -1,13 +1,18 @@
 // ClusterSpec: the nodes a plan runs on and the hardware profile the simulator costs it with
-// (GPU rates and memory, NVLink inside a node, the network between nodes). Invariant after
-// parse: rates and sizes are positive and every curve is sorted by its x value.
+// (GPU rates and memory, NVLink inside a node, the network between nodes), with optional
+// per-implementation efficiency sets, validation residuals and raw calibration data. Invariant
+// after parse: rates and sizes are positive, every curve is sorted by its x value, and each
+// implementation set is a complete GpuSpec (the base one with the set's fields in place).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/common/json_reader.hpp"
+#include "src/plan/implementation.hpp"
 
 namespace mplan {
 
@@ -21,6 +26,58 @@ using Curve = std::vector<CurvePoint>;
 
 // y at x: linear in log2(x) between points, the end values outside. Empty curve: `fallback`.
 double curve_at(const Curve& c, double x, double fallback);
+
+// The pass of a linear layer a GEMM belongs to: the operands' layout and the epilogue differ
+// (forward x·Wᵀ, with a fused bias + GeLU epilogue or not; input gradient dy·W; weight gradient
+// dyᵀ·x accumulated into fp32). Profile spelling: "fwd", "fwd_gelu", "dx", "dw".
+enum class GemmPass : uint8_t { kForward, kForwardGelu, kInputGrad, kWeightGrad };
+const char* to_string(GemmPass p);
+
+// A measured GEMM: C (m, n) = A (m, k) · B (k, n) of `pass` ran at `efficiency` of peak.
+struct GemmPoint {
+  int64_t m = 0, n = 0, k = 0;
+  GemmPass pass = GemmPass::kForward;
+  double efficiency = 0;
+  bool operator==(const GemmPoint&) const = default;
+};
+
+// A measured causal attention call (flash-style, one GPU's heads): forward and backward
+// efficiency over their own FLOPs (docs/cost-model.md).
+struct AttentionPoint {
+  int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  double forward_efficiency = 0, backward_efficiency = 0;
+  bool operator==(const AttentionPoint&) const = default;
+};
+
+// Memory-bound kernel kinds with a rate of their own in a profile (memory_bound_kinds). The
+// bytes each kind moves are defined once, in sim/cost/memory_bound_cost.hpp; the profile names
+// are to_string's.
+enum class MemKernel : uint8_t {
+  kCopy,
+  kAdd,
+  kLayerNormForward,
+  kLayerNormBackward,  // with the residual-gradient add (layernorm_backward_add)
+  kRmsNormForward,
+  kRmsNormBackward,  // with the residual-gradient add
+  kGeluForward,
+  kGeluBackward,
+  kSwigluForward,
+  kSwigluBackward,
+  kBiasGrad,
+  kRope,
+  kGqaExpand,
+  kGqaReduce,
+  kEmbeddingForward,
+  kEmbeddingBackward,
+  kPositionEmbeddingBackward,
+  kCrossEntropy,  // the three vocabulary-parallel steps of one micro-batch's loss and gradient
+  kAdamW,
+  kGradNorm,  // sum of squares of the fp32 gradients
+  kFill,      // zeroing the fp32 gradients
+};
+inline constexpr int kNumMemKernels = static_cast<int>(MemKernel::kFill) + 1;
+const char* to_string(MemKernel k);
+std::optional<MemKernel> mem_kernel_from(const std::string& name);
 
 struct GpuSpec {
   std::string name;
@@ -36,6 +93,21 @@ struct GpuSpec {
   // The same for the backward pass (2.5 × the forward FLOPs); empty: attention_efficiency.
   Curve attention_backward_efficiency;
   double runtime_overhead_gib = 0;  // CUDA context, NCCL and allocator overhead per GPU, GiB
+  // Optional refinements (docs/cost-model.md; absent: the curves above alone, as before).
+  // Measured GEMMs: a GEMM of a measured shape and pass takes its efficiency; one near it (within
+  // one octave per dimension) moves its curve value towards it.
+  std::vector<GemmPoint> gemm_shapes;
+  // Measured attention calls, used the same way over (batch·heads, sequence, head dim).
+  std::vector<AttentionPoint> attention_shapes;
+  // Achieved fraction of hbm bandwidth per kernel kind, as a curve over the bytes the kind moves;
+  // an empty curve: memory_bound_efficiency over the cost model's pass counts.
+  std::array<Curve, kNumMemKernels> memory_bound_kinds{};
+  double kernel_overhead_us = 0;  // added to every kernel (gaps and context between kernels)
+  double kernel_min_us = 0;       // the least time of a kernel (a tiny kernel back to back)
+  double host_overhead_us = 0;    // host time to issue one kernel (a kernel takes at least
+                                  // that: a stretch of short kernels is bound by the host)
+  double overlap_slowdown = 0;    // a kernel runs this much slower while a collective runs beside
+                                  // it on another stream (over the overlapped time)
   bool operator==(const GpuSpec&) const = default;
   int64_t memory_bytes() const;
 };
@@ -55,6 +127,16 @@ struct LinkSpec {
   bool operator==(const LinkSpec&) const = default;
 };
 
+// Relative errors (predicted − measured) / measured of predictions against measured runs; the
+// uncertainty band printed beside a prediction comes from them (sim/calibration).
+struct Validation {
+  std::string source;         // where the runs are reported
+  bool in_sample = true;      // the profile was fitted to these runs
+  std::vector<double> time_errors;
+  std::vector<double> memory_errors;
+  bool operator==(const Validation&) const = default;
+};
+
 struct ClusterSpec {
   std::string name;
   int64_t num_nodes = 0;  // size of the cluster; 0 = as many nodes as a plan needs
@@ -63,13 +145,31 @@ struct ClusterSpec {
   LinkSpec intra_node;        // inside one node (NVLink / NVSwitch)
   LinkSpec inter_node;        // between nodes (InfiniBand / RoCE); empty name: none
   int64_t nics_per_node = 0;  // network adapters per node (0: one per GPU)
+  // Efficiency sets per implementation ("implementations" in the profile): the base gpu with the
+  // set's fields in place; none: the base gpu serves that implementation.
+  std::array<std::optional<GpuSpec>, kNumImplementations> implementations{};
+  // Prediction errors per implementation ("validation" in the profile).
+  std::array<std::optional<Validation>, kNumImplementations> validation{};
+  Json calibration;  // raw measurements and their provenance (mplan calibrate); null: none
   bool operator==(const ClusterSpec&) const = default;
+  // The GPU numbers the simulator uses for a plan run by `impl`.
+  const GpuSpec& gpu_for(Implementation impl) const {
+    const auto& set = implementations[static_cast<size_t>(impl)];
+    return set ? *set : gpu;
+  }
+  const Validation* validation_for(Implementation impl) const {
+    const auto& v = validation[static_cast<size_t>(impl)];
+    return v ? &*v : nullptr;
+  }
   bool has_inter_node() const { return !inter_node.name.empty(); }
   int64_t nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
 };
 
 ClusterSpec cluster_from_json(const Json& j, const std::string& path);
 Json cluster_to_json(const ClusterSpec& c);
+// The "gpu" object alone (every field), and back; `path` names it in errors.
+Json gpu_to_json(const GpuSpec& g);
+GpuSpec gpu_from_json(const Json& j, const std::string& path);
 ClusterSpec load_cluster(const std::string& ref, const std::string& field = "cluster");
 
 }  // namespace mplan

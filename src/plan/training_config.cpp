@@ -128,8 +128,14 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
                 : prec == "fp16" ? Precision::kFp16
                                  : Precision::kFp32;
   t.grads_in_fp32 = o.get_bool("grads_in_fp32", true);
-  // Default as Megatron's "auto": flash kernels where the precision allows them (bf16/fp16).
-  const char* auto_backend = t.precision == Precision::kFp32 ? "unfused" : "flash";
+  t.implementation = *implementation_from(
+      o.get_enum("implementation", {"megatron-te", "megatron-local", "mplan"}, "megatron-te"));
+  // Default as Megatron's "auto": flash kernels where the precision allows them (bf16/fp16) and
+  // the implementation has them (Megatron's local attention materializes the scores).
+  const char* auto_backend =
+      t.precision == Precision::kFp32 || t.implementation == Implementation::kMegatronLocal
+          ? "unfused"
+          : "flash";
   t.attention_backend =
       o.get_enum("attention_backend", {"flash", "unfused"}, auto_backend) == "flash"
           ? AttentionBackend::kFlash
@@ -242,6 +248,8 @@ Json training_to_json(const TrainingConfig& t) {
   Json j;
   j["precision"] = to_string(t.precision);
   j["grads_in_fp32"] = t.grads_in_fp32;
+  if (t.implementation != Implementation::kMegatronTe)
+    j["implementation"] = to_string(t.implementation);
   j["attention_backend"] = to_string(t.attention_backend);
   j["lr"] = t.lr;
   j["weight_decay"] = t.weight_decay;

@@ -12,6 +12,7 @@
 
 #include "src/batch/rampup_batch_size.hpp"
 #include "src/common/json_reader.hpp"
+#include "src/plan/implementation.hpp"
 
 namespace mplan {
 
@@ -51,7 +52,12 @@ inline constexpr const char* kDefaultSplit = "969, 30, 1";  // Megatron's legacy
 struct TrainingConfig {
   Precision precision = Precision::kBf16;  // --bf16 / --fp16 / neither
   bool grads_in_fp32 = true;               // --accumulate-allreduce-grads-in-fp32 (main grads)
-  // --attention-backend (default: flash, unfused for fp32)
+  // The stack the plan is predicted for: its efficiency set in the hardware profile
+  // (ClusterSpec::gpu_for). Default megatron-te, Megatron-LM's own default (--transformer-impl
+  // transformer_engine) and what `mplan export` writes; `mplan run` predicts with mplan.
+  Implementation implementation = Implementation::kMegatronTe;
+  // --attention-backend (default: flash; unfused for fp32 and for megatron-local, whose
+  // attention materializes the scores)
   AttentionBackend attention_backend = AttentionBackend::kFlash;
   double lr = 1e-4;               // --lr
   double weight_decay = 0.1;      // --weight-decay

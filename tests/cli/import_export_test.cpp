@@ -229,6 +229,26 @@ TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
   }
 }
 
+TEST_F(ImportExport, ExportNamesTheStackOfItsPrediction) {
+  std::string preset = shipped_plan("gpt3-1.3b-dp4");
+  Result t = run("export --megatron '" + preset + "' --out t.sh");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_THAT(t.err, HasSubstr("note: prediction for megatron-te on h200x4 (Megatron-LM with "
+                               "Transformer Engine): "));
+  EXPECT_THAT(slurp(file("t.sh")), HasSubstr("prediction for megatron-te"));
+  // The round trip ignores the note.
+  ASSERT_EQ(run("import --megatron t.sh --cluster h200x4 --out p.json").code, 0);
+  Result json = run("export --megatron '" + preset + "' --format json --stack megatron-local");
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["prediction"]["implementation"], "megatron-local");
+  EXPECT_GT(j["prediction"]["iteration_time_s"].get<double>(), 0);
+  EXPECT_EQ(j["prediction"]["uncertainty"]["available"].is_boolean(), true);
+  Result mplan = run("export --megatron '" + preset + "' --stack mplan");
+  EXPECT_EQ(mplan.code, 2);
+  EXPECT_THAT(mplan.err, HasSubstr("--stack: export writes a Megatron-LM launch"));
+}
+
 TEST_F(ImportExport, HelpListsEveryOption) {
   Result i = run("import --help");
   ASSERT_EQ(i.code, 0);

@@ -195,11 +195,44 @@ TEST(SimulateCli, PlansTooLargeToSimulateExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("passes to simulate, above the simulator's limit"));
 }
 
+TEST(SimulateCli, StackPicksTheImplementationAndItsBand) {
+  // The reference plan on the A100 profile: its validation residuals are megatron-te's, fitted
+  // in-sample; mplan has none there.
+  Result te = run("simulate " + kDp4 + " --hardware dgx-a100-80g --stack megatron");
+  ASSERT_EQ(te.code, 0) << te.err;
+  EXPECT_THAT(
+      te.out,
+      HasSubstr("predicted for megatron-te: Megatron-LM with Transformer Engine (--stack)"));
+  EXPECT_THAT(te.out, HasSubstr("(in-sample, 18 runs, 10th-90th percentile of megatron-te's"));
+  Result mp = run("simulate " + kDp4 + " --hardware dgx-a100-80g --stack mplan --json");
+  ASSERT_EQ(mp.code, 0) << mp.err;
+  const Json j = Json::parse(mp.out);
+  EXPECT_EQ(j["implementation"], "mplan");
+  EXPECT_EQ(j["uncertainty"]["iteration_time_s"]["available"], false);
+  EXPECT_THAT(j["uncertainty"]["iteration_time_s"]["reason"].get<std::string>(),
+              HasSubstr("no validation runs for mplan"));
+  Result text = run("simulate " + kDp4 + " --hardware dgx-a100-80g --stack mplan");
+  EXPECT_THAT(text.out, HasSubstr("no uncertainty band (the profile 'dgx-a100-80g' has no "
+                                  "validation runs for mplan)"));
+  // The executor's lowering differs from Megatron's (no dropout, fused epilogues): another time.
+  const Json te_json = Json::parse(
+      run("simulate " + kDp4 + " --hardware dgx-a100-80g --stack megatron-te --json").out);
+  EXPECT_EQ(te_json["uncertainty"]["iteration_time_s"]["in_sample"], true);
+  const auto range = te_json["uncertainty"]["iteration_time_s"]["range"];
+  EXPECT_LT(range[0].get<double>(), te_json["iteration_time_s"].get<double>());
+  EXPECT_GT(range[1].get<double>(), te_json["iteration_time_s"].get<double>());
+  EXPECT_NE(te_json["iteration_time_s"], j["iteration_time_s"]);
+  Result bad = run("simulate " + kDp4 + " --stack trt");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--stack: must be one of megatron (= megatron-te), megatron-te, "
+                                 "megatron-local, mplan, got \"trt\""));
+}
+
 TEST(SimulateCli, HelpListsEveryOption) {
   Result r = run("simulate --help");
   ASSERT_EQ(r.code, 0);
   for (const char* s :
-       {"--hardware", "--json", "--trace", "--trace-level", "--allow-oom", "--full-grid",
+       {"--hardware", "--stack", "--json", "--trace", "--trace-level", "--allow-oom", "--full-grid",
         "--no-dropout", "--no-fusion", "--scatter-gather-tensors-in-pipeline", "Examples:"})
     EXPECT_THAT(r.out, HasSubstr(s));
 }

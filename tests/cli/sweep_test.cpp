@@ -30,9 +30,9 @@ const std::string kSmall = "sweep --gpus 8 --model gpt3-1.3b --cluster dgx-h100 
 TEST(SweepCli, HelpListsEveryOptionAndTheDefaults) {
   Result r = run("sweep --help");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* opt :
-       {"--gpus", "--model", "--cluster", "--global-batch", "--seq-length", "--top", "--out",
-        "--csv", "--report", "--threads", "--fix", "--objective", "--json", "--no-prune"})
+  for (const char* opt : {"--gpus", "--model", "--cluster", "--global-batch", "--seq-length",
+                          "--top", "--out", "--csv", "--report", "--threads", "--fix",
+                          "--objective", "--json", "--no-prune", "--stack"})
     EXPECT_THAT(r.out, HasSubstr(opt)) << opt;
   EXPECT_THAT(r.out, HasSubstr("default gpt3-175b"));
   EXPECT_THAT(r.out, HasSubstr("default dgx-a100-80g"));
@@ -145,6 +145,33 @@ TEST(SweepCli, CsvAndReportFiles) {
   EXPECT_THAT(page, HasSubstr("Pipeline timeline of the best plan"));
   EXPECT_THAT(page, HasSubstr("</html>"));
   for (const auto& p : {best, csv, html}) std::remove(p.c_str());
+}
+
+TEST(SweepCli, StackRestrictsTheSchedules) {
+  // Megatron-LM (the default) runs no zb-h1: with the schedule pinned to it nothing is valid,
+  // and the rule says why; mplan's executor runs it.
+  const std::string best = temp_path("stack_best.json");
+  Result m = run(kSmall + " --fix pp=2,schedule=zb-h1 --out " + best);
+  EXPECT_EQ(m.code, 2);
+  EXPECT_THAT(m.out, HasSubstr("Megatron-LM does not run the zb-h1 schedule"));
+  Result x = run(kSmall + " --fix pp=2,schedule=zb-h1 --stack mplan --json --out " + best);
+  ASSERT_EQ(x.code, 0) << x.err;
+  const Json j = Json::parse(x.out);
+  EXPECT_EQ(j["implementation"], "mplan");
+  EXPECT_EQ(j["top"][0]["schedule"], "zb-h1");
+  EXPECT_EQ(j["uncertainty"]["available"], false);  // dgx-h100 has no validation runs
+  const Json plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["training"]["implementation"], "mplan");
+  // The text names the stack and says no band is available.
+  Result t = run(kSmall + " --top 3 --out " + best);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("; stack megatron-te (--stack)"));
+  EXPECT_THAT(t.out, HasSubstr("no uncertainty band (the profile 'dgx-h100' has no validation "
+                               "runs for megatron-te)"));
+  Result bad = run(kSmall + " --stack nemo --out " + best);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--stack: must be one of"));
+  std::remove(best.c_str());
 }
 
 TEST(SweepCli, FixAndObjective) {

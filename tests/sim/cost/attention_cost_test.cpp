@@ -51,5 +51,31 @@ TEST(AttentionCost, MaterializedIsTwoBatchedGemmsAndTheSoftmaxPasses) {
   EXPECT_EQ(materialized_attention_forward_ns(g, shape(), slow), 2717910);
 }
 
+TEST(AttentionCost, MeasuredShapesSetTheRateByHeadsAndHeadDim) {
+  GpuSpec g = testing::round_gpu();
+  // Two calls of equal FLOPs (2^37): b 2 · 16 heads · d 128, and b 2 · 32 heads · d 64. The
+  // curve times them alike; measured, the d-64 call ran at 0.3 forward and 0.25 backward.
+  AttentionShape d64 = shape();
+  d64.heads = d64.kv_heads = 32;
+  d64.head_dim = 64;
+  EXPECT_EQ(flash_attention_forward_ns(g, d64), flash_attention_forward_ns(g, shape()));
+  g.attention_shapes = {{2, 32, 4096, 64, 0.3, 0.25}};
+  EXPECT_EQ(flash_attention_forward_ns(g, d64), 458130);   // 2^37 / 3e14 s
+  EXPECT_EQ(flash_attention_backward_ns(g, d64), 1374390);  // 2.5 · 2^37 / 2.5e14 s
+  // d 128 is one octave away in head dim (and in heads): the curve alone.
+  EXPECT_EQ(flash_attention_forward_ns(g, shape()), 305420);
+  // Half an octave off in sequence (s = 4096·√2): the curve there, moved by half the ratio.
+  AttentionShape longer = d64;
+  longer.seq_q = longer.seq_k = 5793;
+  const double curve_here = 0.1 + 0.05 * (std::log2(attention_forward_flops(longer)) - 30);
+  const double ratio = 0.3 / 0.45;
+  EXPECT_NEAR(flash_attention_efficiency(g, longer, false),
+              curve_here * (1 + (1 - std::log2(5793.0 / 4096)) * (ratio - 1)), 1e-9);
+  // The executor's backward is three kernels: the per-kernel overhead counts three times.
+  g.kernel_overhead_us = 1;
+  EXPECT_EQ(flash_attention_backward_ns(g, d64, 3), 1374390 + 3000);
+  EXPECT_EQ(flash_attention_forward_ns(g, d64), 458130 + 1000);
+}
+
 }  // namespace
 }  // namespace mplan::cost

@@ -1,4 +1,4 @@
-// Collective time α + S·f(n)/busbw with nccl-tests bus factors; hierarchical across nodes; NIC
+// Collective time α + S·f(n)/busbw with nccl-tests bus factors; rings across nodes; NIC
 // sharing. Expected values worked out by hand on a cluster with flat (size-independent) curves.
 #include "sim/cost/collective_cost.hpp"
 
@@ -55,14 +55,27 @@ TEST(CollectiveCost, AllGatherAndReduceScatterInsideANode) {
 
 TEST(CollectiveCost, AllReduceAcrossNodesIsBoundByTheSlowerPhase) {
   // 4 nodes × 8 GPUs, 1 GiB. NVLink phase: 1.75 · 2^30 / 2e11 = 9395240.96 ns. Network phase:
-  // the 8 GPUs of a node each carry S/8 over their NIC: f(4) = 1.5; 1.5 · 2^27 / 2e10 =
-  // 10066329.6 ns. α = 20 + 10 us. Total 10096329.6 ns.
+  // the rings over all 32 ranks move the per-rank volume f(32) · S = 1.9375 · S through each
+  // node's 8 NICs: 1.9375 · 2^27 / 2e10 = 13002342.4 ns. α = 20 + 10 us. Total 13032342.4 ns.
   ClusterSpec c = flat_cluster();
-  EXPECT_EQ(collective_time_ns(c, CollectiveKind::kAllReduce, kGiB, {32, 4, 8}), 10096330);
+  EXPECT_EQ(collective_time_ns(c, CollectiveKind::kAllReduce, kGiB, {32, 4, 8}), 13032342);
   // Half as many NICs: every GPU gets half a NIC; the network phase doubles.
   c.nics_per_node = 4;
   EXPECT_DOUBLE_EQ(nic_share_per_gpu(c), 0.5);
-  EXPECT_EQ(collective_time_ns(c, CollectiveKind::kAllReduce, kGiB, {32, 4, 8}), 20162659);
+  EXPECT_EQ(collective_time_ns(c, CollectiveKind::kAllReduce, kGiB, {32, 4, 8}), 26034685);
+}
+
+TEST(CollectiveCost, TensorParallelAcrossNodesRunsAtTheNodesNics) {
+  // tp 8 with sequence parallelism, a 128 MiB all-reduce. On one 8-GPU node: 1.75 · 2^27 / 2e11
+  // = 1174405.12 ns + 10 us. On two 4-GPU nodes (4 NICs each): NVLink f(4) · S = 1.5 · 2^27 /
+  // 2e11 = 1006632.96 ns; network f(8) · S / (4 NICs · 20 GB/s) = 1.75 · 2^25 / 2e10 =
+  // 2936012.8 ns; α 30 us: 2.5 × the single node.
+  ClusterSpec one = flat_cluster();
+  EXPECT_EQ(collective_time_ns(one, CollectiveKind::kAllReduce, 128 * kMiB, {8, 1, 8}), 1184405);
+  ClusterSpec four = flat_cluster();
+  four.gpus_per_node = 4;
+  four.nics_per_node = 4;
+  EXPECT_EQ(collective_time_ns(four, CollectiveKind::kAllReduce, 128 * kMiB, {8, 2, 4}), 2966013);
 }
 
 TEST(CollectiveCost, OneGpuPerNodeRunsAtTheNetworkCurve) {
@@ -111,12 +124,12 @@ TEST(CollectiveCost, GroupSpanningNodesWithoutANetworkIsAUserError) {
 
 TEST(CollectiveCost, UnevenGroupsAreCostedByTheirSlowestMember) {
   // 3 GPUs over 2 nodes (2 + 1), 1 GiB all-reduce. NVLink phase on the node of 2: f(2) = 1,
-  // 2^30 / 2e11 = 5368709.12 ns. Network phase: f(2) = 1 of the slice S/1 carried by the lone
-  // GPU: 2^30 / 2e10 = 53687091.2 ns. α 20 + 10 us.
+  // 2^30 / 2e11 = 5368709.12 ns. Network phase: the ring's f(3) = 4/3 of S carried by the lone
+  // GPU: 4/3 · 2^30 / 2e10 = 71582788.27 ns. α 20 + 10 us.
   const GroupPlacement g{3, 2, 2, 1};
   EXPECT_FALSE(g.even());
   EXPECT_EQ(g.fewest_per_node(), 1);
-  EXPECT_EQ(collective_time_ns(flat_cluster(), CollectiveKind::kAllReduce, kGiB, g), 53717091);
+  EXPECT_EQ(collective_time_ns(flat_cluster(), CollectiveKind::kAllReduce, kGiB, g), 71612788);
   // Never faster than the pair of one GPU per node, whose network slice is the same.
   const int64_t one_per_node =
       collective_time_ns(flat_cluster(), CollectiveKind::kAllReduce, kGiB, {2, 2, 1});

@@ -56,6 +56,39 @@ TEST(GemmCost, ProfileWithoutCurveIsAUserError) {
   }
 }
 
+TEST(GemmCost, MeasuredShapesOfThePassReplaceTheCurveAndFadeIntoIt) {
+  GpuSpec g = testing::round_gpu();
+  // 4096^3 forward ran at 0.66 (the curve says 0.55 at F = 2^37: ratio 1.2).
+  g.gemm_shapes = {{4096, 4096, 4096, GemmPass::kForward, 0.66}};
+  // The measured shape: 2^37 / (1e15 · 0.66) s = 208240.84 ns, no memory floor.
+  EXPECT_EQ(gemm_time_ns(g, {4096, 4096, 4096}), 208241);
+  EXPECT_DOUBLE_EQ(gemm_efficiency(g, GemmShape{4096, 4096, 4096}), 0.66);
+  // Half an octave off in m (m = 4096·√2 ≈ 5793): curve 0.2 + 0.05·(37.5 − 30) = 0.575 moved by
+  // half the ratio: 0.575 · 1.1 = 0.6325.
+  EXPECT_NEAR(gemm_efficiency(g, GemmShape{5793, 4096, 4096}), 0.575 * 1.1, 1e-4);
+  // One octave off, or another pass: the curve alone.
+  EXPECT_DOUBLE_EQ(gemm_efficiency(g, GemmShape{8192, 4096, 4096}), 0.6);
+  EXPECT_DOUBLE_EQ(gemm_efficiency(g, GemmShape{4096, 4096, 4096, 1, 2, GemmPass::kWeightGrad}),
+                   0.55);
+  EXPECT_EQ(gemm_time_ns(g, {4096, 4096, 4096, 1, 2, GemmPass::kWeightGrad}), 249889);
+  // A batched GEMM takes the curve of its total FLOPs.
+  EXPECT_EQ(gemm_time_ns(g, {512, 512, 512, 8}), 8590);
+}
+
+TEST(GemmCost, PerKernelCostsAddToTheWorkTime) {
+  GpuSpec g = testing::round_gpu();
+  g.kernel_overhead_us = 2;
+  g.kernel_min_us = 5;
+  // 4096^3: 249889 ns of work + 2 us.
+  EXPECT_EQ(gemm_time_ns(g, {4096, 4096, 4096}), 251889);
+  // A tiny GEMM (64^3: 2^19 FLOPs, 2.6 ns of work) takes the least kernel time, plus the overhead.
+  EXPECT_EQ(gemm_time_ns(g, {64, 64, 64}), 7000);
+  // The host's issue time floors it the same way when it is the larger.
+  g.host_overhead_us = 6;
+  EXPECT_EQ(gemm_time_ns(g, {64, 64, 64}), 8000);
+  EXPECT_EQ(gemm_time_ns(g, {0, 64, 64}), 0);  // no kernel runs
+}
+
 TEST(GemmCost, H200x4ProfileReproducesTheAnchors) {
   // shared/anchors/README.md: cuBLAS bf16 GEMM on H200, 204-242 TFLOP/s at 1024^3, 788 on random
   // data at 8192^3.
@@ -66,6 +99,27 @@ TEST(GemmCost, H200x4ProfileReproducesTheAnchors) {
   EXPECT_GE(tflops(1024), 204);
   EXPECT_LE(tflops(1024), 242);
   EXPECT_NEAR(tflops(8192), 788, 8);
+}
+
+TEST(GemmCost, LargerMicroBatchRunsNearerThePlateau) {
+  // The micro-batch effect: a linear layer's GEMM has m = s·b rows. On the h200x4 curve the
+  // reference GPT's QKV (n 6144, k 2048, s 2048) at b 1 is 5.2e10 FLOPs (efficiency by
+  // the curve's log-linear segment 0.63 -> 0.73: 0.688), at b 4 2.1e11 (0.794): per token, b 4
+  // is 0.794 / 0.688 = 1.15 x faster.
+  const GpuSpec g = load_cluster("h200x4").gpu;
+  const int64_t t1 = gemm_time_ns(g, {2048, 6144, 2048});
+  const int64_t t4 = gemm_time_ns(g, {4 * 2048, 6144, 2048});
+  EXPECT_LT(t4, 4 * t1);
+  EXPECT_NEAR(4.0 * static_cast<double>(t1) / static_cast<double>(t4),
+              gemm_efficiency(g, gemm_flops({8192, 6144, 2048})) /
+                  gemm_efficiency(g, gemm_flops({2048, 6144, 2048})),
+              1e-4);
+  EXPECT_NEAR(gemm_efficiency(g, gemm_flops({2048, 6144, 2048})), 0.688, 0.001);
+  EXPECT_NEAR(gemm_efficiency(g, gemm_flops({8192, 6144, 2048})), 0.794, 0.001);
+  // At the plateau (GPT-3 175B's FC1 per GPU at tp 8: n 6144, k 12288) the micro-batch no longer
+  // matters for the GEMM itself.
+  EXPECT_NEAR(4.0 * static_cast<double>(gemm_time_ns(g, {2048, 6144, 12288})),
+              static_cast<double>(gemm_time_ns(g, {8192, 6144, 12288})), 4);
 }
 
 }  // namespace

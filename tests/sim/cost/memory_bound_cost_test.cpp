@@ -1,4 +1,5 @@
-// Memory-bound time: bytes / (HBM bandwidth × efficiency).
+// Memory-bound time: bytes / (HBM bandwidth × efficiency); the bytes each kernel kind moves, by
+// hand; a kind's measured curve in place of the single efficiency and the pass count.
 #include "sim/cost/memory_bound_cost.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,48 @@ TEST(MemoryBoundCost, BytesOverAchievedBandwidth) {
   EXPECT_EQ(memory_bound_time_ns(g, 1e9), 312500);
   EXPECT_EQ(memory_bound_time_ns(g, 0), 0);
   EXPECT_DOUBLE_EQ(memory_bound_seconds(g, 3.2e12), 1.0);
+}
+
+TEST(MemoryBoundCost, BytesPerKernelKind) {
+  // 8192 rows of 2048 bf16: rc·e = 32 MiB = 33554432 B.
+  const double rc_e = 8192.0 * 2048 * 2;
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kCopy, 8192, 2048, 2), 2 * rc_e);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kAdd, 8192, 2048, 2), 3 * rc_e);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kLayerNormForward, 8192, 2048, 2),
+                   2 * rc_e + 8 * 8192);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kLayerNormBackward, 8192, 2048, 2),
+                   4 * rc_e + 8 * 8192);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kRmsNormBackward, 8192, 2048, 2),
+                   4 * rc_e + 4 * 8192);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kSwigluBackward, 8192, 2048, 2), 5 * rc_e);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kEmbeddingBackward, 8192, 2048, 2),
+                   rc_e + 8.0 * 8192 * 2048);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kCrossEntropy, 8192, 32000, 2),
+                   4.0 * 8192 * 32000 * 2 + 16 * 8192);
+  // Per parameter: AdamW 30 B (the executor's bench counts 38.3 GB for 1.278 B parameters).
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kAdamW, 1e9, 1, 2), 30e9);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kGradNorm, 1e9, 1, 2), 4e9);
+  EXPECT_DOUBLE_EQ(mem_kernel_bytes(MemKernel::kFill, 1e9, 1, 2), 4e9);
+}
+
+TEST(MemoryBoundCost, KindCurveReplacesTheSingleEfficiency) {
+  GpuSpec g = testing::round_gpu();
+  g.memory_bound_efficiency = 0.8;
+  // Without a curve for the kind: the legacy bytes at 0.8: 1e9 B -> 312.5 us.
+  EXPECT_FALSE(has_kind_rate(g, MemKernel::kLayerNormForward));
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 5e8, 1e9), 312500);
+  // With one (0.25 at 1e6 B, 0.5 at 1e8 B and beyond): its own bytes at its own rate.
+  g.memory_bound_kinds[static_cast<size_t>(MemKernel::kLayerNormForward)] = {{1e6, 0.25},
+                                                                             {1e8, 0.5}};
+  EXPECT_TRUE(has_kind_rate(g, MemKernel::kLayerNormForward));
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 5e8, 1e9), 250000);  // 5e8 / 2e12
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 1e7, 0), 6667);  // 1e7 / (4e12/3)
+  // Per-kernel costs: the least time, and the overhead once per kernel launched.
+  g.kernel_min_us = 10;
+  g.kernel_overhead_us = 1;
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 1e7, 0), 11000);
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 5e8, 0, 3), 253000);
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 0, 0), 0);
 }
 
 }  // namespace

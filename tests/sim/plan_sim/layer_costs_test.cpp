@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "sim/cost/collective_cost.hpp"
@@ -128,8 +129,12 @@ TEST(LayerCosts, MoeAllToAllsAndExpertGemms) {
   const PlanCosts c = costs_of(pl);
   EXPECT_EQ(count(c.moe.fwd, "ep_all_to_all"), 2);
   EXPECT_EQ(count(c.moe.bwd, "ep_all_to_all"), 2);
-  // Dispatch: each GPU sends its tokens' k copies: 2048·2 tokens x 2 copies x h, bf16.
-  const double bytes = 2048.0 * 2 * 2 * 4096 * 2;
+  // Dispatch: each GPU sends its tokens' k copies: 2048·2 tokens x 2 copies x h, bf16, times the
+  // busiest GPU's share under uniform routing of 8192 copies over 4 GPUs:
+  // 1 + sqrt(2 ln 4 · 3/4 / 8192) = 1.01593 (moe_routing_test).
+  const double imbalance = 1 + std::sqrt(2 * std::log(4.0) * 0.75 / 8192);
+  EXPECT_NEAR(imbalance, 1.01593, 1e-5);
+  const double bytes = 2048.0 * 2 * 2 * 4096 * 2 * imbalance;
   const int64_t a2a =
       cost::collective_time_ns(pl.cluster, cost::CollectiveKind::kAllToAll, bytes, {4, 1, 4});
   EXPECT_EQ(c.moe.fwd.cost[Cat::kEp], 2 * a2a);
@@ -187,6 +192,37 @@ TEST(LayerCosts, ZeroBubbleWeightGradientBytes) {
     EXPECT_EQ(c.output.weight_dy_bytes, e * s * b * V / t);
     EXPECT_EQ(c.embedding.weight_dy_bytes, e * s * b * h);
   }
+}
+
+int64_t item_ns(const Pass& p, const char* name) {
+  for (const CostItem& i : p.items)
+    if (std::strcmp(i.name, name) == 0) return i.ns;
+  return -1;
+}
+
+TEST(LayerCosts, OverlapSlowdownSlowsTheGemmsBesideACollective) {
+  // Megatron's fused backward overlaps FC1's weight-gradient GEMM with the input gradient's
+  // reduce-scatter (sp, tp 4): with overlap_slowdown 0.2 the GEMM takes 0.2 · min(GEMM, comm)
+  // longer; the split (zero-bubble) form, where nothing overlaps it, keeps its time.
+  Plan pl = a100_plan(4, true);
+  const PlanCosts base = costs_of(pl);
+  pl.cluster.gpu.overlap_slowdown = 0.2;
+  const PlanCosts slow = costs_of(pl);
+  const int64_t wgrad = item_ns(base.dense.bwd, "fc1_wgrad");
+  ASSERT_GT(wgrad, 0);
+  const double x_bytes = 2048.0 * 2 * 4096 * 2;  // s · b · h, bf16: the gathered activation
+  const int64_t comm = cost::collective_time_ns(pl.cluster, cost::CollectiveKind::kReduceScatter,
+                                                x_bytes, {4, 1, 4});
+  EXPECT_EQ(item_ns(slow.dense.bwd, "fc1_wgrad"),
+            wgrad + std::llround(0.2 * static_cast<double>(std::min(wgrad, comm))));
+  EXPECT_EQ(item_ns(slow.dense.bwd_weight, "fc1_wgrad"),
+            item_ns(base.dense.bwd_weight, "fc1_wgrad"));
+  // Per-kernel overhead: every GEMM item grows by it (2 us here).
+  pl.cluster.gpu.overlap_slowdown = 0;
+  pl.cluster.gpu.kernel_overhead_us = 2;
+  const PlanCosts over = costs_of(pl);
+  EXPECT_EQ(item_ns(over.dense.bwd_weight, "fc1_wgrad"),
+            item_ns(base.dense.bwd_weight, "fc1_wgrad") + 2000);
 }
 
 }  // namespace

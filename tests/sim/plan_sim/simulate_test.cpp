@@ -6,7 +6,9 @@
 // - weights + grads + optimizer = 18 bytes per parameter, 6 + 12/dp with the distributed optimizer
 //   (Megatron-LM docs/user-guide/features/dist_optimizer.md);
 // - one rank per stage and the full grid give the same iteration time and memory;
-// - determinism (also across threads); a hand-broken schedule reports instead of hanging.
+// - determinism (also across threads); a hand-broken schedule reports instead of hanging;
+// - the cluster effects of docs/cost-model.md: tensor parallelism spanning nodes, weak scaling,
+//   and the implementation's efficiency set.
 #include "sim/plan_sim/simulate.hpp"
 
 #include <gtest/gtest.h>
@@ -438,6 +440,75 @@ TEST(Simulate, TraceHasOneProcessPerRankAndKernelSegments) {
   EXPECT_EQ(qkv, 8 * 4);
   // Without record_trace there is nothing to write.
   EXPECT_EQ(simulate(pl).trace, nullptr);
+}
+
+Plan preset_plan(const std::string& model, const std::string& cluster, int64_t tp, int64_t pp,
+                 int64_t dp, int64_t gbs) {
+  Plan p;
+  p.model = load_model(model);
+  p.cluster = load_cluster(cluster);
+  p.parallel.tp = tp;
+  p.parallel.pp = pp;
+  p.parallel.dp = dp;
+  p.parallel.micro_batch_size = 1;
+  p.parallel.global_batch_size = gbs;
+  p.parallel.sequence_parallel = true;
+  p.parallel.distributed_optimizer = true;
+  p.parallel.recompute = Recompute::kSelective;
+  return p;
+}
+
+TEST(Simulate, TensorParallelAcrossNodesCostsMoreThanInsideOne) {
+  // llama3-70b, tp 8 · pp 4 · dp 2 on 64 H100: on 8-GPU nodes each tensor-parallel group is one
+  // NVLink node; on 4-GPU nodes (4 NICs each) it spans two, and its collectives move the ring
+  // volume through 4 NICs of 48 GB/s instead of NVLink's 358 GB/s (collective_cost_test).
+  Plan eight = preset_plan("llama3-70b", "dgx-h100", 8, 4, 2, 128);
+  Plan four = eight;
+  four.cluster.name = "dgx-h100-4";
+  four.cluster.gpus_per_node = 4;
+  four.cluster.nics_per_node = 4;
+  expect_valid(eight);
+  expect_valid(four);
+  const SimulationResult a = simulate(eight, SimOptions{});
+  const SimulationResult b = simulate(four, SimOptions{});
+  EXPECT_EQ(a.breakdown.compute_s, b.breakdown.compute_s);
+  EXPECT_GT(b.breakdown.tp_comm_s, 1.5 * a.breakdown.tp_comm_s);
+  EXPECT_GT(b.iteration_time_s, 1.1 * a.iteration_time_s);
+}
+
+TEST(Simulate, WeakScalingCostsSomething) {
+  // GPT-3 175B, tp 8 · pp 8, 32 sequences per data-parallel replica: dp 2 (128 GPUs) against
+  // dp 32 (2048 GPUs). The compute per GPU is the same; the last gradient bucket's
+  // reduce-scatter and the first parameter all-gather cannot hide, and their ring over 32 nodes
+  // moves f(32) = 1.94 against f(2) = 1 of each bucket through every GPU's NIC.
+  Plan small = preset_plan("gpt3-175b", "dgx-a100-80g", 8, 8, 2, 64);
+  Plan large = preset_plan("gpt3-175b", "dgx-a100-80g", 8, 8, 32, 1024);
+  expect_valid(small);
+  expect_valid(large);
+  const SimulationResult a = simulate(small, SimOptions{});
+  const SimulationResult b = simulate(large, SimOptions{});
+  EXPECT_EQ(a.breakdown.compute_s, b.breakdown.compute_s);
+  EXPECT_GT(b.breakdown.dp_comm_s, 1.5 * a.breakdown.dp_comm_s);
+  EXPECT_GT(b.iteration_time_s, 1.01 * a.iteration_time_s);
+}
+
+TEST(Simulate, TheImplementationPicksItsEfficiencySet) {
+  // A profile whose megatron-local set runs GEMMs at half the base curve: the same plan,
+  // predicted for megatron-local, takes longer; megatron-te keeps the base GPU.
+  Plan te = preset_plan("gpt3-1.3b", "h200x4", 1, 1, 4, 64);
+  te.parallel.recompute = Recompute::kNone;
+  te.parallel.sequence_parallel = false;
+  GpuSpec slow = te.cluster.gpu;
+  for (CurvePoint& p : slow.gemm_efficiency) p.y /= 2;
+  slow.runtime_overhead_gib = 5;
+  te.cluster.implementations[static_cast<size_t>(Implementation::kMegatronLocal)] = slow;
+  Plan local = te;
+  local.training.implementation = Implementation::kMegatronLocal;
+  const SimulationResult a = simulate(te, SimOptions{});
+  const SimulationResult b = simulate(local, SimOptions{});
+  EXPECT_GT(b.breakdown.compute_s, 1.5 * a.breakdown.compute_s);
+  EXPECT_EQ(b.runtime_overhead_bytes - a.runtime_overhead_bytes,
+            3 * (int64_t{1} << 30));  // 5 GiB against the base's 2
 }
 
 }  // namespace

@@ -72,27 +72,40 @@ TEST(Sweep, TinyModelCountsByRule) {
   // The 384 candidates of candidate_space_test; rejected, by their first broken rule:
   //  - tp 4 (6 heads): the whole tp4 layout, 4 micro-batch sizes x sp 2 x recompute 3 = 24;
   //  - interleaved with M = 1 < pp 2 micro-batches: pp2 dp2 b4 (3 x 2), tp1 cp2 pp2 b8 (3 x 2),
-  //    tp2 pp2 b8 (sp 2 x 3) = 18.
+  //    tp2 pp2 b8 (sp 2 x 3) = 18;
+  //  - the zb-h1 schedule, which Megatron-LM (the request's default stack) does not run: every
+  //    pp 2 and pp 4 layout's zb-h1 candidates that break no other rule = 78.
   const SweepResult r = run_sweep(testing::tiny_request(), fake_options(2));
   EXPECT_EQ(r.candidates, 384);
-  EXPECT_EQ(r.invalid, 42);
-  ASSERT_EQ(r.invalid_by_rule.size(), 2u);
-  EXPECT_EQ(r.invalid_by_rule[0].count, 24);
-  EXPECT_EQ(r.invalid_by_rule[0].rule,
+  EXPECT_EQ(r.invalid, 120);
+  ASSERT_EQ(r.invalid_by_rule.size(), 3u);  // most frequent first
+  EXPECT_EQ(r.invalid_by_rule[0].count, 78);
+  EXPECT_EQ(r.invalid_by_rule[0].rule,  // no number in it: the rule is the example
+            "parallel.schedule: Megatron-LM does not run the zb-h1 schedule "
+            "(training.implementation megatron-te)");
+  EXPECT_EQ(r.invalid_by_rule[0].example, r.invalid_by_rule[0].rule);
+  EXPECT_EQ(r.invalid_by_rule[1].count, 24);
+  EXPECT_EQ(r.invalid_by_rule[1].rule,
             "parallel.tp: num_attention_heads (#) must be a multiple of "
             "tensor_model_parallel_size (#).");
-  EXPECT_EQ(r.invalid_by_rule[0].example,
+  EXPECT_EQ(r.invalid_by_rule[1].example,
             "parallel.tp: num_attention_heads (6) must be a multiple of "
             "tensor_model_parallel_size (4).");
-  EXPECT_EQ(r.invalid_by_rule[1].count, 18);
-  EXPECT_THAT(r.invalid_by_rule[1].rule, HasSubstr("should range in [PP=# , M=#]"));
+  EXPECT_EQ(r.invalid_by_rule[2].count, 18);
+  EXPECT_THAT(r.invalid_by_rule[2].rule, HasSubstr("should range in [PP=# , M=#]"));
   // The first in enumeration order: tp1 cp1 pp2 dp2 with b 4.
-  EXPECT_THAT(r.invalid_by_rule[1].example, HasSubstr("[PP=2 , M=1]"));
-  EXPECT_EQ(count_of(r, "parallel."), 42);
+  EXPECT_THAT(r.invalid_by_rule[2].example, HasSubstr("[PP=2 , M=1]"));
+  EXPECT_EQ(count_of(r, "parallel."), 120);
   // Everything else is simulated (no pruning: the tiny model fits anywhere).
   EXPECT_EQ(r.out_of_memory_pruned, 0);
-  EXPECT_EQ(r.simulated, 342);
-  EXPECT_EQ(r.fits, 342);
+  EXPECT_EQ(r.simulated, 264);
+  EXPECT_EQ(r.fits, 264);
+  // For mplan's executor zb-h1 is fine; cp is not: tp1 cp2 and cp4 layouts are rejected instead.
+  SweepRequest m = testing::tiny_request();
+  m.base.training.implementation = Implementation::kMplan;
+  const SweepResult x = run_sweep(m, fake_options(2));
+  EXPECT_EQ(count_of(x, "zb-h1"), 0);
+  EXPECT_GT(count_of(x, "context parallelism"), 0);
   EXPECT_EQ(static_cast<int64_t>(r.ranking.size()), r.fits);
   // Every simulated candidate is valid, in enumeration order.
   for (size_t i = 1; i < r.evaluated.size(); ++i)

@@ -128,6 +128,101 @@ TEST(ClusterSpec, NumbersOutsidePhysicalRangesNameTheField) {
             "cluster.intra_node.p2p_gbps: at most 256 points, got 300");
 }
 
+// A profile with every optional refinement: measured GEMM and attention shapes, kernel-kind
+// rates, per-kernel costs, an mplan set, validation residuals and raw calibration data.
+Json refined_cluster_json() {
+  Json j = cluster_json();
+  j["gpu"]["kernel_overhead_us"] = 1.5;
+  j["implementations"] = parse_json(R"({"mplan": {
+      "gemm_shapes": [[8192, 6144, 2048, "fwd", 0.78], [8192, 2048, 6144, "dx", 0.8]],
+      "attention_shapes": [[4, 16, 2048, 128, 0.22, 0.2]],
+      "memory_bound_kinds": {"layernorm_forward": [[1e6, 0.3], [1e8, 0.55]], "adamw": [[1e9, 0.8]]},
+      "kernel_overhead_us": 2.5, "kernel_min_us": 2, "host_overhead_us": 4,
+      "overlap_slowdown": 0.1, "runtime_overhead_gib": 1.25}})",
+                                    "t");
+  j["validation"] = parse_json(R"({"mplan": {"source": "reports/x.md", "in_sample": false,
+      "time_errors": [-0.02, 0.01], "memory_errors": [0.03]}})",
+                               "t");
+  j["calibration"] = parse_json(R"({"date": "2026-11-25", "gpu": "NVIDIA H200"})", "t");
+  return j;
+}
+
+TEST(ClusterSpec, ImplementationSetsReplaceTheBaseFieldsTheyName) {
+  const ClusterSpec c = cluster_from_json(refined_cluster_json(), "cluster");
+  const GpuSpec& m = c.gpu_for(Implementation::kMplan);
+  // The set's own fields...
+  ASSERT_EQ(m.gemm_shapes.size(), 2u);
+  EXPECT_EQ(m.gemm_shapes[1], (GemmPoint{8192, 2048, 6144, GemmPass::kInputGrad, 0.8}));
+  EXPECT_EQ(m.attention_shapes.at(0), (AttentionPoint{4, 16, 2048, 128, 0.22, 0.2}));
+  EXPECT_EQ(m.memory_bound_kinds[static_cast<size_t>(MemKernel::kLayerNormForward)].size(), 2u);
+  EXPECT_EQ(m.memory_bound_kinds[static_cast<size_t>(MemKernel::kAdamW)].at(0).y, 0.8);
+  EXPECT_TRUE(m.memory_bound_kinds[static_cast<size_t>(MemKernel::kAdd)].empty());
+  EXPECT_EQ(m.kernel_overhead_us, 2.5);
+  EXPECT_EQ(m.kernel_min_us, 2);
+  EXPECT_EQ(m.host_overhead_us, 4);
+  EXPECT_EQ(m.overlap_slowdown, 0.1);
+  EXPECT_EQ(m.runtime_overhead_gib, 1.25);
+  // ... and the base's for the rest.
+  EXPECT_EQ(m.gemm_efficiency, c.gpu.gemm_efficiency);
+  EXPECT_EQ(m.peak_bf16_tflops, c.gpu.peak_bf16_tflops);
+  // Implementations without a set use the base GPU.
+  EXPECT_EQ(&c.gpu_for(Implementation::kMegatronTe), &c.gpu);
+  EXPECT_EQ(&c.gpu_for(Implementation::kMegatronLocal), &c.gpu);
+  EXPECT_EQ(c.gpu.kernel_overhead_us, 1.5);
+  ASSERT_NE(c.validation_for(Implementation::kMplan), nullptr);
+  EXPECT_FALSE(c.validation_for(Implementation::kMplan)->in_sample);
+  EXPECT_EQ(c.validation_for(Implementation::kMplan)->time_errors,
+            (std::vector<double>{-0.02, 0.01}));
+  EXPECT_EQ(c.validation_for(Implementation::kMegatronTe), nullptr);
+  EXPECT_EQ(c.calibration["gpu"], "NVIDIA H200");
+  // Written back: the set as the keys that differ from the base; read again: the same cluster.
+  const Json back = cluster_to_json(c);
+  EXPECT_FALSE(back["implementations"]["mplan"].contains("gemm_efficiency"));
+  EXPECT_EQ(back["implementations"]["mplan"]["kernel_overhead_us"], 2.5);
+  EXPECT_EQ(cluster_from_json(back, "cluster"), c);
+}
+
+TEST(ClusterSpec, PresetsHaveNoRefinementsSoTheirPredictionsStay) {
+  for (const auto& name : preset_names("clusters")) {
+    const ClusterSpec c = load_cluster(name);
+    for (Implementation i : kImplementations)
+      EXPECT_EQ(c.gpu_for(i).gemm_shapes.size(), 0u) << name;
+    EXPECT_EQ(c.gpu.kernel_overhead_us, 0) << name;
+    EXPECT_EQ(c.gpu.overlap_slowdown, 0) << name;
+  }
+}
+
+TEST(ClusterSpec, MalformedRefinementsNameTheField) {
+  Json a = refined_cluster_json();
+  a["implementations"]["trt-llm"] = Json::object();
+  EXPECT_EQ(error_of(a),
+            "cluster.implementations.trt-llm: not an implementation; known: \"mplan\", "
+            "\"megatron-te\", \"megatron-local\"");
+  Json b = refined_cluster_json();
+  b["implementations"]["mplan"]["gemm_shapes"][0][3] = "bwd";
+  EXPECT_EQ(error_of(b),
+            "cluster.implementations.mplan.gemm_shapes[0]: pass must be \"fwd\", \"fwd_gelu\", "
+            "\"dx\" or \"dw\", got \"bwd\"");
+  Json c = refined_cluster_json();
+  c["implementations"]["mplan"]["memory_bound_kinds"]["softmax"] = parse_json("[[1, 0.5]]", "t");
+  EXPECT_THAT(error_of(c),
+              StartsWith("cluster.implementations.mplan.memory_bound_kinds.softmax: unknown key"));
+  Json d = refined_cluster_json();
+  d["implementations"]["mplan"]["memory_bound_kinds"]["adamw"] = parse_json("[[1, 1.5]]", "t");
+  EXPECT_EQ(error_of(d),
+            "cluster.implementations.mplan.memory_bound_kinds.adamw[0][1]: must be <= 1, got 1.5");
+  Json e = refined_cluster_json();
+  e["implementations"]["mplan"]["attention_shapes"][0][1] = 0;
+  EXPECT_THAT(error_of(e),
+              StartsWith("cluster.implementations.mplan.attention_shapes[0]: must be [batch, "));
+  Json f = refined_cluster_json();
+  f["validation"]["mplan"].erase("in_sample");  // every residual set says what it is
+  EXPECT_EQ(error_of(f), "cluster.validation.mplan.in_sample: missing (required)");
+  Json g = refined_cluster_json();
+  g["implementations"]["mplan"]["kernel_overhead_us"] = -1;
+  EXPECT_THAT(error_of(g), StartsWith("cluster.implementations.mplan.kernel_overhead_us: must be"));
+}
+
 TEST(ClusterSpec, JsonRoundTrip) {
   for (const auto& name : preset_names("clusters")) {
     ClusterSpec c = load_cluster(name);

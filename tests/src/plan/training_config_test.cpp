@@ -75,6 +75,32 @@ TEST(TrainingConfig, ErrorsNameTheField) {
             "training.attention_backend: must be one of flash, unfused; got \"local\"");
 }
 
+TEST(TrainingConfig, ImplementationNamesTheStackAndDefaultsToMegatronWithTransformerEngine) {
+  const TrainingConfig d = training_from_json(parse_json("{}", "t"), "training");
+  EXPECT_EQ(d.implementation, Implementation::kMegatronTe);
+  EXPECT_FALSE(training_to_json(d).contains("implementation"));  // old plans are written as before
+  const TrainingConfig m =
+      training_from_json(parse_json(R"({"implementation": "mplan"})", "t"), "training");
+  EXPECT_EQ(m.implementation, Implementation::kMplan);
+  EXPECT_EQ(m.attention_backend, AttentionBackend::kFlash);
+  EXPECT_EQ(training_to_json(m)["implementation"], "mplan");
+  EXPECT_EQ(training_from_json(training_to_json(m), "training"), m);
+  // Megatron-LM's local implementation materializes the attention scores unless told otherwise.
+  const TrainingConfig l =
+      training_from_json(parse_json(R"({"implementation": "megatron-local"})", "t"), "training");
+  EXPECT_EQ(l.attention_backend, AttentionBackend::kUnfused);
+  EXPECT_EQ(training_from_json(parse_json(R"({"implementation": "megatron-local",
+      "attention_backend": "flash"})",
+                                          "t"),
+                               "training")
+                .attention_backend,
+            AttentionBackend::kFlash);
+  EXPECT_EQ(error_of(R"({"implementation": "te"})"),
+            "training.implementation: must be one of megatron-te, megatron-local, mplan; got "
+            "\"te\"");
+  for (Implementation i : kImplementations) EXPECT_EQ(implementation_from(to_string(i)), i);
+}
+
 TEST(TrainingConfig, JsonRoundTrip) {
   TrainingConfig t;
   t.precision = Precision::kFp32;
