@@ -15,6 +15,7 @@
 #include "src/common/error.hpp"
 #include "src/model/model_spec.hpp"
 #include "src/plan/cluster_spec.hpp"
+#include "src/plan/plan.hpp"
 
 #ifdef MPLAN_HAVE_GPU
 #include <mpi.h>
@@ -35,6 +36,7 @@ struct CalibrateOptions {
   std::string base;
   std::string name;
   std::vector<std::string> models;
+  std::vector<std::string> plans;
   bool quick = false;
   bool no_sustained_scale = false;
 };
@@ -59,6 +61,10 @@ Setup check_setup(const CalibrateOptions& o, const ProcessIdentity& id) {
                    : std::vector<std::string>{"gpt3-1.3b", "llama3.2-1b", "llama3-8b"};
   for (const std::string& r : refs) s.models.push_back(load_model(r, "--model"));
   s.settings = calibration_settings(o.quick, s.models);
+  for (const std::string& path : o.plans) {
+    const Plan plan = load_plan(path);
+    add_plan_shapes(s.settings, plan.model, plan.parallel.micro_batch_size, plan.parallel.tp);
+  }
   const int devices = cuda_device_count();
   if (devices == 0) throw Error("calibrate: no CUDA device is visible on host " + id.hostname);
   if (id.local_size > devices)
@@ -188,6 +194,9 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--model", opts->models,
                   "Model preset or JSON file whose linear layers give the GEMM shapes; repeat for "
                   "several (default: gpt3-1.3b and llama3.2-1b, plus llama3-8b in full mode)");
+  cmd->add_option("--plan", opts->plans,
+                  "A plan whose own GEMM and attention shapes (its model at its micro-batch size "
+                  "and tp) are measured too; repeat for several");
   cmd->add_option("--name", opts->name, "The profile's name (default: the base profile's)");
   cmd->add_flag("--no-sustained-scale", opts->no_sustained_scale,
                 "Do not scale the compute efficiencies by the clock ratio under sustained load");
@@ -200,6 +209,7 @@ void add_calibrate(CLI::App& app) {
       "  mplan calibrate --quick --out h200.json\n"
       "  mpirun -np 2 mplan calibrate --out h200.json --base configs/clusters/dgx-h200.json\n"
       "  mplan calibrate --out h100.json --model gpt3-1.3b --model llama3-8b\n"
+      "  mplan calibrate --out h200.json --plan configs/plans/accuracy/gpt-mbs8-full.json\n"
       "Details: docs/cli/calibrate.md");
   cmd->callback([opts] { run_calibrate(*opts); });
 }

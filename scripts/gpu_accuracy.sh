@@ -5,7 +5,8 @@
 # `mplan calibrate` just wrote). Results under $OUT (default accuracy-out/): runs/, accuracy/ and
 # accuracy-<profile>/ (accuracy.md, .json, .svg).
 # Usage: scripts/gpu_accuracy.sh BIN_DIR [--cluster PROFILE] [--title T] PLAN.json...
-# Env: ITERS (default 20), WARMUP (5), as scripts/gpu_bench.sh reads them.
+# Env: ITERS (default 20), WARMUP (5), as scripts/gpu_bench.sh reads them; DEADLINE (epoch
+# seconds): no plan is started after DEADLINE - 60, the table covers the runs done (exit 1).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$1
@@ -21,9 +22,13 @@ done
 [ $# -gt 0 ] || { echo "usage: $0 BIN_DIR [--cluster PROFILE] [--title T] PLAN.json..." >&2; exit 2; }
 out=${OUT:-accuracy-out}
 mkdir -p "$out/runs"
-OUT="$out/runs" bash "$here/gpu_bench.sh" "$bin" none "$@"
 reports=()
 for plan in "$@"; do
+  if [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) + 60 )) -gt "$DEADLINE" ]; then
+    echo "gpu_accuracy: out of time: $plan and the plans after it not run" >&2
+    break
+  fi
+  OUT="$out/runs" bash "$here/gpu_bench.sh" "$bin" none "$plan"
   r="$out/runs/run-$(basename "$plan" .json).json"
   if [ -f "$r" ]; then reports+=("$r"); else echo "gpu_accuracy: no report for $plan (the run failed: $out/runs/run-$(basename "$plan" .json).log)" >&2; fi
 done

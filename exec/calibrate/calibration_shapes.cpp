@@ -126,4 +126,10 @@ CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec
   return s;
 }
 
+void add_plan_shapes(CalibrationSettings& s, const ModelSpec& model, int64_t mbs, int64_t tp) {
+  for (const GemmShape& g : linear_gemm_shapes(model, mbs, tp)) push_unique(s.gemms, g);
+  for (const AttentionShape& a : attention_shapes_for({model}, {mbs}, {tp}, {}, {}, {}, {}))
+    push_unique(s.attention, a);
+}
+
 }  // namespace mplan::exec::calibrate

@@ -76,4 +76,9 @@ struct CalibrationSettings {
 };
 CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec>& models);
 
+// Adds a plan's own shapes (its model at its micro-batch size and tp degree) to `s`, without
+// repeats: what `mplan calibrate --plan` measures so that the plans checked afterwards are
+// costed from their own GEMMs and attention calls.
+void add_plan_shapes(CalibrationSettings& s, const ModelSpec& model, int64_t mbs, int64_t tp);
+
 }  // namespace mplan::exec::calibrate

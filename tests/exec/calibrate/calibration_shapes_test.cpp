@@ -65,6 +65,19 @@ TEST(CalibrationShapes, SettingsRepeatNoShapeAndQuickIsSmaller) {
   EXPECT_THROW(calibration_settings(true, {}), Error);
 }
 
+TEST(CalibrationShapes, APlansOwnShapesAreAddedOnce) {
+  const ModelSpec gpt = load_model("gpt3-1.3b");
+  CalibrationSettings s = calibration_settings(true, {gpt});  // mbs 1, 4
+  const size_t before = s.gemms.size(), attn = s.attention.size();
+  add_plan_shapes(s, gpt, 4, 1);  // already there
+  EXPECT_EQ(s.gemms.size(), before);
+  EXPECT_EQ(s.attention.size(), attn);
+  add_plan_shapes(s, gpt, 8, 1);  // new: 15 GEMMs and one attention shape
+  EXPECT_EQ(s.gemms.size(), before + 15);
+  EXPECT_EQ(s.attention.size(), attn + 1);
+  EXPECT_EQ(s.attention.back(), (AttentionShape{8, 16, 2048, 128}));
+}
+
 TEST(CalibrationShapes, AttentionOfTheModelsAndTheGrid) {
   const ModelSpec gpt = load_model("gpt3-1.3b");
   const std::vector<AttentionShape> a =
