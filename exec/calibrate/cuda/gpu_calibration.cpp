@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -39,11 +40,15 @@ std::string kernel_driver_version() {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   if (f && std::getline(f, line)) {
+    // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+    // the first word after "Kernel Module" that is a dotted number.
     const auto at = line.find("Kernel Module");
     if (at != std::string::npos) {
       std::istringstream rest(line.substr(at + 13));
       std::string v;
-      if (rest >> v) return v;
+      while (rest >> v)
+        if (std::isdigit(static_cast<unsigned char>(v[0])) && v.find('.') != std::string::npos)
+          return v;
     }
   }
   return "unknown";
