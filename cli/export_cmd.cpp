@@ -46,7 +46,7 @@ Implementation export_stack(const ExportOptions& o, const Plan& plan) {
 // "iteration_time_s", "uncertainty"} or, when the simulator refuses the plan, {"implementation",
 // "description", "error"}.
 Json prediction_of(Plan plan, Implementation impl) {
-  plan.training.implementation = impl;
+  apply_stack(plan, impl);
   Json j;
   j["implementation"] = to_string(impl);
   j["description"] = describe(impl);

@@ -92,6 +92,12 @@ Implementation stack_of(const std::string& value, const std::string& flag) {
   return *impl;
 }
 
+void apply_stack(Plan& plan, Implementation impl) {
+  plan.training.implementation = impl;
+  if (impl == Implementation::kMegatronLocal)
+    plan.training.attention_backend = AttentionBackend::kUnfused;
+}
+
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 

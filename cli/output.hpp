@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/plan/implementation.hpp"
+#include "src/plan/plan.hpp"
 
 namespace mplan::cli {
 
@@ -34,6 +35,9 @@ void write_text_file(const std::string& path, const std::string& text, const std
 // The value of --stack: an implementation's name or "megatron" (megatron-te); anything else is an
 // Error naming the flag and the accepted names.
 Implementation stack_of(const std::string& value, const std::string& flag = "--stack");
+// The plan as `impl` runs it: training.implementation set; Megatron-LM's local implementation has
+// only materialized attention (its DotProductAttention), so its attention backend is unfused.
+void apply_stack(Plan& plan, Implementation impl);
 bool stderr_is_terminal();
 bool stdout_is_terminal();
 

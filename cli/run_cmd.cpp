@@ -103,12 +103,15 @@ struct Setup {
   TrainingData data;
 };
 
-// The simulator's prediction for the plan as the executor runs it (no dropout: it has none).
+// The simulator's prediction for the plan as the executor runs it (no dropout: it has none;
+// the profile's efficiency set for mplan, whatever stack the plan names).
 void predict(Setup& s) {
   sim::SimOptions so;
   so.dropout = false;
+  Plan as_run = s.plan;
+  as_run.training.implementation = Implementation::kMplan;
   try {
-    s.prediction = sim::simulate(s.plan, so);
+    s.prediction = sim::simulate(as_run, so);
   } catch (const Error& e) {
     s.prediction_error = e.what();
   }

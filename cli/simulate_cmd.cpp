@@ -124,7 +124,7 @@ void run_simulate(const SimulateOptions& o) {
   const sim::TraceLevel level = trace_level_of(o.trace_level);
   Plan plan = load_plan(o.plan_path);
   if (!o.hardware.empty()) plan.cluster = load_cluster(o.hardware, "--hardware");
-  if (!o.stack.empty()) plan.training.implementation = stack_of(o.stack);
+  if (!o.stack.empty()) apply_stack(plan, stack_of(o.stack));
   std::vector<Violation> broken = validate(plan);
   if (broken.empty())
     if (auto v = sim::check_simulation_size(plan, o.full_grid)) broken.push_back(*v);

@@ -42,7 +42,7 @@ const Curve& flash_curve(const GpuSpec& gpu, bool backward) {
     throw Error(cat("cluster.gpu.attention_efficiency: missing in profile '", gpu.name,
                     "'; the simulator needs it to time flash attention"));
   return backward && !gpu.attention_backward_efficiency.empty() ? gpu.attention_backward_efficiency
-                                                                 : gpu.attention_efficiency;
+                                                                : gpu.attention_efficiency;
 }
 
 // Forward FLOPs of a measured point (causal, as calibration runs it).
@@ -61,8 +61,7 @@ double flash_efficiency(const GpuSpec& gpu, const AttentionShape& a, double fwd_
   const double flops = backward ? 2.5 * fwd_flops : fwd_flops;
   const Curve& curve = flash_curve(gpu, backward);
   const double here = curve_at(curve, flops, 1.0);
-  if (gpu.attention_shapes.empty() || a.batch < 1 || a.seq_q < 1 || !a.causal ||
-      a.seq_q != a.seq_k)
+  if (gpu.attention_shapes.empty() || a.batch < 1 || a.seq_q < 1 || !a.causal || a.seq_q != a.seq_k)
     return here;
   const ShapeKey q = attention_key(static_cast<double>(a.batch * a.heads),
                                    static_cast<double>(a.seq_q), static_cast<double>(a.head_dim));

@@ -23,8 +23,8 @@ int64_t memory_bound_time_ns(const GpuSpec& gpu, double bytes) {
 }
 
 double mem_kernel_bytes(MemKernel k, double rows, double cols, int64_t e) {
-  MPLAN_CHECK(rows >= 0 && cols >= 0 && e > 0, "mem_kernel_bytes(", to_string(k), ", ", rows,
-              ", ", cols, ", ", e, ")");
+  MPLAN_CHECK(rows >= 0 && cols >= 0 && e > 0, "mem_kernel_bytes(", to_string(k), ", ", rows, ", ",
+              cols, ", ", e, ")");
   const double rc = rows * cols, ee = static_cast<double>(e);
   switch (k) {
     case MemKernel::kCopy:

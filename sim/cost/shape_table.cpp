@@ -20,11 +20,10 @@ double shape_distance(const ShapeKey& a, const ShapeKey& b) {
   return d;
 }
 
-double refined_efficiency(double curve_here, double measured, double curve_there,
-                          double distance) {
+double refined_efficiency(double curve_here, double measured, double curve_there, double distance) {
   MPLAN_CHECK(curve_here > 0 && measured > 0 && curve_there > 0 && distance >= 0,
-              "refined_efficiency(", curve_here, ", ", measured, ", ", curve_there, ", ",
-              distance, ")");
+              "refined_efficiency(", curve_here, ", ", measured, ", ", curve_there, ", ", distance,
+              ")");
   const double w = std::max(0.0, 1.0 - distance);
   if (w == 1.0) return measured;
   return curve_here * (1.0 + w * (measured / curve_there - 1.0));

@@ -19,7 +19,6 @@ double shape_distance(const ShapeKey& a, const ShapeKey& b);
 // The efficiency of a kernel whose curve value is `curve_here`, refined by the nearest measured
 // shape at `distance` that ran at `measured` where the curve gives `curve_there`:
 // curve_here · (1 + w·(measured / curve_there − 1)), w = max(0, 1 − distance).
-double refined_efficiency(double curve_here, double measured, double curve_there,
-                          double distance);
+double refined_efficiency(double curve_here, double measured, double curve_there, double distance);
 
 }  // namespace mplan::cost

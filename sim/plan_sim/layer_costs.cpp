@@ -104,7 +104,8 @@ int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_p
                      cost::has_kind_rate(gpu, MemKernel::kFill);
   if (!kinds)
     return cost::to_ns(cost::kernel_ns(
-        gpu, cost::memory_bound_seconds(gpu, optimizer_bytes(plan, owned_params, held_params)) * 1e9,
+        gpu,
+        cost::memory_bound_seconds(gpu, optimizer_bytes(plan, owned_params, held_params)) * 1e9,
         1));
   // The executor's step: the gradient norm over the held gradients, AdamW over the owned
   // parameters, the held gradients zeroed for the next iteration.
@@ -150,8 +151,8 @@ struct Ctx {
   // profile's overlap_slowdown over the overlapped time.
   int64_t overlapped(int64_t compute_ns, int64_t comm_ns) const {
     if (gpu.overlap_slowdown <= 0 || comm_ns <= 0) return compute_ns;
-    return compute_ns + std::llround(gpu.overlap_slowdown *
-                                     static_cast<double>(std::min(compute_ns, comm_ns)));
+    return compute_ns +
+           std::llround(gpu.overlap_slowdown * static_cast<double>(std::min(compute_ns, comm_ns)));
   }
   int64_t coll(CollectiveKind k, double bytes, const cost::GroupPlacement& g) const {
     return cost::collective_time_ns(cluster, k, bytes, g);
@@ -310,10 +311,10 @@ AttentionTimes attention_times(const Ctx& c) {
   const int bwd_kernels = d.exec ? 3 : 1;
   if (d.exec && d.g < d.a) {
     const double width = c.dbl(4 * d.q_w + 2 * d.kv_w);  // read Q, K, V; write 3 · heads
-    at.gqa_expand = c.kern(MemKernel::kGqaExpand, c.dbl(d.tokens), width,
-                           c.dbl(d.e) * c.dbl(d.tokens) * width);
-    at.gqa_reduce = c.kern(MemKernel::kGqaReduce, c.dbl(d.tokens), width,
-                           c.dbl(d.e) * c.dbl(d.tokens) * width);
+    at.gqa_expand =
+        c.kern(MemKernel::kGqaExpand, c.dbl(d.tokens), width, c.dbl(d.e) * c.dbl(d.tokens) * width);
+    at.gqa_reduce =
+        c.kern(MemKernel::kGqaReduce, c.dbl(d.tokens), width, c.dbl(d.e) * c.dbl(d.tokens) * width);
   }
   if (d.cp == 1) {
     cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, d.d, true, d.e};
@@ -435,8 +436,8 @@ void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
                c.groups.tp);
   bp.add_b("activation_bwd", Cat::kCompute, activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
-                  d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t,
-                  c.groups.tp, d.exec && d.bias && d.gate == 2);
+                  d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t, c.groups.tp,
+                  d.exec && d.bias && d.gate == 2);
 }
 
 // MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):
@@ -444,7 +445,7 @@ void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
 // grouped GEMM, and the way back; the busiest GPU of the expert-parallel group sets the pace of
 // the all-to-alls and the expert GEMMs (cost::routing_imbalance, uniform random routing).
 struct MoeShape {
-  double tokens = 0;  // tokens entering the layer on this GPU (s/cp·b / r)
+  double tokens = 0;     // tokens entering the layer on this GPU (s/cp·b / r)
   double imbalance = 1;  // the busiest GPU's token copies over the mean
   double routed = 0;  // token copies processed by the busiest GPU's experts: tokens·k·etp·imb.
   double routed_mean = 0;  // the same on average (what the memory model keeps)
@@ -629,9 +630,9 @@ void build_embedding(const Ctx& c, ExtraCosts& x) {
   const bool learned = m.position_embedding == PositionEmbedding::kLearned;
   // Vocabulary-parallel lookup over all s/cp·b tokens (plus masking of out-of-range ids with tp),
   // then all-reduce / reduce-scatter over tp; position add and dropout on this GPU's tokens.
-  x.fwd.add("embedding", Cat::kCompute,
-            c.kern(MemKernel::kEmbeddingForward, c.dbl(d.tokens), c.dbl(d.h),
-                   (d.t > 1 ? 4 : 2) * full));
+  x.fwd.add(
+      "embedding", Cat::kCompute,
+      c.kern(MemKernel::kEmbeddingForward, c.dbl(d.tokens), c.dbl(d.h), (d.t > 1 ? 4 : 2) * full));
   x.fwd.add(
       d.sp ? "tp_reduce_scatter" : "tp_all_reduce", Cat::kTp,
       c.coll(d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, full, c.groups.tp),

@@ -130,8 +130,8 @@ struct LinkSpec {
 // Relative errors (predicted − measured) / measured of predictions against measured runs; the
 // uncertainty band printed beside a prediction comes from them (sim/calibration).
 struct Validation {
-  std::string source;         // where the runs are reported
-  bool in_sample = true;      // the profile was fitted to these runs
+  std::string source;     // where the runs are reported
+  bool in_sample = true;  // the profile was fitted to these runs
   std::vector<double> time_errors;
   std::vector<double> memory_errors;
   bool operator==(const Validation&) const = default;

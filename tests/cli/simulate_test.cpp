@@ -222,6 +222,11 @@ TEST(SimulateCli, StackPicksTheImplementationAndItsBand) {
   EXPECT_LT(range[0].get<double>(), te_json["iteration_time_s"].get<double>());
   EXPECT_GT(range[1].get<double>(), te_json["iteration_time_s"].get<double>());
   EXPECT_NE(te_json["iteration_time_s"], j["iteration_time_s"]);
+  // Megatron-LM's local implementation materializes the attention scores: slower than flash.
+  const Json local = Json::parse(
+      run("simulate " + kDp4 + " --hardware dgx-a100-80g --stack megatron-local --json").out);
+  EXPECT_EQ(local["implementation"], "megatron-local");
+  EXPECT_GT(local["iteration_time_s"].get<double>(), te_json["iteration_time_s"].get<double>());
   Result bad = run("simulate " + kDp4 + " --stack trt");
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--stack: must be one of megatron (= megatron-te), megatron-te, "

@@ -60,7 +60,7 @@ TEST(AttentionCost, MeasuredShapesSetTheRateByHeadsAndHeadDim) {
   d64.head_dim = 64;
   EXPECT_EQ(flash_attention_forward_ns(g, d64), flash_attention_forward_ns(g, shape()));
   g.attention_shapes = {{2, 32, 4096, 64, 0.3, 0.25}};
-  EXPECT_EQ(flash_attention_forward_ns(g, d64), 458130);   // 2^37 / 3e14 s
+  EXPECT_EQ(flash_attention_forward_ns(g, d64), 458130);    // 2^37 / 3e14 s
   EXPECT_EQ(flash_attention_backward_ns(g, d64), 1374390);  // 2.5 · 2^37 / 2.5e14 s
   // d 128 is one octave away in head dim (and in heads): the curve alone.
   EXPECT_EQ(flash_attention_forward_ns(g, shape()), 305420);
