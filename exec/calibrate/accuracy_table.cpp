@@ -142,6 +142,7 @@ AccuracyRow predict_row(const RunReport& r, const std::optional<ClusterSpec>& cl
     throw Error(cat(r.path, ": parallel.recompute is ", r.parallel["recompute"].dump(),
                     " but the plan '", plan_path, "' now says ", to_string(p.recompute)));
   if (cluster) plan.cluster = *cluster;
+  plan.training.implementation = Implementation::kMplan;  // the runs are mplan's executor's
   sim::SimOptions so;
   so.dropout = false;  // as `mplan run` predicts: the executor has no dropout
   const sim::SimulationResult res = sim::simulate(plan, so);

@@ -703,6 +703,13 @@ void build_output(const Ctx& c, ExtraCosts& x) {
       activation_shape(c.plan, d, false, Recompute::kNone), d.vocab);
   x.weight_input_bytes = std::llround(c.full_x_bytes());
   x.weight_dy_bytes = std::llround(c.dbl(d.e) * logits);  // zero-bubble: dL/dlogits, B -> W
+  if (d.exec) {
+    // The executor keeps the 16-bit logits of each micro-batch and overwrites them with
+    // dL/dlogits in the forward (exec/model/activations.cpp, head_win.logits), with four fp32
+    // values per token (row max, two sums, the token's loss): no fp32 copy and no workspace.
+    x.act_bytes += std::llround((c.dbl(d.e) - 4.0) * logits + 16.0 * c.dbl(d.tokens));
+    return;
+  }
   // Forward: the 16-bit logits before their fp32 copy; backward: the 16-bit logit gradient.
   x.ws_fwd_bytes = std::llround(c.dbl(d.e) * logits);
   x.ws_bwd_bytes = std::llround(c.dbl(d.e) * logits);

@@ -208,9 +208,9 @@ TEST(ClusterSpec, MalformedRefinementsNameTheField) {
   EXPECT_THAT(error_of(c),
               StartsWith("cluster.implementations.mplan.memory_bound_kinds.softmax: unknown key"));
   Json d = refined_cluster_json();
-  d["implementations"]["mplan"]["memory_bound_kinds"]["adamw"] = parse_json("[[1, 1.5]]", "t");
+  d["implementations"]["mplan"]["memory_bound_kinds"]["adamw"] = parse_json("[[1, 2.5]]", "t");
   EXPECT_EQ(error_of(d),
-            "cluster.implementations.mplan.memory_bound_kinds.adamw[0][1]: must be <= 1, got 1.5");
+            "cluster.implementations.mplan.memory_bound_kinds.adamw[0][1]: must be <= 2, got 2.5");
   Json e = refined_cluster_json();
   e["implementations"]["mplan"]["attention_shapes"][0][1] = 0;
   EXPECT_THAT(error_of(e),
