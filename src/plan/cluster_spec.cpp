@@ -45,6 +45,7 @@ constexpr NumberRange kCurveX{1, 1e24};        // FLOPs of one call, or bytes of
 constexpr NumberRange kEfficiencyY{1e-4, 1};   // fraction of peak
 constexpr NumberRange kBandwidthY{1e-3, 1e5};  // GB/s
 constexpr size_t kMaxCurvePoints = 256;
+constexpr NumberRange kComputeCapability{1, 100};  // CUDA major.minor (8.0 ... 10.0 today)
 
 Curve curve_from_json(const JsonObject& o, const std::string& key, NumberRange y_range) {
   Curve c;
@@ -129,6 +130,10 @@ ClusterSpec cluster_from_json(const Json& j, const std::string& path) {
     c.gpu.attention_backward_efficiency =
         curve_from_json(g, "attention_backward_efficiency", kEfficiencyY);
     c.gpu.runtime_overhead_gib = g.get_number("runtime_overhead_gib", 0.0, kOverheadGib);
+    if (g.has("peak_fp8_tflops")) c.gpu.peak_fp8_tflops = g.get_number("peak_fp8_tflops", kTflops);
+    if (g.has("peak_fp4_tflops")) c.gpu.peak_fp4_tflops = g.get_number("peak_fp4_tflops", kTflops);
+    if (g.has("compute_capability"))
+      c.gpu.compute_capability = g.get_number("compute_capability", kComputeCapability);
     g.finish();
   }
   c.intra_node = link_from_json(o, "intra_node");
@@ -157,6 +162,9 @@ Json cluster_to_json(const ClusterSpec& c) {
   if (!c.gpu.attention_backward_efficiency.empty())
     g["attention_backward_efficiency"] = curve_to_json(c.gpu.attention_backward_efficiency);
   g["runtime_overhead_gib"] = c.gpu.runtime_overhead_gib;
+  if (c.gpu.peak_fp8_tflops > 0) g["peak_fp8_tflops"] = c.gpu.peak_fp8_tflops;
+  if (c.gpu.peak_fp4_tflops > 0) g["peak_fp4_tflops"] = c.gpu.peak_fp4_tflops;
+  if (c.gpu.compute_capability > 0) g["compute_capability"] = c.gpu.compute_capability;
   j["gpu"] = g;
   j["intra_node"] = link_to_json(c.intra_node);
   if (c.has_inter_node()) j["inter_node"] = link_to_json(c.inter_node);

@@ -36,6 +36,13 @@ struct GpuSpec {
   // The same for the backward pass (2.5 × the forward FLOPs); empty: attention_efficiency.
   Curve attention_backward_efficiency;
   double runtime_overhead_gib = 0;  // CUDA context, NCCL and allocator overhead per GPU, GiB
+  // Low precision (src/plan/low_precision): dense tensor-core peaks, 10^12 FLOP/s (datasheet;
+  // 0: the GPU has no such tensor cores), and the CUDA compute capability (major.minor: 8.0
+  // Ampere, 8.9 Ada, 9.0 Hopper, 10.0 Blackwell; 0: not given) that decides which Transformer
+  // Engine recipes run on it. The GEMM efficiency curve applies to each precision's peak.
+  double peak_fp8_tflops = 0;
+  double peak_fp4_tflops = 0;
+  double compute_capability = 0;
   bool operator==(const GpuSpec&) const = default;
   int64_t memory_bytes() const;
 };
