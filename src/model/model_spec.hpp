@@ -31,7 +31,7 @@ struct MoeSpec {
   int64_t layer_freq = 1;                     // --moe-layer-freq: every layer_freq-th layer is MoE
   // --moe-layer-freq as a list: 1 for an MoE layer, 0 for a dense one, one per layer (empty: the
   // int above). DeepSeek-V3: [0]*3 + [1]*58.
-  std::vector<int64_t> layer_pattern;
+  std::vector<int64_t> layer_pattern{};
   bool moe_grouped_gemm = true;  // --moe-grouped-gemm (false: one GEMM per local expert)
   MoeDispatcher moe_token_dispatcher_type =
       MoeDispatcher::kAllToAll;                                    // --moe-token-dispatcher-type
@@ -67,19 +67,19 @@ struct ModelSpec {
   Activation activation = Activation::kGelu;
   Normalization normalization = Normalization::kLayerNorm;
   PositionEmbedding position_embedding = PositionEmbedding::kLearned;
-  double rotary_base = 10000;   // --rotary-base (RoPE only)
-  double rotary_percent = 1.0;  // --rotary-percent: the share of each head dim rotated (RoPE)
-  bool tied_embeddings = true;  // not --untie-embeddings-and-output-weights
-  bool add_bias_linear = true;  // not --disable-bias-linear
-  std::optional<MoeSpec> moe;   // null: dense model
-  std::optional<MlaSpec> mla;   // --multi-latent-attention (null: standard attention)
+  double rotary_base = 10000;    // --rotary-base (RoPE only)
+  double rotary_percent = 1.0;   // --rotary-percent: the share of each head dim rotated (RoPE)
+  bool tied_embeddings = true;   // not --untie-embeddings-and-output-weights
+  bool add_bias_linear = true;   // not --disable-bias-linear
+  std::optional<MoeSpec> moe;    // null: dense model
+  std::optional<MlaSpec> mla{};  // --multi-latent-attention (null: standard attention)
   // --window-size (left, right): sliding-window attention over `left` earlier and `right` later
   // positions, -1 unbounded (null: full attention everywhere).
-  std::optional<std::array<int64_t, 2>> window_size;
+  std::optional<std::array<int64_t, 2>> window_size{};
   // --window-attn-skip-freq: N (every N-th layer, 1-based, keeps full attention) or a per-layer
   // list (1: sliding window, 0: full); 0 / empty: every layer slides.
   int64_t window_attn_skip_freq = 0;
-  std::vector<int64_t> window_attn_skip_pattern;
+  std::vector<int64_t> window_attn_skip_pattern{};
   int64_t mtp_num_layers = 0;  // --mtp-num-layers: multi-token-prediction depth (0: none)
 
   bool operator==(const ModelSpec&) const = default;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "sim/cost/collective_cost.hpp"
+#include "src/model/tensor_layout.hpp"
 #include "tests/sim/plan_sim/test_plans.hpp"
 
 namespace mplan::sim {

@@ -60,7 +60,9 @@ TEST(ModelSpec, EveryPresetLoadsWithItsCitedNumbers) {
     EXPECT_EQ(m.activation, c.act);
     EXPECT_EQ(m.tied_embeddings, c.tied);
     // Llama and Mixtral: head dim 128; GPT-3 175B: 12288 / 96 = 128; reference: 2048 / 16.
-    if (!m.mla) EXPECT_EQ(m.kv_channels, m.hidden_size / m.num_attention_heads);
+    if (!m.mla) {
+      EXPECT_EQ(m.kv_channels, m.hidden_size / m.num_attention_heads);
+    }
     if (c.act == Activation::kSwiglu) {
       EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
       EXPECT_EQ(m.position_embedding, PositionEmbedding::kRope);

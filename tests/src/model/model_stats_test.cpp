@@ -276,7 +276,9 @@ TEST(ModelStats, DeepSeekV3Is671BTotal37BActive) {
   // The MTP block sits on the last stage; with pp > 1 and untied embeddings it also holds a
   // word-embedding copy there.
   ParallelConfig p;
-  p.pp = 4;
+  p.pp = 4;  // 16 + 15 + 15 + 15 layers
+  p.decoder_first_pipeline_num_layers = 16;
+  p.decoder_last_pipeline_num_layers = 15;
   int64_t stages = 0;
   for (int64_t r = 0; r < p.pp; ++r) stages += stage_params(m, p, r).total();
   EXPECT_EQ(stages, c.total() + 129280LL * h);

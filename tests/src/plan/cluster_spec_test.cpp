@@ -79,7 +79,7 @@ TEST(ClusterSpec, LowPrecisionRatesAndComputeCapabilities) {
   EXPECT_EQ(g.gpu.peak_bf16_tflops * 72 * 2, 360000);
   EXPECT_EQ(g.gpu.peak_fp8_tflops * 72 * 2, 720000);
   EXPECT_EQ(g.gpu.peak_fp4_tflops * 72 * 2, 1440000);
-  EXPECT_NEAR(g.gpu.memory_gib * static_cast<double>(kGiB) * 72, 13.4e12, 0.01e12);
+  EXPECT_NEAR(g.gpu.memory_gib * static_cast<double>(kGiB), 186e9, 0.1e9);  // 13.4 TB / 72
   EXPECT_EQ(g.gpu.hbm_bandwidth_gbps * 72, 576000);
   EXPECT_EQ(g.gpu.compute_capability, 10.0);
   // A profile without the low-precision fields parses them as absent (0).

@@ -167,7 +167,9 @@ TEST(MegatronImport, BadInputNamesTheArgument) {
   fails("--micro-batch-size 1 --overlap-param-gather --overlap-grad-reduce",
         "--overlap-param-gather: Megatron-LM supports it only with --use-distributed-optimizer");
   fails("--micro-batch-size 1 --expert-model-parallel-size 2", "needs --num-experts");
-  fails("--micro-batch-size 1 --num-experts 4 --moe-layer-freq '[1,0]*1'", "--moe-layer-freq");
+  // A pattern (Megatron's moe_freq_type) must have one entry per layer.
+  fails("--micro-batch-size 1 --num-experts 4 --moe-layer-freq '[1,0]*2'",
+        "--moe-layer-freq: Invalid length of moe_layer_pattern: 4, expected 2");
   fails("--micro-batch-size 1 --pipeline-model-parallel-layout 'E|t|L'",
         "--pipeline-model-parallel-layout: not modelled");
   EXPECT_THAT([] { import_megatron("echo hello\n", default_import()); },
@@ -310,7 +312,9 @@ TEST(MegatronImport, DeepSeekV3WithMlaMoePatternFlexDispatcherAndMtp) {
   EXPECT_EQ(r.matched_preset, "deepseek-v3");
   // The same shape as the preset, field by field (the name and batch are the import's).
   ModelSpec preset = load_model("deepseek-v3");
-  preset.name = m.name;
+  preset.make_vocab_size_divisible_by = 3232;  // the script's (the same padded vocabulary)
+  preset.moe->moe_token_dispatcher_type = MoeDispatcher::kFlex;
+  preset.moe->moe_flex_dispatcher_backend = FlexBackend::kHybridEp;
   EXPECT_EQ(model_to_json(m).dump(1), model_to_json(preset).dump(1));
   // And back: the exported arguments carry every field.
   const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
