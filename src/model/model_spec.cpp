@@ -132,6 +132,9 @@ void parse_attention_variants(const JsonObject& o, ModelSpec& m) {
     check_int_range(ws[1], kWindow, o.field("window_size") + "[1]");
     m.window_size = ws;
   }
+  if (o.has("window_attn_skip_freq") && !m.window_size)
+    throw Error(cat(o.field("window_attn_skip_freq"),
+                    ": needs window_size (Megatron-LM slides no window without it)"));
   if (o.has("window_attn_skip_freq")) {
     const Json& f = o.raw("window_attn_skip_freq");
     if (f.is_array())

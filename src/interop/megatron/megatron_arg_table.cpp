@@ -388,7 +388,11 @@ const std::vector<Row>& table() {
        }},
       {"--q-lora-rank", G::kModel, "model.q_lora_rank", kStep,
        [](const Row& r, In& s) {
-         if (auto v = s.args.int_value(r.name, 1, true); v && s.model.mla) s.model.mla->q_lora_rank = *v;
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->q_lora_rank = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.model.mla && o.plan.model.mla->q_lora_rank > 0)
@@ -396,29 +400,44 @@ const std::vector<Row>& table() {
        }},
       {"--kv-lora-rank", G::kModel, "model.kv_lora_rank", kStep,
        [](const Row& r, In& s) {
-         if (auto v = s.args.int_value(r.name, 1, true); v && s.model.mla) s.model.mla->kv_lora_rank = *v;
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->kv_lora_rank = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->kv_lora_rank);
        }},
       {"--qk-head-dim", G::kModel, "model.qk_head_dim", kStep,
        [](const Row& r, In& s) {
-         if (auto v = s.args.int_value(r.name, 1, true); v && s.model.mla) s.model.mla->qk_head_dim = *v;
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->qk_head_dim = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->qk_head_dim);
        }},
       {"--qk-pos-emb-head-dim", G::kModel, "model.qk_pos_emb_head_dim", kStep,
        [](const Row& r, In& s) {
-         if (auto v = s.args.int_value(r.name, 1, true); v && s.model.mla)
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
            s.model.mla->qk_pos_emb_head_dim = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->qk_pos_emb_head_dim);
        }},
       {"--v-head-dim", G::kModel, "model.v_head_dim", kStep,
        [](const Row& r, In& s) {
-         if (auto v = s.args.int_value(r.name, 1, true); v && s.model.mla) s.model.mla->v_head_dim = *v;
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->v_head_dim = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->v_head_dim);
@@ -451,6 +470,10 @@ const std::vector<Row>& table() {
        [](const Row& r, In& s) {
          const auto v = s.args.value(r.name, true);
          if (!v) return;
+         if (!s.model.window_size) {
+           s.warnings.push_back(cat(r.name, " ", *v, ": no effect without --window-size"));
+           return;
+         }
          if (is_layer_pattern(*v)) {
            std::vector<int64_t> p = parse_layer_pattern(*v, std::string(r.name));
            if (static_cast<int64_t>(p.size()) != s.model.num_layers)
@@ -1011,6 +1034,10 @@ const std::vector<Row>& table() {
        [](const Row& r, In& s) {
          const auto v = s.args.value(r.name, true);
          if (!v) return;
+         if (s.training.fp8_format == Fp8Format::kNone) {
+           s.warnings.push_back(cat(r.name, " ", *v, ": no effect without --fp8-format"));
+           return;
+         }
          for (Fp8Recipe k : {Fp8Recipe::kTensorwise, Fp8Recipe::kDelayed, Fp8Recipe::kBlockwise,
                              Fp8Recipe::kMxfp8})
            if (*v == to_string(k)) {
@@ -1062,7 +1089,11 @@ const std::vector<Row>& table() {
        }},
       {"--num-layers-at-start-in-bf16", G::kTraining, "training.num_layers_at_start_in_bf16", kStep,
        [](const Row& r, In& s) {
-         if (auto n = s.args.int_value(r.name, 0, true)) s.training.num_layers_at_start_in_bf16 = *n;
+         const auto n = s.args.int_value(r.name, 0, true);
+         if (n && s.training.first_last_layers_bf16)
+           s.training.num_layers_at_start_in_bf16 = *n;
+         else if (n)
+           s.warnings.push_back(cat(r.name, ": no effect without --first-last-layers-bf16"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.training.first_last_layers_bf16)
@@ -1070,7 +1101,11 @@ const std::vector<Row>& table() {
        }},
       {"--num-layers-at-end-in-bf16", G::kTraining, "training.num_layers_at_end_in_bf16", kStep,
        [](const Row& r, In& s) {
-         if (auto n = s.args.int_value(r.name, 0, true)) s.training.num_layers_at_end_in_bf16 = *n;
+         const auto n = s.args.int_value(r.name, 0, true);
+         if (n && s.training.first_last_layers_bf16)
+           s.training.num_layers_at_end_in_bf16 = *n;
+         else if (n)
+           s.warnings.push_back(cat(r.name, ": no effect without --first-last-layers-bf16"));
        },
        [](const Row& r, Out& o) {
          if (o.plan.training.first_last_layers_bf16)

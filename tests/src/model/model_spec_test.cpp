@@ -148,6 +148,8 @@ TEST(ModelSpec, AttentionVariantsAndLayerPatterns) {
                 j["window_size"] = Json::array({-2, 0});
               }),
               ::testing::StartsWith("model.window_size[0]: must be >= -1"));
+  EXPECT_THAT(model_error([](Json& j) { j["window_attn_skip_freq"] = 2; }),
+              ::testing::StartsWith("model.window_attn_skip_freq: needs window_size"));
   EXPECT_THAT(model_error([](Json& j) { j["mtp_num_layers"] = 100; }),
               ::testing::StartsWith("model.mtp_num_layers: must be <= 64"));
   EXPECT_THAT(model_error([](Json& j) { j["moe"]["moe_token_dispatcher_type"] = "allgather"; }),

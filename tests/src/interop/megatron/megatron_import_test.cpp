@@ -347,6 +347,24 @@ TEST(MegatronImport, Gb200Mxfp8Run) {
   EXPECT_THAT(script, HasSubstr("--fp8-recipe mxfp8"));
   EXPECT_THAT(script, HasSubstr("--fp8-param-gather"));
   EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  // Arguments that have no effect without the one they qualify are reported, not read.
+  const std::string tiny =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 ";
+  MegatronImport n =
+      import_megatron(tiny +
+                          "--fp8-recipe mxfp8 --num-layers-at-start-in-bf16 2 --kv-lora-rank 64 "
+                          "--window-attn-skip-freq 2\n",
+                      o);
+  EXPECT_EQ(n.plan.training.fp8_format, Fp8Format::kNone);
+  EXPECT_EQ(n.plan.training.fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_EQ(n.plan.training.num_layers_at_start_in_bf16, 1);
+  EXPECT_FALSE(n.plan.model.mla.has_value());
+  EXPECT_EQ(n.plan.model.window_attn_skip_freq, 0);
+  EXPECT_TRUE(any_contains(n.warnings, "--fp8-recipe mxfp8: no effect without --fp8-format"));
+  EXPECT_TRUE(any_contains(n.warnings, "--num-layers-at-start-in-bf16: no effect without"));
+  EXPECT_TRUE(any_contains(n.warnings, "--kv-lora-rank: no effect without"));
+  EXPECT_TRUE(any_contains(n.warnings, "--window-attn-skip-freq 2: no effect without"));
   // Megatron's own rules on the arguments.
   EXPECT_THROW(import_megatron("--num-layers 2 --hidden-size 64 --num-attention-heads 8 "
                                "--seq-length 128 --max-position-embeddings 128 --vocab-size 100 "
