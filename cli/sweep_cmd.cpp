@@ -280,6 +280,15 @@ void add_sweep(CLI::App& app) {
                   "with Transformer Engine), megatron-local, or mplan (mplan's executor). Only "
                   "plans the stack runs are candidates (Megatron-LM: no zb-h1 or gpipe; mplan: "
                   "no cp, ep, MoE or fp16), predicted with the profile's set for it");
+  cmd->add_option("--precision", o->args.precision,
+                  "GEMM precision of every candidate: bf16 (default), fp8 (Transformer Engine, "
+                  "fp8_format hybrid) or fp4 (nvfp4; Blackwell)");
+  cmd->add_option("--fp8-recipe", o->args.fp8_recipe,
+                  "With --precision fp8: tensorwise, delayed (default), blockwise or mxfp8 "
+                  "(Blackwell)");
+  cmd->add_flag("--fp8-param-gather", o->args.fp8_param_gather,
+                "With --precision fp8: FP8 weights, all-gathered in FP8 (needs the distributed "
+                "optimizer)");
   cmd->add_option("--objective", o->objective,
                   "Rank by throughput (tokens/s; ties: less memory) or memory (least peak "
                   "memory; ties: more tokens/s). Default throughput");

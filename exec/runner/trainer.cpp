@@ -25,6 +25,18 @@ void check_executable(const Plan& plan) {
         cat("parallel.ep: expert parallelism is not supported by the executor (ep = ", p.ep, ")"));
   if (plan.training.precision == Precision::kFp16)
     throw Error("training.precision: fp16 (with loss scaling) is not supported; use bf16 or fp32");
+  if (plan.training.fp8_format != Fp8Format::kNone || plan.training.fp4_format != Fp4Format::kNone)
+    throw Error(cat(plan.training.fp8_format != Fp8Format::kNone ? "training.fp8_format"
+                                                                 : "training.fp4_format",
+                    ": fp8 / fp4 GEMMs are not supported by the executor (the simulator and the "
+                    "Megatron-LM export take them); use bf16"));
+  if (plan.model.mla || plan.model.mtp_num_layers > 0 || plan.model.window_size)
+    throw Error(cat("model: ",
+                    plan.model.mla                  ? "multi-latent attention"
+                    : plan.model.mtp_num_layers > 0 ? "multi-token prediction"
+                                                    : "sliding-window attention",
+                    " is not supported by the executor (the simulator and the Megatron-LM export "
+                    "take it)"));
   gpt_dims(plan.model, p.micro_batch_size, p.tp, 0, p.sequence_parallel);  // model checks
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)

@@ -39,6 +39,9 @@ LayerActivationBytes layer_activation_bytes(const LayerActivationShape& s) {
   // along the sequence with sequence parallelism (Section 4.2.2).
   const double rep = s.sequence_parallel ? t : 1.0;
   const double sbh = sl * b * h;
+  // The saved input of a GEMM: quantized in an fp8 / fp4 layer (gemm_input_bytes), else 16 bits.
+  const bool quantized = s.gemm_input_bytes > 0;
+  const double qe = quantized ? s.gemm_input_bytes : e;
 
   LayerActivationBytes out;
   if (s.recompute == Recompute::kFull) {
@@ -51,11 +54,24 @@ LayerActivationBytes layer_activation_bytes(const LayerActivationShape& s) {
   out.norms = round_bytes(2 * e * sbh / rep);
 
   // Attention block.
-  double att = e * sbh / rep;                    // QKV GEMM input: 2sbh
-  att += e * sl * b * (q_width + kv_width) / t;  // Q and K (inputs of Q·K^T): 4sbh/t
-  att += e * sl * b * kv_width / t;              // V: 2sbh/t
-  att += e * sl * b * q_width / t;               // context (output-projection input): 2sbh/t
-  if (s.hidden_dropout) att += sbh / rep;        // dropout mask after the projection: sbh
+  double att = qe * sbh / rep;                      // QKV GEMM input: 2sbh
+  att += e * sl * b * (q_width + kv_width) / t;     // Q and K (inputs of Q·K^T): 4sbh/t
+  att += e * sl * b * kv_width / t;                 // V: 2sbh/t
+  att += e * sl * b * q_width / t;                  // context (output-projection input): 2sbh/t
+  if (quantized) att += qe * sl * b * q_width / t;  // its quantized copy, the projection input
+  if (s.mla) {
+    // megatron/core/transformer/multi_latent_attention.py: the down projections' input (x), each
+    // latent before and after its norm (gathered: every token, whole on each tp rank), Q and K
+    // with their RoPE part, V, the context (and its quantized copy in fp8 / fp4).
+    const double a = static_cast<double>(s.heads);
+    const double qk = a * static_cast<double>(s.qk_head_dim + s.qk_pos_emb_head_dim);
+    const double v = a * static_cast<double>(s.v_head_dim);
+    att = qe * sbh / rep;
+    att += 2 * e * sl * b * static_cast<double>(s.q_lora_rank + s.kv_lora_rank);
+    att += e * sl * b * 2 * qk / t + e * sl * b * v / t + e * sl * b * v / t;
+    if (quantized) att += qe * sl * b * v / t;
+  }
+  if (s.hidden_dropout) att += sbh / rep;  // dropout mask after the projection: sbh
   const bool scores_stored = !s.flash_attention && s.recompute != Recompute::kSelective;
   if (scores_stored) {
     // Per head s_q × s_k scores: with context parallelism each rank's queries see the whole
@@ -71,23 +87,23 @@ LayerActivationBytes layer_activation_bytes(const LayerActivationShape& s) {
   double mlp = 0;
   if (!s.moe) {
     const double f = static_cast<double>(s.ffn_hidden);
-    mlp += e * sbh / rep;                               // FC1 input: 2sbh
+    mlp += qe * sbh / rep;                              // FC1 input: 2sbh
     mlp += e * sl * b * (s.gated_mlp ? 2 * f : f) / t;  // activation input: 8sbh/t for 4h GeLU
-    mlp += e * sl * b * f / t;                          // FC2 input: 8sbh/t
+    mlp += qe * sl * b * f / t;                         // FC2 input: 8sbh/t
   } else {
     const double tokens = sl * b / rep;  // tokens entering the layer on this rank
     const double routed = tokens * static_cast<double>(s.topk) * static_cast<double>(s.etp);
     const double f = static_cast<double>(s.moe_ffn_hidden) / static_cast<double>(s.etp);
     mlp += e * sbh / rep;                                      // router and shared-expert input
     mlp += 4.0 * tokens * static_cast<double>(s.num_experts);  // router probabilities (fp32)
-    mlp += e * routed * h;                                     // dispatched tokens (FC1 input)
+    mlp += qe * routed * h;                                    // dispatched tokens (FC1 input)
     mlp += e * routed * (s.gated_mlp ? 2 * f : f);             // activation input
-    mlp += e * routed * f;                                     // FC2 input
+    mlp += qe * routed * f;                                    // FC2 input
     mlp += e * tokens * static_cast<double>(s.topk) * h;       // expert outputs kept for combine
     if (s.shared_ffn_hidden > 0) {
       const double fs = static_cast<double>(s.shared_ffn_hidden);
       mlp += e * sl * b * (s.gated_mlp ? 2 * fs : fs) / t;
-      mlp += e * sl * b * fs / t;
+      mlp += qe * sl * b * fs / t;
     }
   }
   if (s.hidden_dropout) mlp += sbh / rep;  // dropout mask after FC2: sbh

@@ -30,6 +30,17 @@ struct LayerActivationShape {
   bool attention_dropout = true;  // Korthikanti's setting; p = 0 stores no mask
   bool hidden_dropout = true;
   int64_t bytes_per_element = 2;  // activations in bf16/fp16
+  // fp8 / fp4 layers: bytes per element (with scales) of the quantized GEMM inputs Transformer
+  // Engine keeps for the backward instead of the 16-bit ones (QKV, FC1, FC2 and the experts'
+  // inputs; the projection's quantized input beside the 16-bit context the attention keeps).
+  // 0: a 16-bit layer.
+  double gemm_input_bytes = 0;
+  // Multi-latent attention (0 ranks: standard attention): the latents kept for the up
+  // projections and their norms replace the QKV input; Q and K are heads x (qk + RoPE) wide,
+  // V and the context heads x v.
+  bool mla = false;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_head_dim = 0, qk_pos_emb_head_dim = 0,
+          v_head_dim = 0;
 
   // MoE layer: routed experts (and optional shared experts) replace the dense MLP.
   bool moe = false;

@@ -17,8 +17,8 @@ namespace mplan::sim {
 
 namespace {
 
-const LayerCosts& layer_of(const PlanCosts& c, const ModelSpec& m, int64_t layer) {
-  return m.is_moe_layer(layer) ? c.moe : c.dense;
+const LayerCosts& layer_of(const PlanCosts& c, const Plan& plan, int64_t layer) {
+  return layer_costs_of(c, plan, layer);
 }
 
 }  // namespace
@@ -59,7 +59,8 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       u.bwd = x.bwd.cost;
       u.bwd_input = x.bwd_input.cost;
       u.bwd_weight = x.bwd_weight.cost;
-      u.dense_params = x.params;  // final norm and output weight (src/model/tensor_layout)
+      u.dense_params = x.params;          // final norm and output weight (src/model/tensor_layout)
+      u.expert_params = x.expert_params;  // multi-token prediction's experts
       add_unit(u);
       ch.act_bytes += x.act_bytes;
       ch.weight_input_bytes += x.weight_input_bytes;
@@ -69,7 +70,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
     }
     for (int64_t l = range.first + range.count - 1; l >= range.first; --l) {
       const int64_t local = l - range.first;  // position in the chunk
-      const LayerCosts& lc = layer_of(costs, m, l);
+      const LayerCosts& lc = layer_of(costs, plan, l);
       ChunkUnit u;
       u.kind = ChunkUnit::kLayer;
       u.moe = m.is_moe_layer(l);
@@ -77,6 +78,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       u.fwd = lc.fwd.cost;
       u.dense_params = lc.dense_params;
       u.expert_params = lc.expert_params;
+      ch.lp_gemm_params += lc.lp_gemm_params;
       PassCost recompute;
       bool recomputed_layer = false;  // this layer's activations are recomputed (full)
       if (selective) {
@@ -94,7 +96,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
           u.recompute_count = static_cast<int32_t>(g_last - g_first + 1);
           int64_t bytes = 0;
           for (int64_t k = g_first; k <= g_last; ++k) {
-            const LayerCosts& rk = layer_of(costs, m, range.first + k);
+            const LayerCosts& rk = layer_of(costs, plan, range.first + k);
             recompute += rk.fwd.cost;
             bytes += rk.act_full_bytes;
             if (m.is_moe_layer(range.first + k)) ++u.recompute_moe;

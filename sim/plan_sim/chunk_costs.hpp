@@ -51,8 +51,9 @@ struct ChunkCosts {
   int64_t weight_dy_bytes = 0;     // zero-bubble: output gradients B keeps for W
   int64_t ws_fwd_bytes = 0, ws_bwd_bytes = 0;   // transient in one forward / backward
   int64_t dense_params = 0, expert_params = 0;  // this GPU's gradients of the chunk
-  int32_t unit_begin = 0, unit_end = 0;         // into ChunkTable::units, backward order
-  int32_t bucket_begin = 0, bucket_end = 0;     // into ChunkTable::buckets, in completion order
+  int64_t lp_gemm_params = 0;            // of which GEMM weights of fp8 / fp4 layers (LayerCosts)
+  int32_t unit_begin = 0, unit_end = 0;  // into ChunkTable::units, backward order
+  int32_t bucket_begin = 0, bucket_end = 0;  // into ChunkTable::buckets, in completion order
   // The backward pieces of the last micro-batch: unit ranges ending where a bucket completes.
   bool bucketed = false;  // more than one bucket: split the last backward (and first forward)
 };

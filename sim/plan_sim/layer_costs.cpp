@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "sim/cost/activation_memory.hpp"
 #include "sim/cost/attention_cost.hpp"
@@ -23,9 +24,11 @@
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
 #include "sim/cost/moe_routing.hpp"
+#include "sim/cost/precision_cost.hpp"
 #include "sim/cost/time_ns.hpp"
 #include "src/common/error.hpp"
 #include "src/model/tensor_layout.hpp"
+#include "src/plan/low_precision.hpp"
 
 namespace mplan::sim {
 
@@ -85,7 +88,22 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
     d.shared_ffn = m.moe->shared_expert_ffn_hidden_size;
     d.ep = p.ep;
     d.etp = p.etp;
+    d.grouped_gemm = m.moe->moe_grouped_gemm;
+    d.flex_dispatch = m.moe->moe_token_dispatcher_type == MoeDispatcher::kFlex;
+    d.overlap_ep = m.moe->overlap_moe_expert_parallel_comm && p.ep > 1;
   }
+  if (m.mla) {
+    d.mla = true;
+    d.q_lora = m.mla->q_lora_rank;
+    d.kv_lora = m.mla->kv_lora_rank;
+    d.qk_dim = m.mla->qk_head_dim;
+    d.rope_dim = m.mla->qk_pos_emb_head_dim;
+    d.v_dim = m.mla->v_head_dim;
+    d.q_w = d.a * (d.qk_dim + d.rope_dim) / d.t;  // this GPU's queries (and keys) width
+    d.kv_w = d.a * d.v_dim / d.t;                 // its values width
+  }
+  if (m.window_size && (*m.window_size)[0] >= 0 && (*m.window_size)[0] + 1 < m.seq_length)
+    d.window = (*m.window_size)[0] + 1;
   return d;
 }
 
@@ -127,10 +145,22 @@ struct Ctx {
   const GpuSpec& gpu;  // the plan's implementation's set (ClusterSpec::gpu_for)
   const PlanDims& d;
   const StageGroups& groups;
+  // fp8 / fp4 layers (src/plan/low_precision): their GEMMs run at the precision's peak with
+  // 1-byte operands, their inputs are quantized, and with sequence parallelism the input
+  // all-gathers carry the quantized tensor (ag_scale = quantized bytes / 16-bit bytes).
+  const GpuSpec* gemm_gpu = nullptr;  // null: gpu
+  bool lp = false;
+  double ag_scale = 1;
 
   double dbl(int64_t v) const { return static_cast<double>(v); }
+  // A GEMM of Transformer Engine's linears: at the low precision's rate where the plan has one.
   int64_t gemm(int64_t m, int64_t n, int64_t k, GemmPass pass, int64_t batch = 1) const {
+    if (lp) return cost::gemm_time_ns(*gemm_gpu, {m, n, k, batch, 1, pass});
     return cost::gemm_time_ns(gpu, {m, n, k, batch, d.e, pass});
+  }
+  // A GEMM outside Transformer Engine's linears (the MoE router): always 16 bits.
+  int64_t gemm16(int64_t m, int64_t n, int64_t k, GemmPass pass) const {
+    return cost::gemm_time_ns(gpu, {m, n, k, 1, d.e, pass});
   }
   // A memory-bound kernel of Megatron's with no kind of its own.
   int64_t mem(double bytes) const {
@@ -206,7 +236,8 @@ void column_forward(const Ctx& c, Pass& p, const char* ag_name, const char* name
                     int64_t out_width, const cost::GroupPlacement& tp,
                     GemmPass pass = GemmPass::kForward) {
   if (c.d.sp)
-    p.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
+    p.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp),
+          true);
   p.add(name, Cat::kCompute, c.gemm(tokens, out_width, c.d.h, pass));
 }
 // Row-parallel linear (projection, FC2): the GEMM (k = in_width on this GPU, n = h), then the
@@ -245,7 +276,8 @@ void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, cons
                      bool bias_grad = false) {
   const int64_t dgrad = c.gemm(tokens, c.d.h, out_width, GemmPass::kInputGrad);
   const int64_t wgrad = c.gemm(out_width, c.d.h, tokens, GemmPass::kWeightGrad);
-  const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
+  const int64_t ag =
+      c.d.sp ? c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp) : 0;
   const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
   const int64_t comm = c.coll(kind, c.full_x_bytes(), tp);
   fused.add(dgrad_name, Cat::kCompute, c.overlapped(dgrad, ag));
@@ -290,10 +322,49 @@ struct AttentionTimes {
   int64_t gqa_expand = 0, gqa_reduce = 0;
 };
 
-AttentionTimes attention_times(const Ctx& c) {
+// Sliding window of `window` positions (0: none): the scores one query computes under the causal
+// mask, summed over the sequence, as a share of full causal attention's s(s+1)/2.
+double window_share(int64_t s, int64_t window) {
+  if (window <= 0 || window >= s) return 1.0;
+  const double S = static_cast<double>(s), w = static_cast<double>(window);
+  return (S * w - w * (w - 1) / 2) / (S * (S + 1) / 2);
+}
+
+AttentionTimes attention_times_full(const Ctx& c);
+
+// The attention core with the plan's sliding window (`window` > 0): Transformer Engine's fused
+// attention skips the blocks outside the window, so the work is the full causal attention's
+// times the window's share of the scores (window_share), taken at the efficiency of that smaller
+// call (a non-causal shape of as many scores).
+AttentionTimes attention_times(const Ctx& c, int64_t window) {
+  if (window <= 0) return attention_times_full(c);
+  const PlanDims& d = c.d;
+  const double share = window_share(d.s, window);
+  if (d.cp == 1 && d.flash) {
+    const int64_t heads = d.a / d.t, kv_heads = d.mla ? heads : std::max<int64_t>(1, d.g / d.t);
+    const int64_t hd = d.mla ? (d.qk_dim + d.rope_dim + d.v_dim) / 2 : d.d;
+    // s x s_eq non-causal scores = share of s(s+1)/2.
+    const int64_t s_eq =
+        std::max<int64_t>(1, std::llround(share * static_cast<double>(d.s + 1) / 2.0));
+    const cost::AttentionShape sh{d.b, heads, kv_heads, d.s, s_eq, hd, false, d.e};
+    AttentionTimes at;
+    at.fwd = cost::flash_attention_forward_ns(c.gpu, sh);
+    at.bwd = cost::flash_attention_backward_ns(c.gpu, sh);
+    return at;
+  }
+  AttentionTimes at = attention_times_full(c);
+  at.fwd = std::llround(static_cast<double>(at.fwd) * share);
+  at.bwd = std::llround(static_cast<double>(at.bwd) * share);
+  return at;
+}
+
+AttentionTimes attention_times_full(const Ctx& c) {
   const PlanDims& d = c.d;
   AttentionTimes at;
-  const int64_t heads = d.a / d.t, kv_heads = std::max<int64_t>(1, d.g / d.t);
+  const int64_t heads = d.a / d.t, kv_heads = d.mla ? heads : std::max<int64_t>(1, d.g / d.t);
+  // Multi-latent attention: Q·Kᵀ over qk + RoPE dims, P·V over v dims; FLOPs as one head dim
+  // of their mean.
+  const int64_t hd = d.mla ? (d.qk_dim + d.rope_dim + d.v_dim) / 2 : d.d;
   cost::MaterializedSoftmax sm;
   if (!d.fused) {
     // --no-masked-softmax-fusion: masked_fill (read + write) and softmax (read + write) in 16
@@ -317,7 +388,7 @@ AttentionTimes attention_times(const Ctx& c) {
         c.kern(MemKernel::kGqaReduce, c.dbl(d.tokens), width, c.dbl(d.e) * c.dbl(d.tokens) * width);
   }
   if (d.cp == 1) {
-    cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, d.d, true, d.e};
+    cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, hd, true, d.e};
     if (d.flash) {
       at.fwd = cost::flash_attention_forward_ns(c.gpu, s);
       at.bwd = cost::flash_attention_backward_ns(c.gpu, s, bwd_kernels);
@@ -331,7 +402,7 @@ AttentionTimes attention_times(const Ctx& c) {
   // exchange): cp steps, each over (s/cp) x (s/cp) positions of which half are computed under the
   // causal mask; K and V travel to the next rank while a step computes (and dK, dV with them in
   // the backward), so each of the cp - 1 transfers costs what its step does not hide.
-  cost::AttentionShape step{d.b, heads, kv_heads, d.sl, d.sl, d.d, true, d.e};
+  cost::AttentionShape step{d.b, heads, kv_heads, d.sl, d.sl, hd, true, d.e};
   int64_t step_fwd = 0, step_bwd = 0;
   if (d.flash) {
     step_fwd = cost::flash_attention_forward_ns(c.gpu, step);
@@ -343,7 +414,9 @@ AttentionTimes attention_times(const Ctx& c) {
   }
   at.fwd = d.cp * step_fwd;
   at.bwd = d.cp * step_bwd;
-  const double kv_bytes = c.dbl(d.e) * c.dbl(d.tokens) * 2.0 * c.dbl(d.kv_w);  // K and V
+  // K and V (multi-latent attention: keys of q_w, values of kv_w per token on this GPU)
+  const double kv_bytes = d.mla ? c.dbl(d.e) * c.dbl(d.tokens) * c.dbl(d.q_w + d.kv_w)
+                                : c.dbl(d.e) * c.dbl(d.tokens) * 2.0 * c.dbl(d.kv_w);
   const int64_t send_fwd = cost::p2p_time_ns(c.cluster, kv_bytes, c.groups.cp_ring_same_node);
   const int64_t send_bwd = cost::p2p_time_ns(c.cluster, 2 * kv_bytes, c.groups.cp_ring_same_node);
   at.cp_fwd = (d.cp - 1) * std::max<int64_t>(0, send_fwd - step_fwd);
@@ -359,8 +432,94 @@ void attention_forward(const AttentionTimes& at, Pass& p) {
 
 // ---- dense and MoE layers -------------------------------------------------------------------
 
+// Multi-latent attention (megatron/core/transformer/multi_latent_attention.py): the down
+// projections run duplicated on every tensor-parallel rank over its own tokens (this GPU's
+// sequence shard with sequence parallelism, after which the small latents are all-gathered), the
+// latent norms, the column-parallel up projections (q_w = heads/t x (qk + RoPE) dims, keys the
+// same, values kv_w = heads/t x v dims), RoPE on the decoupled part, the core, the row-parallel
+// projection. Backward: the up projections' input (latent) gradients are summed over tp.
+void mla_block_forward(const Ctx& c, const AttentionTimes& at, Pass& p) {
+  const PlanDims& d = c.d;
+  const int64_t T = d.tokens, heads = d.a / d.t;
+  const int64_t kv_down = d.kv_lora + d.rope_dim;
+  const double e = c.dbl(d.e);
+  norm_forward(c, p, "input_norm");
+  const bool gather_x = d.sp && d.q_lora == 0;  // linear_q_proj needs every token's x
+  const int64_t down_tokens = gather_x || !d.sp ? T : T / d.r;
+  if (gather_x)
+    p.add("tp_all_gather", Cat::kTp,
+          c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), c.groups.tp), true);
+  if (d.q_lora > 0)
+    p.add("q_down", Cat::kCompute, c.gemm(down_tokens, d.q_lora, d.h, GemmPass::kForward));
+  p.add("kv_down", Cat::kCompute, c.gemm(down_tokens, kv_down, d.h, GemmPass::kForward));
+  if (d.sp && !gather_x)
+    p.add("tp_all_gather", Cat::kTp,
+          c.coll(CollectiveKind::kAllGather, e * c.dbl(T) * c.dbl(d.q_lora + kv_down), c.groups.tp),
+          true);
+  if (d.q_lora > 0) {
+    p.add("q_norm", Cat::kCompute, c.mem(kNormForwardPasses * e * c.dbl(T) * c.dbl(d.q_lora)));
+    p.add("q_up", Cat::kCompute, c.gemm(T, d.q_w, d.q_lora, GemmPass::kForward));
+  } else {
+    p.add("q_proj", Cat::kCompute, c.gemm(T, d.q_w, d.h, GemmPass::kForward));
+  }
+  p.add("kv_norm", Cat::kCompute, c.mem(kNormForwardPasses * e * c.dbl(T) * c.dbl(d.kv_lora)));
+  p.add("kv_up", Cat::kCompute,
+        c.gemm(T, heads * (d.qk_dim + d.v_dim), d.kv_lora, GemmPass::kForward));
+  p.add("rope", Cat::kCompute, c.mem(2.0 * e * c.dbl(T) * c.dbl((heads + 1) * d.rope_dim)));
+  attention_forward(at, p);
+  row_forward(c, p, "proj", d.sp ? "tp_reduce_scatter" : "tp_all_reduce", T, d.kv_w, c.groups.tp);
+  bias_dropout_add_forward(c, p);
+}
+
+void mla_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPasses bp) {
+  const PlanDims& d = c.d;
+  const int64_t T = d.tokens, heads = d.a / d.t;
+  const int64_t kv_down = d.kv_lora + d.rope_dim, kv_up = heads * (d.qk_dim + d.v_dim);
+  const double e = c.dbl(d.e);
+  bias_dropout_add_backward(c, bp.fused);
+  bias_dropout_add_backward(c, bp.b);
+  row_backward(c, bp.fused, bp.fused, "tp_all_gather", "proj_dgrad", "proj_wgrad", T, d.kv_w,
+               c.groups.tp);
+  row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", T, d.kv_w, c.groups.tp);
+  bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
+  bp.add_b("cp_kv_exchange", Cat::kCp, at.cp_bwd, true);
+  bp.add_b("rope_bwd", Cat::kCompute, c.mem(2.0 * e * c.dbl(T) * c.dbl((heads + 1) * d.rope_dim)));
+  bp.add_b("kv_up_dgrad", Cat::kCompute, c.gemm(T, d.kv_lora, kv_up, GemmPass::kInputGrad));
+  bp.add_w("kv_up_wgrad", Cat::kCompute, c.gemm(kv_up, d.kv_lora, T, GemmPass::kWeightGrad));
+  bp.add_b("kv_norm_bwd", Cat::kCompute,
+           c.mem(kNormBackwardPasses * e * c.dbl(T) * c.dbl(d.kv_lora)));
+  const bool gather_x = d.sp && d.q_lora == 0;
+  if (d.q_lora > 0) {
+    bp.add_b("q_up_dgrad", Cat::kCompute, c.gemm(T, d.q_lora, d.q_w, GemmPass::kInputGrad));
+    bp.add_w("q_up_wgrad", Cat::kCompute, c.gemm(d.q_w, d.q_lora, T, GemmPass::kWeightGrad));
+    bp.add_b("q_norm_bwd", Cat::kCompute,
+             c.mem(kNormBackwardPasses * e * c.dbl(T) * c.dbl(d.q_lora)));
+  } else {
+    bp.add_b("q_proj_dgrad", Cat::kCompute, c.gemm(T, d.h, d.q_w, GemmPass::kInputGrad));
+    bp.add_w("q_proj_wgrad", Cat::kCompute, c.gemm(d.q_w, d.h, T, GemmPass::kWeightGrad));
+  }
+  // The latents' (or, with linear_q_proj, the input's) gradients summed over tp.
+  const double lat_bytes = gather_x ? c.full_x_bytes() : e * c.dbl(T) * c.dbl(d.q_lora + kv_down);
+  const auto kind = d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+  bp.add_b(d.sp ? "tp_reduce_scatter" : "tp_all_reduce", Cat::kTp,
+           c.coll(kind, lat_bytes, c.groups.tp), true);
+  const int64_t down_tokens = gather_x || !d.sp ? T : T / d.r;
+  bp.add_b("kv_down_dgrad", Cat::kCompute, c.gemm(down_tokens, d.h, kv_down, GemmPass::kInputGrad));
+  bp.add_w("kv_down_wgrad", Cat::kCompute,
+           c.gemm(kv_down, d.h, down_tokens, GemmPass::kWeightGrad));
+  if (d.q_lora > 0) {
+    bp.add_b("q_down_dgrad", Cat::kCompute,
+             c.gemm(down_tokens, d.h, d.q_lora, GemmPass::kInputGrad));
+    bp.add_w("q_down_wgrad", Cat::kCompute,
+             c.gemm(d.q_lora, d.h, down_tokens, GemmPass::kWeightGrad));
+  }
+  norm_backward(c, bp.fused, "input_norm_bwd");
+  norm_backward(c, bp.b, "input_norm_bwd");
+}
+
 void attention_block_forward(const Ctx& c, const AttentionTimes& at, Pass& p) {
   const PlanDims& d = c.d;
+  if (d.mla) return mla_block_forward(c, at, p);
   norm_forward(c, p, "input_norm");
   column_forward(c, p, "tp_all_gather", "qkv", d.tokens, d.q_w + 2 * d.kv_w, c.groups.tp);
   if (d.rope)  // rotary embedding of Q and K: read + write
@@ -375,6 +534,7 @@ void attention_block_forward(const Ctx& c, const AttentionTimes& at, Pass& p) {
 
 void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPasses bp) {
   const PlanDims& d = c.d;
+  if (d.mla) return mla_block_backward(c, at, bp);
   bias_dropout_add_backward(c, bp.fused);
   bias_dropout_add_backward(c, bp.b);
   row_backward(c, bp.fused, bp.fused, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
@@ -470,29 +630,52 @@ MoeShape moe_shape(const Ctx& c) {
   return m;
 }
 
+// The local experts' GEMM (rows x n x k per expert): one grouped GEMM (--moe-grouped-gemm), or
+// one GEMM per local expert, each at its own (smaller) efficiency.
+int64_t expert_gemm(const Ctx& c, const MoeShape& m, int64_t rows, int64_t n, int64_t k,
+                    GemmPass pass) {
+  if (c.d.grouped_gemm) return c.gemm(rows, n, k, pass, m.local_experts);
+  return m.local_experts * c.gemm(rows, n, k, pass);
+}
+
+// An expert-parallel all-to-all: exposed whole, or with overlap_moe_expert_parallel_comm (Megatron
+// overlaps one micro-batch's dispatch / combine with another's computation, 1F1B A2A overlap) for
+// what half the experts' computation of the pass does not hide (an approximation: the overlapped
+// partner is the same layer's experts of the other micro-batch).
+int64_t ep_exchange(const Ctx& c, double bytes, int64_t hide_ns) {
+  const int64_t t = c.coll(CollectiveKind::kAllToAll, bytes, c.groups.ep);
+  return c.d.overlap_ep ? std::max<int64_t>(0, t - hide_ns / 2) : t;
+}
+
+// The token permutation around the exchange: with the flex dispatcher (DeepEP / HybridEP) it is
+// fused into the dispatch and combine kernels (no separate pass); the combine's weighted sum into
+// the residual stays.
+double permute_bytes(const Ctx& c, const MoeShape& m) {
+  return c.d.flex_dispatch ? 0.0 : 2 * m.dispatch_bytes;
+}
+
 void moe_forward(const Ctx& c, Pass& p) {
   const PlanDims& d = c.d;
   const MoeShape m = moe_shape(c);
   const int64_t tokens = std::llround(m.tokens);
-  p.add("router", Cat::kCompute, c.gemm(tokens, d.experts, d.h, GemmPass::kForward));
+  const int64_t fc1 = expert_gemm(c, m, m.per_expert, d.gate * m.f_local, d.h, GemmPass::kForward);
+  const int64_t act = activation_forward_ns(c, m.routed, c.dbl(m.f_local));
+  const int64_t fc2 = expert_gemm(c, m, m.per_expert, d.h, m.f_local, GemmPass::kForward);
+  p.add("router", Cat::kCompute, c.gemm16(tokens, d.experts, d.h, GemmPass::kForward));
   p.add("router_topk", Cat::kCompute, c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
-  p.add("permute", Cat::kCompute, c.mem(2 * m.dispatch_bytes));
-  p.add("ep_all_to_all", Cat::kEp, c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep),
-        true);
+  p.add("permute", Cat::kCompute, c.mem(permute_bytes(c, m)));
+  p.add("ep_all_to_all", Cat::kEp, ep_exchange(c, m.dispatch_bytes, fc1 + act + fc2), true);
   p.add("etp_all_gather", Cat::kEp,
         c.coll(CollectiveKind::kAllGather, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
         true);
-  p.add("expert_fc1", Cat::kCompute,
-        c.gemm(m.per_expert, d.gate * m.f_local, d.h, GemmPass::kForward, m.local_experts));
-  p.add("expert_activation", Cat::kCompute, activation_forward_ns(c, m.routed, c.dbl(m.f_local)));
-  p.add("expert_fc2", Cat::kCompute,
-        c.gemm(m.per_expert, d.h, m.f_local, GemmPass::kForward, m.local_experts));
+  p.add("expert_fc1", Cat::kCompute, fc1);
+  p.add("expert_activation", Cat::kCompute, act);
+  p.add("expert_fc2", Cat::kCompute, fc2);
   p.add("etp_reduce_scatter", Cat::kEp,
         c.coll(CollectiveKind::kReduceScatter, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
         true);
-  p.add("ep_all_to_all", Cat::kEp, c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep),
-        true);
-  p.add("unpermute", Cat::kCompute, c.mem(2 * m.dispatch_bytes + c.x_bytes()));
+  p.add("ep_all_to_all", Cat::kEp, ep_exchange(c, m.dispatch_bytes, fc1 + act + fc2), true);
+  p.add("unpermute", Cat::kCompute, c.mem(permute_bytes(c, m) + c.x_bytes()));
   if (d.shared_ffn > 0) mlp_forward(c, p, d.shared_ffn);
 }
 
@@ -500,34 +683,35 @@ void moe_backward(const Ctx& c, BackwardPasses bp) {
   const PlanDims& d = c.d;
   const MoeShape m = moe_shape(c);
   const int64_t tokens = std::llround(m.tokens);
+  const int64_t fc2_d = expert_gemm(c, m, m.per_expert, m.f_local, d.h, GemmPass::kInputGrad);
+  const int64_t fc2_w = expert_gemm(c, m, m.f_local, d.h, m.per_expert, GemmPass::kWeightGrad);
+  const int64_t act = activation_backward_ns(c, m.routed, c.dbl(m.f_local));
+  const int64_t fc1_d =
+      expert_gemm(c, m, m.per_expert, d.h, d.gate * m.f_local, GemmPass::kInputGrad);
+  const int64_t fc1_w =
+      expert_gemm(c, m, d.gate * m.f_local, d.h, m.per_expert, GemmPass::kWeightGrad);
+  const int64_t hide = fc2_d + fc2_w + act + fc1_d + fc1_w;
   if (d.shared_ffn > 0) mlp_backward(c, bp, d.shared_ffn);
-  bp.add_b("unpermute_bwd", Cat::kCompute, c.mem(2 * m.dispatch_bytes + c.x_bytes()));
-  bp.add_b("ep_all_to_all", Cat::kEp,
-           c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep), true);
+  bp.add_b("unpermute_bwd", Cat::kCompute, c.mem(permute_bytes(c, m) + c.x_bytes()));
+  bp.add_b("ep_all_to_all", Cat::kEp, ep_exchange(c, m.dispatch_bytes, hide), true);
   bp.add_b("etp_all_gather", Cat::kEp,
            c.coll(CollectiveKind::kAllGather, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
            true);
-  bp.add_b("expert_fc2_dgrad", Cat::kCompute,
-           c.gemm(m.per_expert, m.f_local, d.h, GemmPass::kInputGrad, m.local_experts));
-  bp.add_w("expert_fc2_wgrad", Cat::kCompute,
-           c.gemm(m.f_local, d.h, m.per_expert, GemmPass::kWeightGrad, m.local_experts));
-  bp.add_b("expert_activation_bwd", Cat::kCompute,
-           activation_backward_ns(c, m.routed, c.dbl(m.f_local)));
-  bp.add_b("expert_fc1_dgrad", Cat::kCompute,
-           c.gemm(m.per_expert, d.h, d.gate * m.f_local, GemmPass::kInputGrad, m.local_experts));
-  bp.add_w("expert_fc1_wgrad", Cat::kCompute,
-           c.gemm(d.gate * m.f_local, d.h, m.per_expert, GemmPass::kWeightGrad, m.local_experts));
+  bp.add_b("expert_fc2_dgrad", Cat::kCompute, fc2_d);
+  bp.add_w("expert_fc2_wgrad", Cat::kCompute, fc2_w);
+  bp.add_b("expert_activation_bwd", Cat::kCompute, act);
+  bp.add_b("expert_fc1_dgrad", Cat::kCompute, fc1_d);
+  bp.add_w("expert_fc1_wgrad", Cat::kCompute, fc1_w);
   bp.add_b(
       "etp_reduce_scatter", Cat::kEp,
       c.coll(CollectiveKind::kReduceScatter, m.dispatch_bytes * c.dbl(d.etp), c.groups.expert_tp),
       true);
-  bp.add_b("ep_all_to_all", Cat::kEp,
-           c.coll(CollectiveKind::kAllToAll, m.dispatch_bytes, c.groups.ep), true);
-  bp.add_b("permute_bwd", Cat::kCompute, c.mem(2 * m.dispatch_bytes));
+  bp.add_b("ep_all_to_all", Cat::kEp, ep_exchange(c, m.dispatch_bytes, hide), true);
+  bp.add_b("permute_bwd", Cat::kCompute, c.mem(permute_bytes(c, m)));
   bp.add_b("router_bwd", Cat::kCompute,
-           c.gemm(tokens, d.h, d.experts, GemmPass::kInputGrad) +
+           c.gemm16(tokens, d.h, d.experts, GemmPass::kInputGrad) +
                c.mem(4.0 * m.tokens * c.dbl(d.experts) * 4));
-  bp.add_w("router_wgrad", Cat::kCompute, c.gemm(d.experts, d.h, tokens, GemmPass::kWeightGrad));
+  bp.add_w("router_wgrad", Cat::kCompute, c.gemm16(d.experts, d.h, tokens, GemmPass::kWeightGrad));
 }
 
 cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d, bool moe,
@@ -549,6 +733,14 @@ cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d,
   s.attention_dropout = d.dropout;
   s.hidden_dropout = d.dropout;
   s.bytes_per_element = d.e;
+  if (d.mla) {
+    s.mla = true;
+    s.q_lora_rank = d.q_lora;
+    s.kv_lora_rank = d.kv_lora;
+    s.qk_head_dim = d.qk_dim;
+    s.qk_pos_emb_head_dim = d.rope_dim;
+    s.v_head_dim = d.v_dim;
+  }
   if (moe && plan.model.moe) {
     s.moe = true;
     s.num_experts = d.experts;
@@ -558,6 +750,38 @@ cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d,
     s.etp = d.etp;
   }
   return s;
+}
+
+// Elements a low-precision layer quantizes per micro-batch on this GPU (Transformer Engine's
+// linears): forward, each GEMM's input (QKV and FC1 on this GPU's own tokens, before the
+// sequence-parallel all-gather that then carries the quantized tensor; the projection's and FC2's
+// inputs; the experts' dispatched tokens and FC2 inputs); backward, each GEMM's output gradient.
+struct LowPrecisionElems {
+  double fwd = 0, bwd = 0;
+};
+LowPrecisionElems quantized_elems(const Ctx& c, bool moe) {
+  const PlanDims& d = c.d;
+  const double tok = c.dbl(d.tokens), tok_r = c.tokens_r(), h = c.dbl(d.h);
+  LowPrecisionElems q;
+  q.fwd = tok_r * h + tok * c.dbl(d.q_w);              // QKV input, projection input
+  q.bwd = tok * c.dbl(d.q_w + 2 * d.kv_w) + tok * h;   // QKV and projection output grads
+  auto mlp = [&](double tokens, double f) {            // FC1 (gated: 2f wide) and FC2
+    q.fwd += tokens * f;                               // FC2 input (FC1's is added apart)
+    q.bwd += tokens * c.dbl(d.gate) * f + tokens * h;  // FC1 and FC2 output gradients
+  };
+  if (!moe) {
+    q.fwd += tok_r * h;
+    mlp(tok, c.dbl(d.ffn / d.t));
+  } else {
+    const MoeShape m = moe_shape(c);
+    q.fwd += m.routed * h;  // the experts' FC1 input
+    mlp(m.routed, c.dbl(m.f_local));
+    if (d.shared_ffn > 0) {
+      q.fwd += tok_r * h;
+      mlp(tok, c.dbl(d.shared_ffn / d.t));
+    }
+  }
+  return q;
 }
 
 void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l) {
@@ -587,6 +811,13 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   const LayerShard shard = layer_shard(c.plan.model, c.plan.parallel, moe);  // as the executor
   l.dense_params = shard.dense;
   l.expert_params = shard.expert;
+  if (c.lp) {
+    l.lp_gemm_params = shard.gemm_dense + shard.gemm_expert;
+    const LowPrecisionElems q = quantized_elems(c, moe);
+    const TrainingConfig& t = c.plan.training;
+    l.fwd.add("quantize", Cat::kCompute, c.mem(cost::quantize_bytes(t, q.fwd)));
+    bp.add_b("quantize_bwd", Cat::kCompute, c.mem(cost::quantize_bytes(t, q.bwd)));
+  }
   if (!d.fused)  // --no-gradient-accumulation-fusion: main_grad += grad, every micro-batch
     bp.add_w("grad_accumulate", Cat::kCompute,
              c.mem(kGradAccumulateBytesPerParam * c.dbl(l.dense_params + l.expert_params)));
@@ -594,11 +825,14 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   // Memory.
   const Recompute rc =
       c.plan.parallel.recompute == Recompute::kSelective ? Recompute::kSelective : Recompute::kNone;
-  l.act_bytes = cost::layer_activation_bytes(activation_shape(c.plan, d, moe, rc)).total();
-  l.act_full_bytes =
-      cost::layer_activation_bytes(activation_shape(c.plan, d, moe, Recompute::kNone)).total();
-  l.ckpt_bytes =
-      cost::layer_activation_bytes(activation_shape(c.plan, d, moe, Recompute::kFull)).total();
+  auto shape = [&](Recompute r) {
+    cost::LayerActivationShape s = activation_shape(c.plan, d, moe, r);
+    if (c.lp) s.gemm_input_bytes = quantized_bytes_per_element(c.plan.training);
+    return s;
+  };
+  l.act_bytes = cost::layer_activation_bytes(shape(rc)).total();
+  l.act_full_bytes = cost::layer_activation_bytes(shape(Recompute::kNone)).total();
+  l.ckpt_bytes = cost::layer_activation_bytes(shape(Recompute::kFull)).total();
   const double e = c.dbl(d.e);
   double w_in = 2 * c.x_bytes() + e * c.dbl(d.tokens) * c.dbl(d.q_w);  // QKV, FC1/router, proj
   double ffn_elems = c.dbl(d.tokens) * c.dbl(d.ffn / d.t);
@@ -715,33 +949,119 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   x.ws_bwd_bytes = std::llround(c.dbl(d.e) * logits);
 }
 
+// Multi-token prediction (megatron/core/transformer/multi_token_prediction.py) on the last
+// stage, after the decoder: per block, the enorm and hnorm, eh_proj (column-parallel 2h -> h on
+// the gathered tokens), a transformer layer like the last one, and the shared output layer with
+// its loss again (the main head's passes repeated). Its parameters and activations join the
+// output unit's.
+void add_mtp(const Ctx& c, const LayerCosts& layer, ExtraCosts& x) {
+  const PlanDims& d = c.d;
+  const ModelSpec& m = c.plan.model;
+  const ExtraCosts head = x;  // the final norm, logits and loss of the main head
+  const int64_t eh = c.gemm(d.tokens, d.h / d.t, 2 * d.h, GemmPass::kForward);
+  const int64_t eh_d = c.gemm(d.tokens, 2 * d.h, d.h / d.t, GemmPass::kInputGrad),
+                eh_w = c.gemm(d.h / d.t, 2 * d.h, d.tokens, GemmPass::kWeightGrad);
+  const ParallelConfig& p = c.plan.parallel;
+  const LayerShard shard = layer_shard(m, p, m.is_moe_layer(m.num_layers - 1));
+  for (int64_t i = 0; i < m.mtp_num_layers; ++i) {
+    norm_forward(c, x.fwd, "mtp_norms");
+    norm_forward(c, x.fwd, "mtp_norms");
+    x.fwd.add("mtp_eh_proj", Cat::kCompute, eh);
+    x.fwd.append(layer.fwd);
+    x.fwd.append(head.fwd);
+    for (Pass* b : {&x.bwd, &x.bwd_input}) {
+      b->append(b == &x.bwd ? head.bwd : head.bwd_input);
+      b->append(b == &x.bwd ? layer.bwd : layer.bwd_input);
+      b->add("mtp_eh_proj_dgrad", Cat::kCompute, eh_d);
+      norm_backward(c, *b, "mtp_norms_bwd");
+      norm_backward(c, *b, "mtp_norms_bwd");
+    }
+    x.bwd.add("mtp_eh_proj_wgrad", Cat::kCompute, eh_w);
+    x.bwd_weight.append(head.bwd_weight);
+    x.bwd_weight.append(layer.bwd_weight);
+    x.bwd_weight.add("mtp_eh_proj_wgrad", Cat::kCompute, eh_w);
+    x.act_bytes += layer.act_bytes + head.act_bytes + std::llround(3 * c.full_x_bytes());
+    x.weight_input_bytes += layer.weight_input_bytes + head.weight_input_bytes;
+    x.weight_dy_bytes += layer.weight_dy_bytes + head.weight_dy_bytes;
+    x.params += 3 * d.h * (m.normalization == Normalization::kLayerNorm ? 2 : 1) +
+                2 * d.h * d.h / d.t + shard.dense;
+    x.expert_params += shard.expert;
+  }
+  x.ws_fwd_bytes = std::max(x.ws_fwd_bytes, layer.ws_fwd_bytes);
+  x.ws_bwd_bytes = std::max(x.ws_bwd_bytes, layer.ws_bwd_bytes);
+  // With pp > 1 and untied embeddings the last stage holds the blocks' own word embedding.
+  if (p.pp > 1 && !m.tied_embeddings) x.params += d.vocab / d.t * d.h;
+}
+
 void reset(LayerCosts& l, bool rec) {
   for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd}) p->clear(rec);
   l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = l.weight_dy_bytes = 0;
-  l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = 0;
+  l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = l.lp_gemm_params = 0;
 }
 void reset(ExtraCosts& x, bool rec) {
   for (Pass* p : {&x.fwd, &x.bwd, &x.bwd_input, &x.bwd_weight}) p->clear(rec);
   x.act_bytes = x.weight_input_bytes = x.weight_dy_bytes = x.ws_fwd_bytes = x.ws_bwd_bytes = 0;
-  x.params = 0;
+  x.params = x.expert_params = 0;
 }
 
 }  // namespace
+
+const LayerCosts& layer_costs_of(const PlanCosts& costs, const Plan& plan, int64_t layer) {
+  const bool moe = plan.model.is_moe_layer(layer);
+  // A layer both kept in bf16 and of full attention takes the bf16 (sliding-window) costs.
+  if (costs.has_bf16_layers && !layer_in_low_precision(plan.training, plan.model.num_layers, layer))
+    return moe ? costs.moe_bf16 : costs.dense_bf16;
+  if (costs.has_full_attention_layers && !plan.model.is_window_attention_layer(layer))
+    return moe ? costs.moe_full : costs.dense_full;
+  return moe ? costs.moe : costs.dense;
+}
 
 void build_plan_costs(const Plan& plan, const SimOptions& options, const StageGroups& groups,
                       bool record_items, PlanCosts& out) {
   out.dims = plan_dims(plan, options);
   reset(out.dense, record_items);
   reset(out.moe, record_items);
+  reset(out.dense_bf16, record_items);
+  reset(out.moe_bf16, record_items);
   reset(out.embedding, record_items);
   reset(out.output, record_items);
+  reset(out.dense_full, record_items);
+  reset(out.moe_full, record_items);
   const Ctx c{plan, plan.cluster, plan.cluster.gpu_for(plan.training.implementation), out.dims,
               groups};
-  const AttentionTimes at = attention_times(c);
-  if (plan.model.num_moe_layers() < plan.model.num_layers) build_layer(c, at, false, out.dense);
-  if (plan.model.moe) build_layer(c, at, true, out.moe);
+  const ModelSpec& m = plan.model;
+  // Sliding-window layers (all, or those window_attn_skip_freq leaves) and full-attention ones.
+  const AttentionTimes at = attention_times(c, out.dims.window);
+  out.has_full_attention_layers = false;
+  for (int64_t l = 0; out.dims.window > 0 && l < m.num_layers; ++l)
+    out.has_full_attention_layers =
+        out.has_full_attention_layers || !m.is_window_attention_layer(l);
+  const AttentionTimes at_full = out.has_full_attention_layers ? attention_times(c, 0) : at;
+  const bool any_dense = m.num_moe_layers() < m.num_layers;
+  const TrainingConfig& t = plan.training;
+  out.has_bf16_layers = false;
+  std::optional<GpuSpec> lp_gpu;
+  Ctx lc = c;
+  if (low_precision(t)) {
+    lp_gpu = cost::gemm_gpu(c.gpu, gemm_precision(t));
+    lc.gemm_gpu = &*lp_gpu;
+    lc.lp = true;
+    lc.ag_scale = quantized_bytes_per_element(t) / static_cast<double>(out.dims.e);
+    out.has_bf16_layers = t.first_last_layers_bf16;
+    if (out.has_bf16_layers) {
+      if (any_dense) build_layer(c, at, false, out.dense_bf16);
+      if (m.moe) build_layer(c, at, true, out.moe_bf16);
+    }
+  }
+  if (any_dense) build_layer(lc, at, false, out.dense);
+  if (m.moe) build_layer(lc, at, true, out.moe);
+  if (out.has_full_attention_layers) {
+    if (any_dense) build_layer(lc, at_full, false, out.dense_full);
+    if (m.moe) build_layer(lc, at_full, true, out.moe_full);
+  }
   build_embedding(c, out.embedding);
   build_output(c, out.output);
+  if (m.mtp_num_layers > 0) add_mtp(c, layer_costs_of(out, plan, m.num_layers - 1), out.output);
 }
 
 }  // namespace mplan::sim

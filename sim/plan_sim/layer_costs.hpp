@@ -58,6 +58,12 @@ struct PlanDims {
   bool exec = false;  // implementation mplan: the executor's own kernels (exec/model/gpt_blocks)
   // MoE
   int64_t experts = 0, topk = 0, moe_ffn = 0, shared_ffn = 0, ep = 1, etp = 1;
+  bool grouped_gemm = true, flex_dispatch = false, overlap_ep = false;
+  // Multi-latent attention (0 when standard attention): ranks and head dims.
+  int64_t q_lora = 0, kv_lora = 0, qk_dim = 0, rope_dim = 0, v_dim = 0;
+  bool mla = false;
+  // Sliding window: positions each query sees at most (left + 1; 0: full causal attention).
+  int64_t window = 0;
 };
 PlanDims plan_dims(const Plan& plan, const SimOptions& options);
 
@@ -78,6 +84,9 @@ struct LayerCosts {
   int64_t ws_bwd_bytes = 0;        // transient during the backward (activation gradients)
   int64_t dense_params = 0;        // this GPU's shard of the layer's non-expert parameters
   int64_t expert_params = 0;       // ... of its routed-expert parameters
+  // Of those, the GEMM weights when the layer runs in fp8 / fp4 (0 in a 16-bit layer): what
+  // the quantized weight copies, the per-step weight quantization and the fp8 all-gather count.
+  int64_t lp_gemm_params = 0;
 };
 
 // The embedding (first stage) and the output layer with the loss (last stage).
@@ -88,15 +97,29 @@ struct ExtraCosts {
   int64_t weight_dy_bytes = 0;
   int64_t ws_fwd_bytes = 0, ws_bwd_bytes = 0;
   int64_t params = 0;  // this GPU's shard (output: final norm + output weight unless tied, pp 1)
+  int64_t expert_params = 0;  // output: the routed experts of multi-token-prediction blocks
 };
 
 struct PlanCosts {
   PlanDims dims;
-  LayerCosts dense;
-  LayerCosts moe;  // empty for a dense model
+  LayerCosts dense;  // in the plan's GEMM precision (fp8 / fp4 when the plan asks for it)
+  LayerCosts moe;    // empty for a dense model
   ExtraCosts embedding;
   ExtraCosts output;
+  // fp8 / fp4 with first_last_layers_bf16: the layers kept in 16 bits (else empty).
+  bool has_bf16_layers = false;
+  LayerCosts dense_bf16;
+  LayerCosts moe_bf16;
+  // Sliding-window attention with window_attn_skip_freq: the layers that keep full attention
+  // (the fields above are the sliding-window layers; built in the plan's GEMM precision).
+  bool has_full_attention_layers = false;
+  LayerCosts dense_full;
+  LayerCosts moe_full;
 };
+
+// The costs of layer `layer` (0-based): dense or MoE, in low precision or kept in 16 bits
+// (src/plan/low_precision: layer_in_low_precision).
+const LayerCosts& layer_costs_of(const PlanCosts& costs, const Plan& plan, int64_t layer);
 
 // Costs with the groups of `groups` (tensor-, context-, expert-parallel placement). Items are
 // recorded when `record_items`. `out` is overwritten; its vectors keep their capacity.

@@ -23,6 +23,7 @@
 
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
+#include "sim/cost/precision_cost.hpp"
 #include "src/common/error.hpp"
 #include "src/model/model_stats.hpp"
 
@@ -335,7 +336,7 @@ class Builder {
   int64_t param_gather_ns(int64_t stage, const GradBucket& b) const {
     const StageGroups& g = L_.groups[stage];
     return cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather,
-                                    static_cast<double>(b.numel) * param_bytes_,
+                                    static_cast<double>(b.numel) * param_gather_bytes_,
                                     b.expert ? g.expert_dp : g.dp_cp);
   }
   bool has_dp(int64_t stage, const GradBucket& b) const {
@@ -369,16 +370,28 @@ class Builder {
     // Memory present before the step. The stage's parameters on this GPU are its chunks' (the
     // same count as rank_params(), which a test checks, without rank_params' allocation).
     StageParams rp;
+    lp_gemm_params_ = 0;
     for (int64_t c = 0; c < vpp_; ++c) {
       const ChunkCosts& ch = L_.chunks.at(stage, c);
       rp.num_layers += ch.num_layers;
       rp.non_expert += ch.dense_params;
       rp.expert += ch.expert_params;
+      lp_gemm_params_ += ch.lp_gemm_params;
     }
     const cost::ModelStateBytes ms =
         cost::model_state_bytes(plan_.training, par_.distributed_optimizer, rp.non_expert,
                                 par_.dp * par_.cp, rp.expert, par_.expert_dp());
-    P_.set_initial_memory(er, kMemWeights, ms.weights);
+    // fp8 / fp4 layers (sim/cost/precision_cost): the quantized weight copies, and the parameter
+    // all-gather's bytes per element, GEMM weights quantized with fp8_param_gather.
+    const double lp_gemm = static_cast<double>(lp_gemm_params_);
+    const double held = static_cast<double>(std::max<int64_t>(1, rp.total()));
+    param_gather_bytes_ = (param_bytes_ * (held - lp_gemm) +
+                           cost::gemm_weight_gather_bytes(plan_.training) * lp_gemm) /
+                          held;
+    P_.set_initial_memory(
+        er, kMemWeights,
+        ms.weights +
+            std::llround(cost::low_precision_weight_extra_bytes(plan_.training) * lp_gemm));
     P_.set_initial_memory(er, kMemGrads, ms.grads);
     P_.set_initial_memory(er, kMemOptimizer, ms.optimizer);
     // Sequence parallelism keeps one all-gather buffer of (s/cp, b, h) (Megatron's global
@@ -605,7 +618,13 @@ class Builder {
     if (par_.distributed_optimizer)
       owned = (rp.non_expert + par_.dp * par_.cp - 1) / (par_.dp * par_.cp) +
               (rp.expert + par_.expert_dp() - 1) / par_.expert_dp();
-    const int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total());
+    // fp8 / fp4: the GEMM weights are quantized once per step (sim/cost/precision_cost).
+    const double quantize_weights = cost::weight_quantize_bytes_per_param(plan_.training) *
+                                    static_cast<double>(lp_gemm_params_);
+    int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total());
+    if (quantize_weights > 0)
+      opt_ns += cost::memory_bound_time_ns(plan_.cluster.gpu_for(plan_.training.implementation),
+                                           quantize_weights);
     inline_op(kNumSlots, Cat::kOptimizer, opt_ns, names_.optimizer);
     if (par_.distributed_optimizer && !par_.overlap_param_gather) {
       for (int64_t c = 0; c < vpp_; ++c) {
@@ -651,13 +670,14 @@ class Builder {
       }
     };
     auto unit_pass = [&](const ChunkUnit& u) {
-      const LayerCosts& lc = u.moe ? pc.moe : pc.dense;
+      const LayerCosts& lc =
+          u.kind == ChunkUnit::kLayer ? layer_costs_of(pc, plan_, u.layer) : pc.dense;
       if (u.kind == ChunkUnit::kLayer) {
         if (which == 'F') return emit(lc.fwd, u.layer, false);
         if (which == 'W') return emit(lc.bwd_weight, u.layer, false);
         if (u.recompute_attention) emit(lc.attn_fwd, u.layer, true);
         for (int32_t l = u.recompute_first; l < u.recompute_first + u.recompute_count; ++l)
-          emit(plan_.model.is_moe_layer(l) ? pc.moe.fwd : pc.dense.fwd, l, true);
+          emit(layer_costs_of(pc, plan_, l).fwd, l, true);
         return emit(which == 'B' ? lc.bwd : lc.bwd_input, u.layer, false);
       }
       const ExtraCosts& x = u.kind == ChunkUnit::kEmbedding ? pc.embedding : pc.output;
@@ -694,6 +714,10 @@ class Builder {
   PlanDims dims_;
   Names names_{};
   double p2p_bytes_ = 0, grad_bytes_ = 4, param_bytes_ = 2;
+  // The rank being built: its GEMM weights in fp8 / fp4 layers, and the parameter all-gather's
+  // bytes per element (param_bytes_, less with fp8_param_gather / fp4_param_gather).
+  int64_t lp_gemm_params_ = 0;
+  double param_gather_bytes_ = 2;
   int64_t p2p_same_ns_ = -1, p2p_cross_ns_ = -1;  // one transfer inside a node / across nodes
   OpId last_compute_ = des::kNone;
   std::vector<PlanCosts> trace_costs_;

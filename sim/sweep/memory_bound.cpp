@@ -13,6 +13,7 @@
 #include "src/common/units.hpp"
 #include "src/model/layer_range.hpp"
 #include "src/model/model_stats.hpp"
+#include "src/plan/low_precision.hpp"
 #include "src/plan/plan_rules.hpp"
 
 namespace mplan::sweep {
@@ -39,6 +40,8 @@ int64_t memory_lower_bound(const Plan& plan) {
   s.attention_dropout = false;
   s.hidden_dropout = false;
   s.bytes_per_element = bytes_per_element(plan.training.precision);
+  // fp8 / fp4: the quantized GEMM inputs (the smaller footprint; bf16 layers only add to it).
+  if (low_precision(plan.training)) s.gemm_input_bytes = quantized_bytes_per_element(plan.training);
   const cost::LayerActivationBytes layer = cost::layer_activation_bytes(s);
   // MoE layers: only the parts that do not depend on routing.
   const int64_t dense_layer_bytes = layer.total();

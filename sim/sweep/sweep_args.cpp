@@ -5,8 +5,34 @@
 #include "sim/sweep/sweep_advice.hpp"
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
+#include "src/plan/precision_rules.hpp"
 
 namespace mplan::sweep {
+
+TrainingConfig training_of(const SweepArgs& a) {
+  // Through the plan file's own parser, so the flags obey the training section's rules.
+  Json t = Json::object();
+  if (a.precision == "fp8") {
+    t["fp8_format"] = "hybrid";
+    t["fp8_recipe"] = a.fp8_recipe;
+    if (a.fp8_param_gather) t["fp8_param_gather"] = true;
+  } else if (a.precision == "fp4") {
+    t["fp4_format"] = "e2m1";
+  } else if (a.precision != "bf16") {
+    throw Error(cat("--precision: must be bf16, fp8 or fp4, got \"", a.precision, "\""));
+  }
+  if (a.precision != "fp8" && (a.fp8_recipe != "delayed" || a.fp8_param_gather))
+    throw Error(cat(a.fp8_param_gather ? "--fp8-param-gather" : "--fp8-recipe",
+                    ": needs --precision fp8, got --precision ", a.precision));
+  try {
+    return training_from_json(t, "training");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw Error(what.rfind("training.fp8_recipe", 0) == 0
+                    ? "--fp8-recipe" + what.substr(std::string("training.fp8_recipe").size())
+                    : what);
+  }
+}
 
 SweepRequest make_request(const SweepArgs& a) {
   SweepRequest r;
@@ -14,7 +40,7 @@ SweepRequest make_request(const SweepArgs& a) {
                                      is_file_reference(a.model) ? a.model : "--model");
   r.base.model = model_from_json(model_json, "--model");
   r.base.cluster = load_cluster(a.cluster, "--cluster");
-  r.base.training = TrainingConfig{};
+  r.base.training = training_of(a);
   const std::optional<Implementation> impl = stack_from(a.stack);
   if (!impl)
     throw Error(cat("--stack: must be one of ", kStackNames, ", got ", json_excerpt(a.stack)));
@@ -46,6 +72,14 @@ SweepRequest make_request(const SweepArgs& a) {
     throw Error(cat("--global-batch: model '", m.name,
                     "' has no default_global_batch_size; give --global-batch"));
   }
+  // A recipe the GPU cannot run refuses every candidate: say so once, up front.
+  std::vector<Violation> hw;
+  append_precision_violations(r.base, hw);
+  for (const Violation& v : hw)
+    if (v.field == "training.fp8_format" || v.field == "training.fp8_recipe" ||
+        v.field == "training.fp4_format" || v.field == "cluster.gpu.compute_capability")
+      throw Error(cat(v.field == "training.fp8_recipe" ? "--fp8-recipe" : "--precision", ": ",
+                      v.message, " (cluster '", r.base.cluster.name, "')"));
   check_request(r);
   return r;
 }

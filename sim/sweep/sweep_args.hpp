@@ -31,7 +31,16 @@ struct SweepArgs {
   std::string stack = "megatron-te";
   Objective objective = Objective::kThroughput;
   double memory_headroom = kDefaultMemoryHeadroom;  // --memory-headroom (as a fraction)
+  // Low precision of every candidate: --precision bf16|fp8|fp4 (fp8: fp8_format hybrid with
+  // --fp8-recipe; fp4: fp4_format e2m1, nvfp4), --fp8-param-gather.
+  std::string precision = "bf16";
+  std::string fp8_recipe = "delayed";
+  bool fp8_param_gather = false;
 };
+
+// The training section --precision, --fp8-recipe and --fp8-param-gather describe; errors name
+// the flag (an unknown value, --fp8-recipe or --fp8-param-gather without --precision fp8).
+TrainingConfig training_of(const SweepArgs& args);
 
 // Loads model and cluster, applies --seq-length, takes the global batch from --global-batch or
 // the model file's "default_global_batch_size", parses --fix, then check_request(). Errors name

@@ -25,6 +25,18 @@ LayerParams layer_params(const ModelSpec& m, int64_t layer) {
       case TensorRole::kProjBias:
       case TensorRole::kQkvWeight:
       case TensorRole::kQkvBias:
+      case TensorRole::kQDownWeight:
+      case TensorRole::kQDownBias:
+      case TensorRole::kQNormWeight:
+      case TensorRole::kQUpWeight:
+      case TensorRole::kQUpBias:
+      case TensorRole::kQProjWeight:
+      case TensorRole::kQProjBias:
+      case TensorRole::kKvDownWeight:
+      case TensorRole::kKvDownBias:
+      case TensorRole::kKvNormWeight:
+      case TensorRole::kKvUpWeight:
+      case TensorRole::kKvUpBias:
         l.attention += t.numel();
         break;
       case TensorRole::kFc1Weight:
@@ -68,7 +80,24 @@ ParamCounts count_params(const ModelSpec& m, int64_t tp) {
   }
   for (const ParamTensor& t : output_tensors(m, p))
     (t.role == TensorRole::kOutputWeight ? c.output_layer : c.final_norm) += t.numel();
+  if (m.mtp_num_layers > 0) {
+    const MtpParams b = mtp_block_params(m);
+    c.mtp = m.mtp_num_layers * b.total();
+    c.expert += m.mtp_num_layers * b.layer.experts;
+    c.active_expert += m.mtp_num_layers * b.layer.active_experts;
+  }
   return c;
+}
+
+MtpParams mtp_block_params(const ModelSpec& m) {
+  // megatron/core/transformer/multi_token_prediction.py: enorm, hnorm and final_layernorm of the
+  // model's normalization; eh_proj a column-parallel linear without bias.
+  MtpParams b;
+  const int64_t h = m.hidden_size;
+  b.norms = 3 * h * (m.normalization == Normalization::kLayerNorm ? 2 : 1);
+  b.eh_proj = 2 * h * h;
+  b.layer = layer_params(m, m.num_layers - 1);
+  return b;
 }
 
 namespace {
@@ -99,6 +128,17 @@ StageParams stage_shard(const ModelSpec& m, const ParallelConfig& p, int64_t pp_
   if (pp_rank == p.pp - 1)
     for (const ParamTensor& t : output_tensors(m, p))
       (t.role == TensorRole::kOutputWeight ? s.embedding : s.non_expert) += size(t);
+  if (pp_rank == p.pp - 1 && m.mtp_num_layers > 0) {
+    // Multi-token prediction on the last stage: each block's norms (whole), eh_proj (split over
+    // tp) and transformer layer; with pp > 1 and untied embeddings the stage also holds a copy
+    // of the word embedding for the blocks' input (Megatron builds it where mtp_process is set).
+    const int64_t h = m.hidden_size, t = sharded ? p.tp : 1;
+    const MtpParams b = mtp_block_params(m);
+    const LayerShard l = layer_shard(m, lp, m.is_moe_layer(m.num_layers - 1));
+    s.non_expert += m.mtp_num_layers * (b.norms + 2 * h * h / t + l.dense);
+    s.expert += m.mtp_num_layers * l.expert;
+    if (p.pp > 1 && !m.tied_embeddings) s.embedding += m.padded_vocab_size(p.tp) / t * h;
+  }
   s.non_expert += s.embedding;
   return s;
 }
@@ -126,8 +166,11 @@ double megatron_flops(const ModelSpec& m, int64_t batch_size, int64_t tp) {
   const double s = static_cast<double>(m.seq_length);
   const double tokens = static_cast<double>(batch_size) * s;  // BSHD: batch x s
   const double seqlen_squared_sum = static_cast<double>(batch_size) * s * s;
-  const double num_layers = static_cast<double>(m.num_layers);
-  const double num_moe_layers = static_cast<double>(m.num_moe_layers());
+  // Multi-token prediction adds mtp_num_layers layers of the last layer's kind.
+  const double mtp = static_cast<double>(m.mtp_num_layers);
+  const double last_is_moe = m.is_moe_layer(m.num_layers - 1) ? 1 : 0;
+  const double num_layers = static_cast<double>(m.num_layers) + mtp;
+  const double num_moe_layers = static_cast<double>(m.num_moe_layers()) + last_is_moe * mtp;
   const double num_dense_layers = num_layers - num_moe_layers;
   const double experts_routed_to = m.moe ? static_cast<double>(m.moe->topk) : 0.0;
   const double moe_ffn = m.moe ? static_cast<double>(m.moe->moe_ffn_hidden_size) : 0.0;
@@ -137,14 +180,32 @@ double megatron_flops(const ModelSpec& m, int64_t batch_size, int64_t tp) {
   const double ffn_factor = m.activation == Activation::kSwiglu ? 3 : 2;
   const double q = static_cast<double>(m.kv_channels * m.num_attention_heads);
   const double kv = static_cast<double>(m.kv_channels * m.num_query_groups);
-  const double self_attn_term = fwd_bwd * fma * (h * (q + kv + kv) + q * h);
-  const double self_attn_core_term = fwd_bwd * fma * q / 2 * 2;  // causal: half the scores
+  double self_attn_term = fwd_bwd * fma * (h * (q + kv + kv) + q * h);
+  double self_attn_core_term = fwd_bwd * fma * q / 2 * 2;  // causal: half the scores
+  if (m.mla) {
+    // Multi-latent attention: the q and kv LoRA projections with their norms and the decoupled
+    // RoPE key, the output projection; the core over qk (+ RoPE) and v head dims.
+    const MlaSpec& a = *m.mla;
+    const double heads = static_cast<double>(m.num_attention_heads);
+    const double qr = static_cast<double>(a.q_lora_rank), kr = static_cast<double>(a.kv_lora_rank);
+    const double dn = static_cast<double>(a.qk_head_dim),
+                 dr = static_cast<double>(a.qk_pos_emb_head_dim);
+    const double dv = static_cast<double>(a.v_head_dim);
+    const double q_term =
+        a.q_lora_rank == 0 ? h * heads * (dn + dr) : qr * (h + heads * (dn + dr) + 1);
+    self_attn_term =
+        fwd_bwd * fma * (q_term + kr * (h + heads * (dn + dv) + 1) + h * dr + heads * dv * h);
+    self_attn_core_term = fwd_bwd * fma * (heads * (dn + dr) / 2 + heads * dv / 2);
+  }
   const double vocab = static_cast<double>(m.padded_vocab_size(tp));
-  return tokens * (fwd_bwd * fma * h *
-                       (static_cast<double>(m.ffn_hidden_size) * ffn_factor * num_dense_layers +
-                        moe_ffn * experts_routed_to * ffn_factor * num_moe_layers +
-                        shared_ffn * ffn_factor * num_moe_layers) +
-                   self_attn_term * num_layers + fwd_bwd * fma * h * vocab) +
+  return tokens *
+             (fwd_bwd * fma * h *
+                  (static_cast<double>(m.ffn_hidden_size) * ffn_factor * num_dense_layers +
+                   moe_ffn * experts_routed_to * ffn_factor * num_moe_layers +
+                   shared_ffn * ffn_factor * num_moe_layers) +
+              self_attn_term * num_layers +
+              // MTP: enorm, hnorm, final norm and eh_proj per block
+              fwd_bwd * fma * mtp * (3 * h + 2 * h * h) + fwd_bwd * fma * h * vocab * (mtp + 1)) +
          seqlen_squared_sum * self_attn_core_term * num_layers;
 }
 

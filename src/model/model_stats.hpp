@@ -39,8 +39,10 @@ struct ParamCounts {
   int64_t output_layer = 0;        // untied output layer (no bias); 0 when tied
   int64_t expert = 0;              // routed-expert parameters (within transformer_layers)
   int64_t active_expert = 0;       // topk routed experts per layer, summed over MoE layers
+  int64_t mtp = 0;  // multi-token prediction blocks (expert parts within `expert` too)
   int64_t total() const {
-    return word_embedding + position_embedding + transformer_layers + final_norm + output_layer;
+    return word_embedding + position_embedding + transformer_layers + final_norm + output_layer +
+           mtp;
   }
   int64_t non_expert() const { return total() - expert; }
   // Parameters one token passes through (topk experts instead of all).
@@ -49,6 +51,18 @@ struct ParamCounts {
 };
 
 ParamCounts count_params(const ModelSpec& m, int64_t tp = 1);
+
+// One multi-token-prediction block (Megatron-LM's MultiTokenPredictionLayer): the enorm and hnorm
+// of the embedding and the hidden state, eh_proj (2h -> h, column-parallel, no bias), a
+// transformer layer of the last layer's kind (MoE when the last layer is), its final norm. The
+// word embedding and the output layer are the model's (shared).
+struct MtpParams {
+  int64_t norms = 0;    // enorm, hnorm, final_layernorm
+  int64_t eh_proj = 0;  // 2h x h
+  LayerParams layer;
+  int64_t total() const { return norms + eh_proj + layer.total(); }
+};
+MtpParams mtp_block_params(const ModelSpec& m);
 
 // What one rank of pipeline stage `pp_rank` holds: its layers (all virtual stages), the
 // embeddings on the first stage, the final norm and output layer on the last. With tied
@@ -76,8 +90,10 @@ StageParams rank_params(const ModelSpec& m, const ParallelConfig& p, int64_t pp_
 
 // Megatron-LM's num_floating_point_operations (megatron/training/training.py) for a dense or
 // MoE GPT with GQA and SwiGLU: 3 x 2 x (GEMM multiply-adds) per token for forward + backward, a
-// causal core attention (half the s^2 scores), logits over the vocabulary padded for `tp`.
-// Recomputation is not counted.
+// causal core attention (half the s^2 scores), logits over the vocabulary padded for `tp`;
+// multi-latent attention's LoRA projections and core, multi-token prediction's layers, norms,
+// eh_proj and extra logits, a per-layer MoE pattern. Sliding windows are not counted (Megatron
+// counts every layer's full causal attention). Recomputation is not counted.
 double megatron_flops(const ModelSpec& m, int64_t batch_size, int64_t tp = 1);
 
 // Narayanan et al., SC'21, eq. (3), with activation recomputation (4 passes over each layer):

@@ -65,6 +65,30 @@ const char* role_suffix(TensorRole r) {
       return "decoder.final_layernorm.bias";
     case TensorRole::kOutputWeight:
       return "output_layer.weight";
+    case TensorRole::kQDownWeight:
+      return "self_attention.linear_q_down_proj.weight";
+    case TensorRole::kQDownBias:
+      return "self_attention.linear_q_down_proj.bias";
+    case TensorRole::kQNormWeight:
+      return "self_attention.q_layernorm.weight";
+    case TensorRole::kQUpWeight:
+      return "self_attention.linear_q_up_proj.weight";
+    case TensorRole::kQUpBias:
+      return "self_attention.linear_q_up_proj.bias";
+    case TensorRole::kQProjWeight:
+      return "self_attention.linear_q_proj.weight";
+    case TensorRole::kQProjBias:
+      return "self_attention.linear_q_proj.bias";
+    case TensorRole::kKvDownWeight:
+      return "self_attention.linear_kv_down_proj.weight";
+    case TensorRole::kKvDownBias:
+      return "self_attention.linear_kv_down_proj.bias";
+    case TensorRole::kKvNormWeight:
+      return "self_attention.kv_layernorm.weight";
+    case TensorRole::kKvUpWeight:
+      return "self_attention.linear_kv_up_proj.weight";
+    case TensorRole::kKvUpBias:
+      return "self_attention.linear_kv_up_proj.bias";
   }
   return "?";
 }
@@ -139,11 +163,42 @@ void add_mlp(Builder& b, const ModelSpec& m, int64_t layer, int64_t ffn, int64_t
   }
 }
 
+// Multi-latent attention's projections (megatron/core/transformer/multi_latent_attention.py,
+// MLASelfAttention): the down projections and latent norms whole on every tensor-parallel rank
+// (their gradients summed over tp under sequence parallelism, as the norms'), the up projections
+// split by heads. The latent norms carry a weight only (RMSNorm, as DeepSeek-V2 / V3 use).
+void add_mla(Builder& b, const ModelSpec& m, const ParallelConfig& p, int64_t layer) {
+  const MlaSpec& a = *m.mla;
+  const int64_t h = m.hidden_size, heads = m.num_attention_heads;
+  const int64_t q_out = heads * (a.qk_head_dim + a.qk_pos_emb_head_dim);
+  const int64_t kv_out = heads * (a.qk_head_dim + a.v_head_dim);
+  auto dup = [&](TensorRole r, int ndim, int64_t rows, int64_t cols, InitKind init) {
+    b.add(r, layer, ndim, rows, cols, ShardKind::kReplicated, 1, init).sp_grad_reduce = true;
+  };
+  auto col = [&](TensorRole w, TensorRole bias, int64_t rows, int64_t cols) {
+    b.add(w, layer, 2, rows, cols, ShardKind::kRows, p.tp, InitKind::kNormal);
+    if (m.add_bias_linear) b.add(bias, layer, 1, rows, 1, ShardKind::kRows, p.tp, InitKind::kZero);
+  };
+  if (a.q_lora_rank > 0) {
+    dup(TensorRole::kQDownWeight, 2, a.q_lora_rank, h, InitKind::kNormal);
+    if (m.add_bias_linear) dup(TensorRole::kQDownBias, 1, a.q_lora_rank, 1, InitKind::kZero);
+    dup(TensorRole::kQNormWeight, 1, a.q_lora_rank, 1, InitKind::kOne);
+    col(TensorRole::kQUpWeight, TensorRole::kQUpBias, q_out, a.q_lora_rank);
+  } else {
+    col(TensorRole::kQProjWeight, TensorRole::kQProjBias, q_out, h);
+  }
+  const int64_t kv_down = a.kv_lora_rank + a.qk_pos_emb_head_dim;
+  dup(TensorRole::kKvDownWeight, 2, kv_down, h, InitKind::kNormal);
+  if (m.add_bias_linear) dup(TensorRole::kKvDownBias, 1, kv_down, 1, InitKind::kZero);
+  dup(TensorRole::kKvNormWeight, 1, a.kv_lora_rank, 1, InitKind::kOne);
+  col(TensorRole::kKvUpWeight, TensorRole::kKvUpBias, kv_out, a.kv_lora_rank);
+}
+
 void build_layer(const ModelSpec& m, const ParallelConfig& p, bool moe, int64_t layer,
                  std::vector<ParamTensor>& out) {
   Builder b(out);
   const int64_t h = m.hidden_size;
-  const int64_t q = m.kv_channels * m.num_attention_heads;
+  const int64_t q = (m.mla ? m.mla->v_head_dim : m.kv_channels) * m.num_attention_heads;
   const int64_t kv = m.kv_channels * m.num_query_groups;
   // Q, K and V as three row blocks, each sharded by heads (K and V by query groups), so a rank's
   // output is its heads' Q, K, V side by side. (Megatron interleaves them per query group; the
@@ -154,11 +209,15 @@ void build_layer(const ModelSpec& m, const ParallelConfig& p, bool moe, int64_t 
   if (m.add_bias_linear)
     b.add(TensorRole::kProjBias, layer, 1, h, 1, ShardKind::kReplicated, 1, InitKind::kZero)
         .sp_grad_reduce = true;
-  b.add(TensorRole::kQkvWeight, layer, 2, q + 2 * kv, h, qkv_shard, p.tp, InitKind::kNormal)
-      .block_rows = {q, kv, kv};
-  if (m.add_bias_linear)
-    b.add(TensorRole::kQkvBias, layer, 1, q + 2 * kv, 1, qkv_shard, p.tp, InitKind::kZero)
+  if (m.mla) {
+    add_mla(b, m, p, layer);
+  } else {
+    b.add(TensorRole::kQkvWeight, layer, 2, q + 2 * kv, h, qkv_shard, p.tp, InitKind::kNormal)
         .block_rows = {q, kv, kv};
+    if (m.add_bias_linear)
+      b.add(TensorRole::kQkvBias, layer, 1, q + 2 * kv, 1, qkv_shard, p.tp, InitKind::kZero)
+          .block_rows = {q, kv, kv};
+  }
   add_norm(b, m, TensorRole::kMlpNormWeight, TensorRole::kMlpNormBias, layer);
   if (!moe) {
     add_mlp(b, m, layer, m.ffn_hidden_size, p.tp, TensorRole::kFc1Weight, TensorRole::kFc1Bias,
@@ -276,8 +335,32 @@ LayerShard layer_shard(const ModelSpec& m, const ParallelConfig& p, bool moe) {
   std::vector<ParamTensor> v;
   build_layer(m, p, moe, 0, v);
   LayerShard s;
-  for (const ParamTensor& t : v) (t.expert ? s.expert : s.dense) += t.local_numel();
+  for (const ParamTensor& t : v) {
+    (t.expert ? s.expert : s.dense) += t.local_numel();
+    if (is_gemm_weight(t.role)) (t.expert ? s.gemm_expert : s.gemm_dense) += t.local_numel();
+  }
   return s;
+}
+
+bool is_gemm_weight(TensorRole r) {
+  switch (r) {
+    case TensorRole::kQkvWeight:
+    case TensorRole::kProjWeight:
+    case TensorRole::kFc1Weight:
+    case TensorRole::kFc2Weight:
+    case TensorRole::kSharedFc1Weight:
+    case TensorRole::kSharedFc2Weight:
+    case TensorRole::kExpertFc1Weight:
+    case TensorRole::kExpertFc2Weight:
+    case TensorRole::kQDownWeight:
+    case TensorRole::kQUpWeight:
+    case TensorRole::kQProjWeight:
+    case TensorRole::kKvDownWeight:
+    case TensorRole::kKvUpWeight:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace mplan

@@ -62,6 +62,20 @@ enum class TensorRole : uint8_t {
   kFinalNormWeight,
   kFinalNormBias,
   kOutputWeight,  // output_layer.weight: untied, or the last stage's copy of a tied embedding
+  // Multi-latent attention (MLASelfAttention), in place of linear_qkv: the down projections are
+  // duplicated on every tensor-parallel rank, the up projections column-parallel.
+  kQDownWeight,  // linear_q_down_proj (q_lora_rank > 0): h -> q_lora_rank
+  kQDownBias,
+  kQNormWeight,  // q_layernorm over the query latent
+  kQUpWeight,    // linear_q_up_proj: q_lora_rank -> heads x (qk_head_dim + qk_pos_emb_head_dim)
+  kQUpBias,
+  kQProjWeight,  // linear_q_proj (q_lora_rank 0): h -> heads x (qk_head_dim + qk_pos_emb_head_dim)
+  kQProjBias,
+  kKvDownWeight,  // linear_kv_down_proj: h -> kv_lora_rank + qk_pos_emb_head_dim
+  kKvDownBias,
+  kKvNormWeight,  // kv_layernorm over the key/value latent
+  kKvUpWeight,    // linear_kv_up_proj: kv_lora_rank -> heads x (qk_head_dim + v_head_dim)
+  kKvUpBias,
 };
 
 struct ParamTensor {
@@ -118,7 +132,13 @@ std::vector<ParamTensor> output_tensors(const ModelSpec& m, const ParallelConfig
 struct LayerShard {
   int64_t dense = 0;
   int64_t expert = 0;
+  // Of these, the weights of the GEMMs (linear_qkv, linear_proj, fc1, fc2 of the MLP, the shared
+  // and the routed experts): what fp8 / fp4 quantize. Not norms, biases or the router.
+  int64_t gemm_dense = 0;
+  int64_t gemm_expert = 0;
 };
+// True for the weight of a GEMM that Transformer Engine runs in fp8 / fp4 (see LayerShard).
+bool is_gemm_weight(TensorRole r);
 LayerShard layer_shard(const ModelSpec& m, const ParallelConfig& p, bool moe);
 
 }  // namespace mplan

@@ -111,14 +111,15 @@ constexpr NumberRange kHbmGbps{1e-2, 1e7};
 constexpr NumberRange kEfficiency{1e-3, 1};
 constexpr NumberRange kOverheadGib{0, 1e5};
 constexpr NumberRange kLatencyUs{0, 1e6};
-constexpr NumberRange kSlowdown{0, 10};        // fraction added to a kernel's time under overlap
-constexpr NumberRange kCurveX{1, 1e24};        // FLOPs of one call, or bytes of one message
-constexpr NumberRange kEfficiencyY{1e-4, 1};   // fraction of peak
+constexpr NumberRange kSlowdown{0, 10};       // fraction added to a kernel's time under overlap
+constexpr NumberRange kCurveX{1, 1e24};       // FLOPs of one call, or bytes of one message
+constexpr NumberRange kEfficiencyY{1e-4, 1};  // fraction of peak
 // Fraction of hbm bandwidth over a kind's modelled bytes: above 1 where the L2 cache serves part
 // of them (the embedding gradient's scattered row updates measure 1.04 on H200, 1.11 on H100).
 constexpr NumberRange kMemKindY{1e-4, 2};
 constexpr NumberRange kBandwidthY{1e-3, 1e5};  // GB/s
 constexpr size_t kMaxCurvePoints = 256;
+constexpr NumberRange kComputeCapability{1, 100};  // CUDA major.minor (8.0 ... 10.0 today)
 
 Curve curve_from_json(const JsonObject& o, const std::string& key, NumberRange y_range) {
   Curve c;
@@ -406,6 +407,9 @@ Json gpu_to_json(const GpuSpec& gpu) {
   if (gpu.kernel_min_us > 0) g["kernel_min_us"] = gpu.kernel_min_us;
   if (gpu.host_overhead_us > 0) g["host_overhead_us"] = gpu.host_overhead_us;
   if (gpu.overlap_slowdown > 0) g["overlap_slowdown"] = gpu.overlap_slowdown;
+  if (gpu.peak_fp8_tflops > 0) g["peak_fp8_tflops"] = gpu.peak_fp8_tflops;
+  if (gpu.peak_fp4_tflops > 0) g["peak_fp4_tflops"] = gpu.peak_fp4_tflops;
+  if (gpu.compute_capability > 0) g["compute_capability"] = gpu.compute_capability;
   return g;
 }
 
@@ -437,6 +441,10 @@ GpuSpec gpu_from_json(const Json& j, const std::string& path) {
   gpu.kernel_min_us = g.get_number("kernel_min_us", 0.0, kLatencyUs);
   gpu.host_overhead_us = g.get_number("host_overhead_us", 0.0, kLatencyUs);
   gpu.overlap_slowdown = g.get_number("overlap_slowdown", 0.0, kSlowdown);
+  if (g.has("peak_fp8_tflops")) gpu.peak_fp8_tflops = g.get_number("peak_fp8_tflops", kTflops);
+  if (g.has("peak_fp4_tflops")) gpu.peak_fp4_tflops = g.get_number("peak_fp4_tflops", kTflops);
+  if (g.has("compute_capability"))
+    gpu.compute_capability = g.get_number("compute_capability", kComputeCapability);
   g.finish();
   return gpu;
 }

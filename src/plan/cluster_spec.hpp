@@ -108,6 +108,13 @@ struct GpuSpec {
                                   // that: a stretch of short kernels is bound by the host)
   double overlap_slowdown = 0;    // a kernel runs this much slower while a collective runs beside
                                   // it on another stream (over the overlapped time)
+  // Low precision (src/plan/low_precision): dense tensor-core peaks, 10^12 FLOP/s (datasheet;
+  // 0: the GPU has no such tensor cores), and the CUDA compute capability (major.minor: 8.0
+  // Ampere, 8.9 Ada, 9.0 Hopper, 10.0 Blackwell; 0: not given) that decides which Transformer
+  // Engine recipes run on it. The GEMM efficiency curve applies to each precision's peak.
+  double peak_fp8_tflops = 0;
+  double peak_fp4_tflops = 0;
+  double compute_capability = 0;
   bool operator==(const GpuSpec&) const = default;
   int64_t memory_bytes() const;
 };

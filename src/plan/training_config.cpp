@@ -118,7 +118,71 @@ const char* to_string(AttentionBackend a) {
   return a == AttentionBackend::kFlash ? "flash" : "unfused";
 }
 
+const char* to_string(Fp8Format f) {
+  return f == Fp8Format::kE4m3 ? "e4m3" : f == Fp8Format::kHybrid ? "hybrid" : "none";
+}
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kTensorwise:
+      return "tensorwise";
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kBlockwise:
+      return "blockwise";
+    case Fp8Recipe::kMxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
+const char* to_string(Fp4Format f) { return f == Fp4Format::kE2m1 ? "e2m1" : "none"; }
+const char* to_string(Fp4Recipe) { return "nvfp4"; }
+
 int64_t bytes_per_element(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+
+namespace {
+
+// The fp8 / fp4 fields and the rules Megatron-LM states for them on their own
+// (TransformerConfig.__post_init__, arguments.py validate_args); the rules that involve the
+// model, the parallel layout or the GPU are in src/plan/precision_rules.
+void parse_low_precision(const JsonObject& o, TrainingConfig& t) {
+  const std::string f8 = o.get_enum("fp8_format", {"none", "e4m3", "hybrid"}, "none");
+  t.fp8_format = f8 == "e4m3"     ? Fp8Format::kE4m3
+                 : f8 == "hybrid" ? Fp8Format::kHybrid
+                                  : Fp8Format::kNone;
+  const std::string r8 =
+      o.get_enum("fp8_recipe", {"tensorwise", "delayed", "blockwise", "mxfp8"}, "delayed");
+  t.fp8_recipe = r8 == "tensorwise"  ? Fp8Recipe::kTensorwise
+                 : r8 == "delayed"   ? Fp8Recipe::kDelayed
+                 : r8 == "blockwise" ? Fp8Recipe::kBlockwise
+                                     : Fp8Recipe::kMxfp8;
+  t.fp4_format = o.get_enum("fp4_format", {"none", "e2m1"}, "none") == "e2m1" ? Fp4Format::kE2m1
+                                                                              : Fp4Format::kNone;
+  o.get_enum("fp4_recipe", {"nvfp4"}, "nvfp4");
+  t.fp4_recipe = Fp4Recipe::kNvfp4;
+  t.fp8_param_gather = o.get_bool("fp8_param_gather", false);
+  t.fp4_param_gather = o.get_bool("fp4_param_gather", false);
+  t.first_last_layers_bf16 = o.get_bool("first_last_layers_bf16", false);
+  t.num_layers_at_start_in_bf16 = o.get_int("num_layers_at_start_in_bf16", 1, {0, 1024});
+  t.num_layers_at_end_in_bf16 = o.get_int("num_layers_at_end_in_bf16", 1, {0, 1024});
+  const bool fp8 = t.fp8_format != Fp8Format::kNone, fp4 = t.fp4_format != Fp4Format::kNone;
+  if (fp8 && fp4)
+    throw Error(cat(o.field("fp4_format"),
+                    ": fp4 and fp8 cannot be used simultaneously. Please choose one (fp8_format ",
+                    to_string(t.fp8_format), ")"));
+  if (t.fp8_param_gather && !fp8)
+    throw Error(cat(o.field("fp8_param_gather"),
+                    ": fp8_param must be used together with fp8 mode (set fp8_format)"));
+  if (t.fp4_param_gather && !fp4)
+    throw Error(cat(o.field("fp4_param_gather"),
+                    ": --fp4-param-gather must be used together with --fp4-format (set "
+                    "fp4_format)"));
+  if (fp8 && t.first_last_layers_bf16 && t.fp8_recipe == Fp8Recipe::kDelayed)
+    throw Error(cat(o.field("first_last_layers_bf16"),
+                    ": Delayed scaling does not support first / last layer in BF16 (fp8_recipe "
+                    "delayed)"));
+}
+
+}  // namespace
 
 TrainingConfig training_from_json(const Json& j, const std::string& path) {
   JsonObject o(j, path);
@@ -182,7 +246,8 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.min_lr = o.get_number("min_lr", 0.0, {0.0, 10.0});
   t.lr_decay_iters = o.get_optional_int("lr_decay_iters", {1, 1'000'000'000});
   t.lr_warmup_iters = o.get_int("lr_warmup_iters", 0, {0, 1'000'000'000});
-  if (o.has("lr_warmup_fraction")) t.lr_warmup_fraction = o.get_number("lr_warmup_fraction", 0.0, {0.0, 1.0});
+  if (o.has("lr_warmup_fraction"))
+    t.lr_warmup_fraction = o.get_number("lr_warmup_fraction", 0.0, {0.0, 1.0});
   t.lr_warmup_init = o.get_number("lr_warmup_init", 0.0, {0.0, 10.0});
   // Data.
   if (o.has("data_path")) {
@@ -212,6 +277,8 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.save_interval = o.get_int("save_interval", 0, {0, 1'000'000'000});
   t.log_interval = o.get_int("log_interval", t.log_interval, {1, 1'000'000'000});
   t.tensorboard_dir = o.get_string("tensorboard_dir", "");
+
+  parse_low_precision(o, t);
 
   // Megatron's rules (megatron/training/arguments.py, OptimizerParamScheduler).
   if (t.lr_warmup_fraction) {
@@ -287,6 +354,22 @@ Json training_to_json(const TrainingConfig& t) {
   if (t.save_interval != d.save_interval) j["save_interval"] = t.save_interval;
   if (t.log_interval != d.log_interval) j["log_interval"] = t.log_interval;
   if (!t.tensorboard_dir.empty()) j["tensorboard_dir"] = t.tensorboard_dir;
+  // Low precision only when on.
+  if (t.fp8_format != Fp8Format::kNone) {
+    j["fp8_format"] = to_string(t.fp8_format);
+    j["fp8_recipe"] = to_string(t.fp8_recipe);
+    if (t.fp8_param_gather) j["fp8_param_gather"] = true;
+  }
+  if (t.fp4_format != Fp4Format::kNone) {
+    j["fp4_format"] = to_string(t.fp4_format);
+    j["fp4_recipe"] = to_string(t.fp4_recipe);
+    if (t.fp4_param_gather) j["fp4_param_gather"] = true;
+  }
+  if (t.first_last_layers_bf16) {
+    j["first_last_layers_bf16"] = true;
+    j["num_layers_at_start_in_bf16"] = t.num_layers_at_start_in_bf16;
+    j["num_layers_at_end_in_bf16"] = t.num_layers_at_end_in_bf16;
+  }
   return j;
 }
 

@@ -24,6 +24,17 @@ const char* to_string(AttentionBackend a);
 // Bytes per element of the parameters / activations for a precision.
 int64_t bytes_per_element(Precision p);
 
+// Low-precision GEMMs through Transformer Engine (Megatron-LM's TransformerConfig fp8 / fp4
+// fields): the format of the FP8 tensors and the scaling recipe.
+enum class Fp8Format { kNone, kE4m3, kHybrid };                      // --fp8-format (none: off)
+enum class Fp8Recipe { kTensorwise, kDelayed, kBlockwise, kMxfp8 };  // --fp8-recipe
+enum class Fp4Format { kNone, kE2m1 };                               // --fp4-format (none: off)
+enum class Fp4Recipe { kNvfp4 };                                     // --fp4-recipe
+const char* to_string(Fp8Format f);                                  // "none", "e4m3", "hybrid"
+const char* to_string(Fp8Recipe r);  // "tensorwise", "delayed", "blockwise", "mxfp8"
+const char* to_string(Fp4Format f);  // "none", "e2m1"
+const char* to_string(Fp4Recipe r);  // "nvfp4"
+
 enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };
 const char* to_string(LrDecayStyle s);  // Megatron's names: constant, linear, cosine, ...
 
@@ -87,6 +98,16 @@ struct TrainingConfig {
   int64_t save_interval = 0;     // --save-interval (0: not set)
   int64_t log_interval = 100;    // --log-interval
   std::string tensorboard_dir;   // --tensorboard-dir ("" : none)
+  // Low precision (src/plan/low_precision.hpp says which layers and tensors it covers).
+  Fp8Format fp8_format = Fp8Format::kNone;     // --fp8-format
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // --fp8-recipe (Megatron's default: delayed)
+  Fp4Format fp4_format = Fp4Format::kNone;     // --fp4-format
+  Fp4Recipe fp4_recipe = Fp4Recipe::kNvfp4;    // --fp4-recipe
+  bool fp8_param_gather = false;               // --fp8-param-gather: FP8 weights, FP8 gather
+  bool fp4_param_gather = false;               // --fp4-param-gather: FP4 weights, FP4 gather
+  bool first_last_layers_bf16 = false;         // --first-last-layers-bf16
+  int64_t num_layers_at_start_in_bf16 = 1;     // --num-layers-at-start-in-bf16
+  int64_t num_layers_at_end_in_bf16 = 1;       // --num-layers-at-end-in-bf16
   bool operator==(const TrainingConfig&) const = default;
 };
 

@@ -8,6 +8,8 @@
 #include "src/common/error.hpp"
 #include "src/parallel/rank_grid.hpp"
 #include "src/plan/plan_rules.hpp"
+#include "src/plan/precision_rules.hpp"
+#include "src/plan/variant_rules.hpp"
 
 namespace mplan {
 
@@ -276,6 +278,8 @@ std::vector<Violation> validate(const Plan& plan) {
   //   schedule  (src/schedule): schedule-specific constraints
   check_rank_grid(plan, out);
   append_schedule_violations(plan, out);
+  append_precision_violations(plan, out);  // fp8 / fp4 (src/plan/precision_rules)
+  append_variant_violations(plan, out);    // MoE overlap, ... (src/plan/variant_rules)
   // ---- end of other modules' checks ----------------------------------------------------------
   return out;
 }

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -255,6 +256,22 @@ TEST(SweepCli, BadFlagsExitTwoNamingTheFlag) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--fix: no candidate for gpt3-1.3b on 8 GPUs of dgx-h100 with "
                                "--fix tp=3"));
+}
+
+TEST(SweepCli, PrecisionAxis) {
+  // fp8 on Hopper ranks fp8 plans (faster than bf16's best); MXFP8 is Blackwell-only.
+  Result b = run(kSmall + " --json --top 1");
+  Result f = run(kSmall + " --json --top 1 --precision fp8 --fp8-recipe tensorwise");
+  ASSERT_EQ(b.code, 0) << b.err;
+  ASSERT_EQ(f.code, 0) << f.err;
+  const Json jb = Json::parse(b.out), jf = Json::parse(f.out);
+  EXPECT_GT(jf["top"][0]["tokens_per_s"].get<double>(), jb["top"][0]["tokens_per_s"].get<double>());
+  Result m = run(kSmall + " --precision fp8 --fp8-recipe mxfp8");
+  EXPECT_EQ(m.code, 2);
+  EXPECT_THAT(m.err,
+              HasSubstr("--fp8-recipe: MXFP8 (fp8_recipe mxfp8) needs compute capability 10"));
+  EXPECT_EQ(std::count(m.err.begin(), m.err.end(), '\n'), 1) << m.err;
+  EXPECT_EQ(run("sweep --gpus 8 --model gpt3-1.3b --global-batch 64 --precision fp8").code, 2);
 }
 
 }  // namespace

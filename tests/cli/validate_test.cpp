@@ -73,6 +73,21 @@ TEST(ValidateCli, BrokenRulesAreListedAndExitTwo) {
   std::remove(path.c_str());
 }
 
+TEST(ValidateCli, RecipesTheGpuCannotRunExitTwo) {
+  Json p = llama_plan();
+  p["training"]["fp8_format"] = "e4m3";
+  p["training"]["fp8_recipe"] = "mxfp8";
+  std::string path = write_temp("mxfp8.json", p.dump(2));
+  Result r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.out, HasSubstr("training.fp8_recipe: MXFP8 (fp8_recipe mxfp8) needs compute "
+                               "capability 10 or later (Blackwell)"));
+  Result s = run("simulate " + path);
+  EXPECT_EQ(s.code, 2);
+  EXPECT_THAT(s.err, HasSubstr("training.fp8_recipe: MXFP8"));
+  std::remove(path.c_str());
+}
+
 TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
   Json p = llama_plan();
   p["parallel"]["tp"] = "2";

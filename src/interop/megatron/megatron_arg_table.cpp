@@ -9,6 +9,7 @@
 #include <charconv>
 
 #include "src/common/error.hpp"
+#include "src/interop/megatron/layer_pattern.hpp"
 #include "src/interop/megatron/megatron_rampup.hpp"
 
 namespace mplan {
@@ -290,6 +291,16 @@ void read_moe_layer_freq(const Row& r, In& s) {
   if (!s.model.moe) return;
   auto f = s.args.value(r.name, true);
   if (!f) return;
+  if (is_layer_pattern(*f)) {  // arguments.py moe_freq_type: a list expression
+    std::vector<int64_t> v = parse_layer_pattern(*f, std::string(r.name));
+    if (static_cast<int64_t>(v.size()) != s.model.num_layers)
+      throw Error(cat(r.name, ": Invalid length of moe_layer_pattern: ", v.size(), ", expected ",
+                      s.model.num_layers));
+    for (int64_t x : v)
+      if (x != 0 && x != 1) throw Error(cat(r.name, ": pattern entries must be 0 or 1, got ", x));
+    s.model.moe->layer_pattern = std::move(v);
+    return;
+  }
   int64_t x = 0;
   auto res = std::from_chars(f->data(), f->data() + f->size(), x);
   if (res.ec != std::errc() || res.ptr != f->data() + f->size() || x < 1)
@@ -309,7 +320,6 @@ const std::vector<Row>& table() {
       // ---- arguments that make a model or layout mplan cannot represent ---------------------
       {"--pipeline-model-parallel-layout", G::kNone, "", kStep, refuse_layout},
       {"--hybrid-layer-pattern", G::kNone, "", kStep, refuse_layout},
-      {"--multi-latent-attention", G::kNone, "", kStep, refuse_layout},
       {"--encoder-num-layers", G::kNone, "", kStep, refuse_layout},
       {"--decoder-num-layers", G::kNone, "", kStep, refuse_layout},
       {"--model-parallel-size", G::kNone, "", kStep,
@@ -367,6 +377,127 @@ const std::vector<Row>& table() {
          if (m.kv_channels != m.hidden_size / m.num_attention_heads ||
              m.hidden_size % m.num_attention_heads != 0)
            o.arg(r.name, m.kv_channels);
+       }},
+      // ---- model: multi-latent attention, sliding windows, multi-token prediction -------------
+      {"--multi-latent-attention", G::kModel, "model.multi_latent_attention", kStep,
+       [](const Row& r, In& s) {
+         if (s.args.flag(r.name)) s.model.mla = MlaSpec{};
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mla) o.flag(r.name);
+       }},
+      {"--q-lora-rank", G::kModel, "model.q_lora_rank", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->q_lora_rank = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mla && o.plan.model.mla->q_lora_rank > 0)
+           o.arg(r.name, o.plan.model.mla->q_lora_rank);
+       }},
+      {"--kv-lora-rank", G::kModel, "model.kv_lora_rank", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->kv_lora_rank = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->kv_lora_rank);
+       }},
+      {"--qk-head-dim", G::kModel, "model.qk_head_dim", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->qk_head_dim = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->qk_head_dim);
+       }},
+      {"--qk-pos-emb-head-dim", G::kModel, "model.qk_pos_emb_head_dim", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->qk_pos_emb_head_dim = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->qk_pos_emb_head_dim);
+       }},
+      {"--v-head-dim", G::kModel, "model.v_head_dim", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.int_value(r.name, 1, true);
+         if (v && s.model.mla)
+           s.model.mla->v_head_dim = *v;
+         else if (v)
+           s.warnings.push_back(cat(r.name, ": no effect without --multi-latent-attention"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mla) o.arg(r.name, o.plan.model.mla->v_head_dim);
+       }},
+      {"--window-size", G::kModel, "model.window_size", kStep,
+       [](const Row& r, In& s) {
+         // arguments.py tuple_type: "(left,right)" or "left,right".
+         const auto v = s.args.value(r.name, true);
+         if (!v) return;
+         std::string t = *v;
+         while (!t.empty() && (t.front() == '(' || t.front() == ' ')) t.erase(t.begin());
+         while (!t.empty() && (t.back() == ')' || t.back() == ' ')) t.pop_back();
+         const size_t comma = t.find(',');
+         int64_t left = 0, right = 0;
+         auto num = [&](std::string_view w, int64_t& x) {
+           while (!w.empty() && w.front() == ' ') w.remove_prefix(1);
+           while (!w.empty() && w.back() == ' ') w.remove_suffix(1);
+           auto res = std::from_chars(w.data(), w.data() + w.size(), x);
+           return res.ec == std::errc() && res.ptr == w.data() + w.size() && x >= -1;
+         };
+         if (comma == std::string::npos || !num(std::string_view(t).substr(0, comma), left) ||
+             !num(std::string_view(t).substr(comma + 1), right))
+           throw Error(cat(r.name, ": must be (left,right), two integers >= -1, got ", *v));
+         s.model.window_size = std::array<int64_t, 2>{left, right};
+       },
+       [](const Row& r, Out& o) {
+         if (const auto& w = o.plan.model.window_size) o.arg(r.name, cat("(", (*w)[0], ",", (*w)[1], ")"));
+       }},
+      {"--window-attn-skip-freq", G::kModel, "model.window_attn_skip_freq", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.value(r.name, true);
+         if (!v) return;
+         if (!s.model.window_size) {
+           s.warnings.push_back(cat(r.name, " ", *v, ": no effect without --window-size"));
+           return;
+         }
+         if (is_layer_pattern(*v)) {
+           std::vector<int64_t> p = parse_layer_pattern(*v, std::string(r.name));
+           if (static_cast<int64_t>(p.size()) != s.model.num_layers)
+             throw Error(cat(r.name, ": the pattern has ", p.size(), " entries; num_layers is ",
+                             s.model.num_layers));
+           s.model.window_attn_skip_pattern = std::move(p);
+         } else {
+           s.model.window_attn_skip_freq = s.args.int_value(r.name, 1, true).value_or(0);
+         }
+       },
+       [](const Row& r, Out& o) {
+         const ModelSpec& m = o.plan.model;
+         if (!m.window_size) return;
+         if (!m.window_attn_skip_pattern.empty())
+           o.arg(r.name, format_layer_pattern(m.window_attn_skip_pattern));
+         else if (m.window_attn_skip_freq > 0)
+           o.arg(r.name, m.window_attn_skip_freq);
+       }},
+      {"--mtp-num-layers", G::kModel, "model.mtp_num_layers", kStep,
+       [](const Row& r, In& s) {
+         s.model.mtp_num_layers = s.args.int_value(r.name, 0, true).value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.model.mtp_num_layers > 0) o.arg(r.name, o.plan.model.mtp_num_layers);
        }},
       {"--ffn-hidden-size", G::kModel, "model.ffn_hidden_size", kStep,
        [](const Row& r, In& s) {
@@ -534,30 +665,64 @@ const std::vector<Row>& table() {
       {"--moe-layer-freq", G::kMoe, "model.moe.layer_freq", kStep, read_moe_layer_freq,
        [](const Row& r, Out& o) {
          const auto& moe = o.plan.model.moe;
-         if (moe && moe->layer_freq != 1) o.arg(r.name, moe->layer_freq);
+         if (moe && !moe->layer_pattern.empty())
+           o.arg(r.name, format_layer_pattern(moe->layer_pattern));
+         else if (moe && moe->layer_freq != 1)
+           o.arg(r.name, moe->layer_freq);
        }},
-      {"--moe-grouped-gemm", G::kMoe, "", kStep,
+      {"--moe-grouped-gemm", G::kMoe, "model.moe.moe_grouped_gemm", kStep,
        [](const Row& r, In& s) {
          if (!s.model.moe) return;
-         if (!s.args.flag(r.name))
-           s.warnings.push_back(
-               "--moe-grouped-gemm: not given, so Megatron-LM runs the local experts one GEMM "
-               "after another; mplan costs them as one grouped GEMM");
+         s.model.moe->moe_grouped_gemm = s.args.flag(r.name);  // Megatron's default: one GEMM each
        },
        [](const Row& r, Out& o) {
-         // The cost model runs a rank's local experts as one grouped GEMM.
-         if (o.plan.model.moe) o.flag(r.name);
+         if (o.plan.model.moe && o.plan.model.moe->moe_grouped_gemm) o.flag(r.name);
        }},
-      {"--moe-token-dispatcher-type", G::kMoe, "", kStep,
+      {"--moe-token-dispatcher-type", G::kMoe, "model.moe.moe_token_dispatcher_type", kStep,
        [](const Row& r, In& s) {
-         if (auto d = s.args.value(r.name, false); d && *d != "alltoall")
+         const auto d = s.args.value(r.name, false);
+         if (!s.model.moe || !d) return;
+         if (*d == "flex")
+           s.model.moe->moe_token_dispatcher_type = MoeDispatcher::kFlex;
+         else if (*d != "alltoall")
            s.warnings.push_back(cat(r.name, " ", *d,
                                     ": not modelled; mplan costs the token exchange as "
                                     "all-to-all"));
        },
        [](const Row& r, Out& o) {
-         // Expert parallelism exchanges tokens by all-to-all, as the cost model assumes.
-         if (o.plan.model.moe) o.arg(r.name, "alltoall");
+         if (o.plan.model.moe) o.arg(r.name, to_string(o.plan.model.moe->moe_token_dispatcher_type));
+       }},
+      {"--moe-flex-dispatcher-backend", G::kMoe, "model.moe.moe_flex_dispatcher_backend", kStep,
+       [](const Row& r, In& s) {
+         const auto b = s.args.value(r.name, false);
+         if (!s.model.moe || !b) return;
+         if (*b != "deepep" && *b != "hybridep")
+           throw Error(cat(r.name, ": ", *b, " is not modelled; mplan knows deepep and hybridep"));
+         s.model.moe->moe_flex_dispatcher_backend =
+             *b == "hybridep" ? FlexBackend::kHybridEp : FlexBackend::kDeepEp;
+       },
+       [](const Row& r, Out& o) {
+         const auto& moe = o.plan.model.moe;
+         if (moe && moe->moe_token_dispatcher_type == MoeDispatcher::kFlex)
+           o.arg(r.name, to_string(moe->moe_flex_dispatcher_backend));
+       }},
+      {"--moe-enable-deepep", G::kNone, "model.moe.moe_token_dispatcher_type", kStep,
+       [](const Row& r, In& s) {
+         // TransformerConfig: the older switch for the flex dispatcher with DeepEP.
+         if (s.args.flag(r.name) && s.model.moe) {
+           s.model.moe->moe_token_dispatcher_type = MoeDispatcher::kFlex;
+           s.model.moe->moe_flex_dispatcher_backend = FlexBackend::kDeepEp;
+         }
+       }},
+      {"--overlap-moe-expert-parallel-comm", G::kMoe, "model.moe.overlap_moe_expert_parallel_comm",
+       kStep,
+       [](const Row& r, In& s) {
+         const bool on = s.args.flag(r.name);
+         if (s.model.moe) s.model.moe->overlap_moe_expert_parallel_comm = on;
+       },
+       [](const Row& r, Out& o) {
+         const auto& moe = o.plan.model.moe;
+         if (moe && moe->overlap_moe_expert_parallel_comm) o.flag(r.name);
        }},
 
       // ---- parallel layout --------------------------------------------------------------------
@@ -852,11 +1017,99 @@ const std::vector<Row>& table() {
          if (t.precision == Precision::kFp32 && !t.grads_in_fp32)
            o.notes.push_back("training.grads_in_fp32 false has no meaning in fp32: not written");
        }},
-      {"--fp8-format", G::kNone, "", kStep,
+      // ---- training: fp8 / fp4 (TransformerConfig's fp8 and fp4 fields) ------------------------
+      {"--fp8-format", G::kTraining, "training.fp8_format", kStep,
        [](const Row& r, In& s) {
-         if (s.args.has(r.name))
-           s.warnings.push_back(cat(r.name, ": fp8 compute is not modelled; the plan is costed in ",
-                                    to_string(s.training.precision)));
+         const auto v = s.args.value(r.name, true);
+         if (!v) return;
+         if (*v != "e4m3" && *v != "hybrid")
+           throw Error(cat(r.name, ": must be e4m3 or hybrid (Megatron-LM's choices), got ", *v));
+         s.training.fp8_format = *v == "e4m3" ? Fp8Format::kE4m3 : Fp8Format::kHybrid;
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.fp8_format != Fp8Format::kNone)
+           o.arg(r.name, to_string(o.plan.training.fp8_format));
+       }},
+      {"--fp8-recipe", G::kTraining, "training.fp8_recipe", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.value(r.name, true);
+         if (!v) return;
+         if (s.training.fp8_format == Fp8Format::kNone) {
+           s.warnings.push_back(cat(r.name, " ", *v, ": no effect without --fp8-format"));
+           return;
+         }
+         for (Fp8Recipe k : {Fp8Recipe::kTensorwise, Fp8Recipe::kDelayed, Fp8Recipe::kBlockwise,
+                             Fp8Recipe::kMxfp8})
+           if (*v == to_string(k)) {
+             s.training.fp8_recipe = k;
+             return;
+           }
+         throw Error(cat(r.name, ": ", *v,
+                         " is not modelled; mplan knows tensorwise, delayed, blockwise and "
+                         "mxfp8"));
+       },
+       [](const Row& r, Out& o) {
+         // Written with the format (Megatron's default recipe, delayed, is written too).
+         if (o.plan.training.fp8_format != Fp8Format::kNone)
+           o.arg(r.name, to_string(o.plan.training.fp8_recipe));
+       }},
+      {"--fp8-param-gather", G::kTraining, "training.fp8_param_gather", kStep,
+       [](const Row& r, In& s) { s.training.fp8_param_gather = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.fp8_param_gather) o.flag(r.name);
+       }},
+      {"--fp4-format", G::kTraining, "training.fp4_format", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.value(r.name, true);
+         if (!v) return;
+         if (*v != "e2m1") throw Error(cat(r.name, ": must be e2m1 (Megatron-LM's choice), got ", *v));
+         s.training.fp4_format = Fp4Format::kE2m1;
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.fp4_format != Fp4Format::kNone) o.arg(r.name, "e2m1");
+       }},
+      {"--fp4-recipe", G::kTraining, "training.fp4_recipe", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.value(r.name, true);
+         if (v && *v != "nvfp4")
+           throw Error(cat(r.name, ": ", *v, " is not modelled; mplan knows nvfp4"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.fp4_format != Fp4Format::kNone) o.arg(r.name, "nvfp4");
+       }},
+      {"--fp4-param-gather", G::kTraining, "training.fp4_param_gather", kStep,
+       [](const Row& r, In& s) { s.training.fp4_param_gather = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.fp4_param_gather) o.flag(r.name);
+       }},
+      {"--first-last-layers-bf16", G::kTraining, "training.first_last_layers_bf16", kStep,
+       [](const Row& r, In& s) { s.training.first_last_layers_bf16 = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.first_last_layers_bf16) o.flag(r.name);
+       }},
+      {"--num-layers-at-start-in-bf16", G::kTraining, "training.num_layers_at_start_in_bf16", kStep,
+       [](const Row& r, In& s) {
+         const auto n = s.args.int_value(r.name, 0, true);
+         if (n && s.training.first_last_layers_bf16)
+           s.training.num_layers_at_start_in_bf16 = *n;
+         else if (n)
+           s.warnings.push_back(cat(r.name, ": no effect without --first-last-layers-bf16"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.first_last_layers_bf16)
+           o.arg(r.name, o.plan.training.num_layers_at_start_in_bf16);
+       }},
+      {"--num-layers-at-end-in-bf16", G::kTraining, "training.num_layers_at_end_in_bf16", kStep,
+       [](const Row& r, In& s) {
+         const auto n = s.args.int_value(r.name, 0, true);
+         if (n && s.training.first_last_layers_bf16)
+           s.training.num_layers_at_end_in_bf16 = *n;
+         else if (n)
+           s.warnings.push_back(cat(r.name, ": no effect without --first-last-layers-bf16"));
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.first_last_layers_bf16)
+           o.arg(r.name, o.plan.training.num_layers_at_end_in_bf16);
        }},
       {"--use-flash-attn", G::kNone, "training.attention_backend", kStep,
        [](const Row& r, In& s) { s.use_flash_attn = s.args.flag(r.name); }},

@@ -24,19 +24,31 @@ constexpr int64_t kLlama2Vocab = 32000;   // Llama 2 SentencePiece model
 
 int64_t lcm64(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
 
+// The experts' shape (not how a run dispatches them: grouped GEMM, dispatcher, overlap).
+bool same_moe_shape(const ModelSpec& a, const ModelSpec& b) {
+  if (!a.moe || !b.moe) return !a.moe && !b.moe;
+  if (a.num_layers != b.num_layers) return false;
+  for (int64_t l = 0; l < a.num_layers; ++l)
+    if (a.is_moe_layer(l) != b.is_moe_layer(l)) return false;
+  return a.moe->num_experts == b.moe->num_experts && a.moe->topk == b.moe->topk &&
+         a.moe->moe_ffn_hidden_size == b.moe->moe_ffn_hidden_size &&
+         a.moe->shared_expert_ffn_hidden_size == b.moe->shared_expert_ffn_hidden_size;
+}
+
 // Model presets with the same architecture. Compares the padded vocabulary (what the model
 // holds) and, with learned positions, the position table; the sequence length may differ.
 std::string match_preset(const ModelSpec& m, int64_t tp, bool compare_vocab, std::string& detail) {
   for (const auto& name : preset_names("models")) {
     ModelSpec pm = load_model(name);
-    bool same = pm.num_layers == m.num_layers && pm.hidden_size == m.hidden_size &&
-                pm.num_attention_heads == m.num_attention_heads &&
-                pm.num_query_groups == m.num_query_groups && pm.kv_channels == m.kv_channels &&
-                pm.ffn_hidden_size == m.ffn_hidden_size && pm.activation == m.activation &&
-                pm.normalization == m.normalization &&
-                pm.position_embedding == m.position_embedding &&
-                pm.tied_embeddings == m.tied_embeddings &&
-                pm.add_bias_linear == m.add_bias_linear && pm.moe == m.moe;
+    bool same =
+        pm.num_layers == m.num_layers && pm.hidden_size == m.hidden_size &&
+        pm.num_attention_heads == m.num_attention_heads &&
+        pm.num_query_groups == m.num_query_groups && pm.kv_channels == m.kv_channels &&
+        pm.ffn_hidden_size == m.ffn_hidden_size && pm.activation == m.activation &&
+        pm.normalization == m.normalization && pm.position_embedding == m.position_embedding &&
+        pm.tied_embeddings == m.tied_embeddings && pm.add_bias_linear == m.add_bias_linear &&
+        same_moe_shape(pm, m) && pm.mla == m.mla && pm.mtp_num_layers == m.mtp_num_layers &&
+        pm.window_size == m.window_size;
     if (same && compare_vocab) same = pm.padded_vocab_size(tp) == m.padded_vocab_size(tp);
     if (same && m.position_embedding == PositionEmbedding::kLearned)
       same = pm.max_position_embeddings == m.max_position_embeddings;

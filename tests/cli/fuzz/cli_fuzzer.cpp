@@ -43,10 +43,12 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// The shipped plans with their model and cluster written out, so mutations reach every field.
+// The shipped plans (configs/plans and its folders) with their model and cluster written out, so
+// mutations reach every field.
 std::vector<Json> seed_plans(const fs::path& source) {
   std::vector<Json> plans;
-  for (const auto& e : fs::directory_iterator(source / "configs/plans")) {
+  for (const auto& e : fs::recursive_directory_iterator(source / "configs/plans")) {
+    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
     Json p = Json::parse(read_file(e.path()));
     for (const char* kind : {"model", "cluster"}) {
       if (!p[kind].is_string()) continue;

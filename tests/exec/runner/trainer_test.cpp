@@ -143,6 +143,9 @@ TEST(Trainer, RefusesPlansItCannotRun) {
   p = tiny_plan({});
   p.training.precision = Precision::kFp16;
   EXPECT_THROW(check_executable(p), Error);
+  p = tiny_plan({});
+  p.training.fp8_format = Fp8Format::kHybrid;  // fp8 GEMMs: simulated and exported, not run
+  EXPECT_THROW(check_executable(p), Error);
   // Llama-family layers, pipelines, recomputation and the distributed optimizer run.
   EXPECT_NO_THROW(check_executable(tiny_plan({.llama = true})));
   EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4,

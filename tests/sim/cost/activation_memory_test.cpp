@@ -42,6 +42,47 @@ TEST_P(Table2, SequenceParallel) {
   EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t + 5 * kAs2b / t);
 }
 
+TEST_P(Table2, Fp8KeepsTheGemmInputsQuantized) {
+  // Transformer Engine keeps the QKV, FC1 and FC2 inputs quantized (1 byte instead of 2:
+  // sbh + sbh + 4sbh less, per t with sequence parallelism) and the projection's quantized input
+  // beside the 16-bit context (sbh more): 34 - 5 = 29 sbh/t.
+  const int64_t t = GetParam();
+  LayerActivationShape s = gpt22b(t);
+  s.sequence_parallel = true;
+  s.gemm_input_bytes = 1;  // tensorwise / delayed scaling
+  EXPECT_EQ(layer_activation_bytes(s).total(), 29 * kSbh / t + 5 * kAs2b / t);
+  // MXFP8: 1 + 1/32 bytes: 34 - 6 (2 - 33/32) + 33/32 = 935/32 sbh/t.
+  s.gemm_input_bytes = 1.03125;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 935 * kSbh / 32 / t + 5 * kAs2b / t);
+  // Full recompute keeps only the 16-bit layer input.
+  s.recompute = Recompute::kFull;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 2 * kSbh / t);
+}
+
+TEST(ActivationMemory, MultiLatentAttentionKeepsLatentsAndWiderQk) {
+  // h 7168, a 128, q_r 1536, k_r 512, d_n 128, d_r 64, d_v 128 (DeepSeek-V3), s 4096, b 1, t 1,
+  // flash, no dropout: x (2sbh), each latent before and after its norm (2·2·sb·(q_r + k_r)),
+  // Q and K (2·2·sb·a·192), V and the context (2·2·sb·a·128).
+  LayerActivationShape s = gpt22b(1);
+  s.seq_length = 4096;
+  s.micro_batch = 1;
+  s.hidden = 7168;
+  s.heads = 128;
+  s.query_groups = 128;
+  s.head_dim = 128;
+  s.flash_attention = true;
+  s.attention_dropout = s.hidden_dropout = false;
+  s.mla = true;
+  s.q_lora_rank = 1536;
+  s.kv_lora_rank = 512;
+  s.qk_head_dim = 128;
+  s.qk_pos_emb_head_dim = 64;
+  s.v_head_dim = 128;
+  const int64_t sb = 4096;
+  EXPECT_EQ(layer_activation_bytes(s).attention,
+            2 * sb * 7168 + 4 * sb * (1536 + 512) + 4 * sb * 128 * 192 + 4 * sb * 128 * 128);
+}
+
 TEST_P(Table2, SelectiveRecompute) {
   const int64_t t = GetParam();
   LayerActivationShape s = gpt22b(t);

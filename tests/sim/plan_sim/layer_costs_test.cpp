@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "sim/cost/collective_cost.hpp"
+#include "src/model/tensor_layout.hpp"
 #include "tests/sim/plan_sim/test_plans.hpp"
 
 namespace mplan::sim {
@@ -223,6 +224,194 @@ TEST(LayerCosts, OverlapSlowdownSlowsTheGemmsBesideACollective) {
   const PlanCosts over = costs_of(pl);
   EXPECT_EQ(item_ns(over.dense.bwd_weight, "fc1_wgrad"),
             item_ns(base.dense.bwd_weight, "fc1_wgrad") + 2000);
+}
+
+
+// The toy GPU (flat 50 % GEMM efficiency at 1000 TFLOP/s bf16) with fp8 at 2000 TFLOP/s and an
+// HBM of 1 TB/s, so the quantization kernels take a time worked out by hand.
+Plan fp8_toy_plan(Fp8Recipe recipe) {
+  ClusterSpec c = testing::toy_cluster();
+  c.gpu.peak_fp8_tflops = 2000;
+  c.gpu.compute_capability = 9.0;
+  c.gpu.hbm_bandwidth_gbps = 1000;
+  Plan pl = plan(gpt(4, 4096, 32, 2048, 51200), c, 1, 1, 1, 2, 2);
+  pl.training.fp8_format = Fp8Format::kHybrid;
+  pl.training.fp8_recipe = recipe;
+  return pl;
+}
+
+TEST(LayerCosts, Fp8GemmsAtTheFp8PeakAndTheirQuantization) {
+  const Plan pl = fp8_toy_plan(Fp8Recipe::kDelayed);
+  Plan bf = pl;
+  bf.training.fp8_format = Fp8Format::kNone;
+  const PlanCosts c8 = costs_of(pl), c16 = costs_of(bf);
+  // FC1 of the 4h GeLU MLP: 2 · (s·b) · 4h · h = 2 · 4096 · 16384 · 4096 FLOPs at 50 % of
+  // 2 PFLOP/s = 549.8 us in fp8 (1099.5 us in bf16); the same for every transformer GEMM.
+  const double fc1_flops = 2.0 * 4096 * 16384 * 4096;
+  EXPECT_NEAR(static_cast<double>(item_ns(c8.dense.fwd, "fc1")), fc1_flops / (2e15 * 0.5) * 1e9, 1);
+  EXPECT_NEAR(static_cast<double>(item_ns(c16.dense.fwd, "fc1")), fc1_flops / (1e15 * 0.5) * 1e9,
+              1);
+  for (const char* g : {"qkv", "proj", "fc2"})
+    EXPECT_NEAR(2.0 * static_cast<double>(item_ns(c8.dense.fwd, g)),
+                static_cast<double>(item_ns(c16.dense.fwd, g)), 2)
+        << g;
+  // The attention core and the output layer stay in bf16.
+  EXPECT_EQ(item_ns(c8.dense.fwd, "attention"), item_ns(c16.dense.fwd, "attention"));
+  EXPECT_EQ(item_ns(c8.output.fwd, "logits"), item_ns(c16.output.fwd, "logits"));
+  // Quantized per micro-batch, forward: the inputs of QKV (T·h), projection (T·h), FC1 (T·h),
+  // FC2 (T·4h) = 7·T·h elements with T = 4096 tokens, h = 4096; delayed scaling reads 2 bytes and
+  // writes two 1-byte copies: 4 bytes each, at 1 TB/s.
+  const double t_h = 4096.0 * 4096;
+  EXPECT_NEAR(static_cast<double>(item_ns(c8.dense.fwd, "quantize")), 4 * 7 * t_h / 1e12 * 1e9, 1);
+  // Backward: the output gradients of QKV (3·T·h), projection (T·h), FC1 (4·T·h), FC2 (T·h).
+  EXPECT_NEAR(static_cast<double>(item_ns(c8.dense.bwd_input, "quantize_bwd")),
+              4 * 9 * t_h / 1e12 * 1e9, 1);
+  EXPECT_EQ(count(c16.dense.fwd, "quantize"), 0);
+  // Activations: 34 sbh in bf16 (flash, dropout), 29 sbh in fp8 (QKV, FC1, FC2 inputs in 1 byte,
+  // the projection's quantized input beside the context).
+  const int64_t sbh = 2048LL * 2 * 4096;
+  EXPECT_EQ(c16.dense.act_bytes, 34 * sbh);
+  EXPECT_EQ(c8.dense.act_bytes, 29 * sbh);
+  // The GEMM weights of a layer: QKV 3h², projection h², FC1 and FC2 4h² each.
+  EXPECT_EQ(c8.dense.lp_gemm_params, 12LL * 4096 * 4096);
+  EXPECT_EQ(c16.dense.lp_gemm_params, 0);
+}
+
+TEST(LayerCosts, TensorwiseReadsTheInputTwice) {
+  const PlanCosts t = costs_of(fp8_toy_plan(Fp8Recipe::kTensorwise));
+  const double t_h = 4096.0 * 4096;
+  EXPECT_NEAR(static_cast<double>(item_ns(t.dense.fwd, "quantize")), 6 * 7 * t_h / 1e12 * 1e9, 1);
+}
+
+TEST(LayerCosts, FirstAndLastLayersKeptInBf16) {
+  Plan pl = fp8_toy_plan(Fp8Recipe::kTensorwise);
+  pl.training.first_last_layers_bf16 = true;  // one at each end of 4 layers
+  const PlanCosts c = costs_of(pl);
+  ASSERT_TRUE(c.has_bf16_layers);
+  EXPECT_EQ(&layer_costs_of(c, pl, 0), &c.dense_bf16);
+  EXPECT_EQ(&layer_costs_of(c, pl, 1), &c.dense);
+  EXPECT_EQ(&layer_costs_of(c, pl, 2), &c.dense);
+  EXPECT_EQ(&layer_costs_of(c, pl, 3), &c.dense_bf16);
+  EXPECT_EQ(count(c.dense_bf16.fwd, "quantize"), 0);
+  EXPECT_EQ(count(c.dense.fwd, "quantize"), 1);
+  EXPECT_GT(c.dense_bf16.fwd.cost.total_ns(), c.dense.fwd.cost.total_ns());
+}
+
+TEST(LayerCosts, Fp8InputAllGathersUnderSequenceParallelism) {
+  // With sequence parallelism the column-parallel inputs are quantized before the all-gather:
+  // the gather carries 1 byte per element instead of 2.
+  Plan bf = a100_plan(4, true);
+  bf.cluster = load_cluster("dgx-h100");
+  Plan f8 = bf;
+  f8.training.fp8_format = Fp8Format::kE4m3;
+  const cost::GroupPlacement tp{4, 1, 4};
+  const double x = 2048.0 * 2 * 4096;  // (s, b, h) elements
+  const int64_t ag16 =
+      cost::collective_time_ns(bf.cluster, cost::CollectiveKind::kAllGather, 2 * x, tp);
+  const int64_t ag8 = cost::collective_time_ns(bf.cluster, cost::CollectiveKind::kAllGather, x, tp);
+  const int64_t rs =
+      cost::collective_time_ns(bf.cluster, cost::CollectiveKind::kReduceScatter, 2 * x, tp);
+  EXPECT_EQ(costs_of(bf).dense.fwd.cost[Cat::kTp], 2 * ag16 + 2 * rs);
+  EXPECT_EQ(costs_of(f8).dense.fwd.cost[Cat::kTp], 2 * ag8 + 2 * rs);
+}
+
+}  // namespace
+}  // namespace mplan::sim
+
+namespace mplan::sim {
+namespace {
+
+// A small MLA model on the toy GPU (flat 50 % of 1 PFLOP/s, free memory traffic): 2 layers,
+// h 1024, 8 heads, q_r 256, k_r 128, d_n 64, d_r 32, d_v 64; tp 2, micro-batch 1, s 1024.
+Plan mla_plan(int64_t q_lora) {
+  ModelSpec m = gpt(2, 1024, 8, 1024, 1024);
+  m.mla = MlaSpec{q_lora, 128, 64, 32, 64};
+  return plan(m, testing::toy_cluster(), 2, 1, 1, 1, 1);
+}
+
+TEST(LayerCosts, MlaProjectionsAsMegatronRunsThem) {
+  const PlanCosts c = costs_of(mla_plan(256));
+  const double T = 1024, eff = 0.5e15;
+  auto t = [&](double m, double n, double k) { return 2 * m * n * k / eff * 1e9; };
+  // Down projections duplicated on each tp rank; up projections split by heads (4 of 8 here):
+  // q_up to 4 x (64 + 32), kv_up to 4 x (64 + 64); the projection from 4 x 64.
+  EXPECT_NEAR(static_cast<double>(item_ns(c.dense.fwd, "q_down")), t(T, 256, 1024), 1);
+  EXPECT_NEAR(static_cast<double>(item_ns(c.dense.fwd, "kv_down")), t(T, 128 + 32, 1024), 1);
+  EXPECT_NEAR(static_cast<double>(item_ns(c.dense.fwd, "q_up")), t(T, 4 * 96, 256), 1);
+  EXPECT_NEAR(static_cast<double>(item_ns(c.dense.fwd, "kv_up")), t(T, 4 * 128, 128), 1);
+  EXPECT_NEAR(static_cast<double>(item_ns(c.dense.fwd, "proj")), t(T, 1024, 4 * 64), 1);
+  EXPECT_EQ(count(c.dense.fwd, "qkv"), 0);
+  EXPECT_EQ(count(c.dense.bwd_weight, "q_down_wgrad"), 1);
+  // Without q compression: one column-parallel linear_q_proj from h.
+  const PlanCosts n = costs_of(mla_plan(0));
+  EXPECT_NEAR(static_cast<double>(item_ns(n.dense.fwd, "q_proj")), t(T, 4 * 96, 1024), 1);
+  EXPECT_EQ(count(n.dense.fwd, "q_down"), 0);
+  // The GEMM weights the layer holds on this GPU (fp8 would quantize): duplicated down
+  // projections whole, the rest halved.
+  const LayerShard s = layer_shard(mla_plan(256).model, mla_plan(256).parallel, false);
+  EXPECT_EQ(s.gemm_dense, 256 * 1024 + 4 * 96 * 256 + 160 * 1024 + 4 * 128 * 128 + 1024 * 4 * 64 +
+                              2 * 4096 * 1024 / 2);
+}
+
+TEST(LayerCosts, SlidingWindowAttentionCostsItsShareOfScores) {
+  Plan full = plan(gpt(4, 4096, 32, 8192, 51200), load_cluster("dgx-h100"), 1, 1, 1, 1, 1);
+  Plan swa = full;
+  swa.model.window_size = std::array<int64_t, 2>{1023, 0};  // 1024 positions
+  const PlanCosts f = costs_of(full), w = costs_of(swa);
+  // 8192 x 1024 - 1024·1023/2 scores of 8192·8193/2: 23.7 %; the smaller call runs at a lower
+  // efficiency, so the time lies between that share and the whole.
+  const double share = (8192.0 * 1024 - 1024.0 * 1023 / 2) / (8192.0 * 8193 / 2);
+  const double ratio = static_cast<double>(item_ns(w.dense.fwd, "attention")) /
+                       static_cast<double>(item_ns(f.dense.fwd, "attention"));
+  EXPECT_GT(ratio, share);
+  EXPECT_LT(ratio, 0.5);
+  EXPECT_FALSE(w.has_full_attention_layers);
+  // Every second layer full (window_attn_skip_freq 2): layers 1 and 3 take the full costs.
+  swa.model.window_attn_skip_freq = 2;
+  const PlanCosts k = costs_of(swa);
+  ASSERT_TRUE(k.has_full_attention_layers);
+  EXPECT_EQ(&layer_costs_of(k, swa, 0), &k.dense);
+  EXPECT_EQ(&layer_costs_of(k, swa, 1), &k.dense_full);
+  EXPECT_EQ(item_ns(k.dense_full.fwd, "attention"), item_ns(f.dense.fwd, "attention"));
+}
+
+TEST(LayerCosts, MoeGroupedGemmDispatcherAndOverlap) {
+  Plan pl = a100_plan(1, false);
+  pl.model.moe = MoeSpec{8, 2, 4096, 0, 1};
+  pl.parallel.ep = 2;
+  pl.parallel.dp = 2;
+  pl.parallel.global_batch_size = 4;
+  const PlanCosts g = costs_of(pl);
+  // One GEMM per local expert (4 here) instead of one grouped GEMM: each of a quarter of the
+  // FLOPs, at that size's efficiency.
+  Plan seq = pl;
+  seq.model.moe->moe_grouped_gemm = false;
+  const PlanCosts s = costs_of(seq);
+  EXPECT_GE(item_ns(s.moe.fwd, "expert_fc1"), item_ns(g.moe.fwd, "expert_fc1"));
+  // The flex dispatcher (DeepEP) fuses the permutation into its kernels.
+  Plan flex = pl;
+  flex.model.moe->moe_token_dispatcher_type = MoeDispatcher::kFlex;
+  const PlanCosts x = costs_of(flex);
+  EXPECT_GT(item_ns(g.moe.fwd, "permute"), 0);
+  EXPECT_EQ(count(x.moe.fwd, "permute"), 0);  // a zero-time item is not recorded
+  // Overlapping the expert-parallel all-to-alls hides them behind the experts' computation.
+  Plan ov = pl;
+  ov.model.moe->overlap_moe_expert_parallel_comm = true;
+  const PlanCosts o = costs_of(ov);
+  EXPECT_LT(o.moe.fwd.cost[Cat::kEp], g.moe.fwd.cost[Cat::kEp]);
+}
+
+TEST(LayerCosts, MultiTokenPredictionOnTheLastStage) {
+  Plan pl = a100_plan(1, false);
+  const PlanCosts base = costs_of(pl);
+  pl.model.mtp_num_layers = 1;
+  const PlanCosts c = costs_of(pl);
+  // One MTP block: a layer, eh_proj, the head again.
+  EXPECT_EQ(c.output.fwd.cost.total_ns(),
+            2 * base.output.fwd.cost.total_ns() + c.dense.fwd.cost.total_ns() +
+                item_ns(c.output.fwd, "mtp_eh_proj") + 2 * item_ns(c.output.fwd, "mtp_norms"));
+  EXPECT_EQ(c.output.params - base.output.params,
+            3 * 2 * 4096 + 2 * 4096 * 4096 + c.dense.dense_params);
 }
 
 }  // namespace

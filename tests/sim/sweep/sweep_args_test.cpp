@@ -77,6 +77,44 @@ TEST(SweepArgs, ErrorsNameTheFlag) {
   EXPECT_THAT(error_of(a), HasSubstr("--gpus: 100 is not a whole number of nodes"));
 }
 
+TEST(SweepArgs, PrecisionFlagsSetEveryCandidatesTraining) {
+  SweepArgs a;
+  a.gpus = 64;
+  a.cluster = "dgx-h100";
+  EXPECT_EQ(make_request(a).base.training, TrainingConfig{});
+  a.precision = "fp8";
+  a.fp8_recipe = "tensorwise";
+  a.fp8_param_gather = true;
+  const TrainingConfig t = make_request(a).base.training;
+  EXPECT_EQ(t.fp8_format, Fp8Format::kHybrid);
+  EXPECT_EQ(t.fp8_recipe, Fp8Recipe::kTensorwise);
+  EXPECT_TRUE(t.fp8_param_gather);
+  // The GPU must run the recipe: MXFP8 on Blackwell only, FP8 not on an A100, FP4 on Blackwell.
+  a.fp8_recipe = "mxfp8";
+  EXPECT_THAT(error_of(a), HasSubstr("--fp8-recipe: MXFP8 (fp8_recipe mxfp8) needs compute "
+                                     "capability 10 or later"));
+  a.cluster = "dgx-b200";
+  EXPECT_EQ(make_request(a).base.training.fp8_recipe, Fp8Recipe::kMxfp8);
+  a.cluster = "dgx-a100-80g";
+  a.fp8_recipe = "delayed";
+  a.fp8_param_gather = false;
+  EXPECT_THAT(error_of(a), HasSubstr("--precision: FP8 needs compute capability 8.9"));
+  a.precision = "fp4";
+  a.cluster = "dgx-h200";
+  EXPECT_THAT(error_of(a), HasSubstr("--precision: NVFP4"));
+  a.cluster = "gb200-nvl72";
+  a.gpus = 72;
+  EXPECT_EQ(make_request(a).base.training.fp4_format, Fp4Format::kE2m1);
+  a.precision = "int8";
+  EXPECT_EQ(error_of(a), "--precision: must be bf16, fp8 or fp4, got \"int8\"");
+  a.precision = "bf16";
+  a.fp8_recipe = "mxfp8";
+  EXPECT_EQ(error_of(a), "--fp8-recipe: needs --precision fp8, got --precision bf16");
+  a.precision = "fp8";
+  a.fp8_recipe = "custom";
+  EXPECT_THAT(error_of(a), HasSubstr("--fp8-recipe: must be one of"));
+}
+
 TEST(SweepArgs, ModelFileWithoutDefaultBatchNeedsTheFlag) {
   const std::string path =
       ::testing::TempDir() + "sweep_args_model_" + std::to_string(::getpid()) + ".json";

@@ -17,8 +17,8 @@ TEST(EmbeddedConfigs, ShipsTheRequiredPresets) {
   EXPECT_THAT(preset_names("models"),
               IsSupersetOf({"gpt3-1.3b", "gpt3-175b", "llama2-7b", "llama2-70b", "llama3-8b",
                             "llama3-70b", "llama3-405b", "mixtral-8x7b"}));
-  EXPECT_THAT(preset_names("clusters"),
-              IsSupersetOf({"dgx-a100-80g", "dgx-h100", "dgx-h200", "h200x4"}));
+  EXPECT_THAT(preset_names("clusters"), IsSupersetOf({"dgx-a100-80g", "dgx-h100", "dgx-h200",
+                                                      "h200x4", "dgx-b200", "gb200-nvl72"}));
 }
 
 TEST(EmbeddedConfigs, FileReferences) {

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
 
@@ -39,6 +41,8 @@ const Cited kCited[] = {
     {"mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, Activation::kSwiglu, false},
     // Llama-3.2-1B config.json (tied embeddings); the executor's sequence of 4096.
     {"llama3.2-1b", 16, 2048, 32, 8, 8192, 128256, 4096, Activation::kSwiglu, true},
+    // DeepSeek-V3 technical report Section 4.2 and config.json (MLA: no query groups).
+    {"deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, Activation::kSwiglu, false},
 };
 
 TEST(ModelSpec, EveryPresetLoadsWithItsCitedNumbers) {
@@ -56,7 +60,9 @@ TEST(ModelSpec, EveryPresetLoadsWithItsCitedNumbers) {
     EXPECT_EQ(m.activation, c.act);
     EXPECT_EQ(m.tied_embeddings, c.tied);
     // Llama and Mixtral: head dim 128; GPT-3 175B: 12288 / 96 = 128; reference: 2048 / 16.
-    EXPECT_EQ(m.kv_channels, m.hidden_size / m.num_attention_heads);
+    if (!m.mla) {
+      EXPECT_EQ(m.kv_channels, m.hidden_size / m.num_attention_heads);
+    }
     if (c.act == Activation::kSwiglu) {
       EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
       EXPECT_EQ(m.position_embedding, PositionEmbedding::kRope);
@@ -69,6 +75,90 @@ TEST(ModelSpec, EveryPresetLoadsWithItsCitedNumbers) {
   }
   // Every shipped model preset is covered above.
   EXPECT_EQ(preset_names("models").size(), std::size(kCited));
+}
+
+TEST(ModelSpec, DeepSeekV3IsMlaMoeWithDenseFirstLayersAndMtp) {
+  const ModelSpec m = load_model("deepseek-v3");
+  ASSERT_TRUE(m.mla.has_value());
+  EXPECT_EQ(m.mla->q_lora_rank, 1536);
+  EXPECT_EQ(m.mla->kv_lora_rank, 512);
+  EXPECT_EQ(m.mla->qk_head_dim, 128);
+  EXPECT_EQ(m.mla->qk_pos_emb_head_dim, 64);
+  EXPECT_EQ(m.mla->v_head_dim, 128);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 256);
+  EXPECT_EQ(m.moe->topk, 8);
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 2048);
+  EXPECT_EQ(m.num_moe_layers(), 58);
+  for (int64_t l = 0; l < 3; ++l) EXPECT_FALSE(m.is_moe_layer(l)) << l;
+  for (int64_t l = 3; l < 61; ++l) EXPECT_TRUE(m.is_moe_layer(l)) << l;
+  EXPECT_EQ(m.mtp_num_layers, 1);
+  EXPECT_FALSE(m.window_size.has_value());
+  EXPECT_EQ(model_from_json(model_to_json(m), "model"), m);
+}
+
+std::string model_error(const std::function<void(Json&)>& edit) {
+  Json j = model_to_json(load_model("deepseek-v3"));
+  edit(j);
+  try {
+    model_from_json(j, "model");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelSpec, AttentionVariantsAndLayerPatterns) {
+  // Sliding windows: Megatron's is_layer_window_attention over 1-based layer numbers; every 4th
+  // layer full with window_attn_skip_freq 4.
+  ModelSpec m = load_model("llama3-8b");
+  EXPECT_FALSE(m.is_window_attention_layer(0));
+  m.window_size = std::array<int64_t, 2>{4096, 0};
+  EXPECT_TRUE(m.is_window_attention_layer(3));
+  m.window_attn_skip_freq = 4;
+  EXPECT_TRUE(m.is_window_attention_layer(0));
+  EXPECT_TRUE(m.is_window_attention_layer(2));
+  EXPECT_FALSE(m.is_window_attention_layer(3));  // layer number 4
+  EXPECT_FALSE(m.is_window_attention_layer(7));
+  EXPECT_EQ(model_from_json(model_to_json(m), "model"), m);
+  m.window_attn_skip_freq = 0;
+  m.window_attn_skip_pattern.assign(32, 0);
+  m.window_attn_skip_pattern[5] = 1;
+  EXPECT_TRUE(m.is_window_attention_layer(5));
+  EXPECT_FALSE(m.is_window_attention_layer(4));
+  EXPECT_EQ(model_from_json(model_to_json(m), "model"), m);
+
+  EXPECT_EQ(model_error([](Json& j) {
+              j["moe"]["layer_freq"] = Json::array({0, 1});
+            }),
+            "model.moe.layer_freq: a list must have one entry per layer (num_layers 61), got "
+            "[0,1]");
+  EXPECT_THAT(model_error([](Json& j) {
+                Json l = Json::array();
+                for (int i = 0; i < 61; ++i) l.push_back(2);
+                j["moe"]["layer_freq"] = l;
+              }),
+              ::testing::StartsWith("model.moe.layer_freq: list entries must be 0 or 1"));
+  EXPECT_THAT(model_error([](Json& j) { j["num_query_groups"] = 8; }),
+              ::testing::StartsWith("model.num_query_groups: multi-latent attention has no query "
+                                    "groups"));
+  EXPECT_THAT(model_error([](Json& j) { j["window_size"] = Json::array({128}); }),
+              ::testing::StartsWith("model.window_size: must be [left, right]"));
+  EXPECT_THAT(model_error([](Json& j) {
+                j["window_size"] = Json::array({-2, 0});
+              }),
+              ::testing::StartsWith("model.window_size[0]: must be >= -1"));
+  EXPECT_THAT(model_error([](Json& j) { j["window_attn_skip_freq"] = 2; }),
+              ::testing::StartsWith("model.window_attn_skip_freq: needs window_size"));
+  EXPECT_THAT(model_error([](Json& j) { j["mtp_num_layers"] = 100; }),
+              ::testing::StartsWith("model.mtp_num_layers: must be <= 64"));
+  EXPECT_THAT(model_error([](Json& j) { j["moe"]["moe_token_dispatcher_type"] = "allgather"; }),
+              ::testing::StartsWith("model.moe.moe_token_dispatcher_type: must be one of"));
+  EXPECT_THAT(model_error([](Json& j) {
+                j.erase("multi_latent_attention");
+                j["num_query_groups"] = 128;
+              }),
+              ::testing::StartsWith("model.q_lora_rank: needs multi_latent_attention true"));
 }
 
 TEST(ModelSpec, MixtralIsEightExpertsTopTwo) {

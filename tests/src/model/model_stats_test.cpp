@@ -248,5 +248,60 @@ TEST(ModelStats, MegatronFlopsUseThePaddedVocabulary) {
   EXPECT_LT(rel(megatron_flops(m, 1, 8) - megatron_flops(m, 1, 1), 6.0 * 8192 * 4096 * 768), 1e-9);
 }
 
+// DeepSeek-V3, counted by hand from the modules Megatron builds (RMSNorm weights, no biases):
+// MLA attention per layer h·q_r + q_r + q_r·a·(d_n + d_r) + h·(k_r + d_r) + k_r + k_r·a·(d_n + d_v)
+// + a·d_v·h = 187,107,328 with h 7168, a 128, q_r 1536, k_r 512, d_n 128, d_r 64, d_v 128.
+TEST(ModelStats, DeepSeekV3Is671BTotal37BActive) {
+  const ModelSpec m = load_model("deepseek-v3");
+  const int64_t h = 7168;
+  const int64_t attention = 187107328;
+  const LayerParams dense = layer_params(m, 0);
+  EXPECT_EQ(dense.attention, attention);
+  EXPECT_EQ(dense.mlp, 3 * h * 18432);
+  EXPECT_EQ(dense.norms, 2 * h);
+  const LayerParams moe = layer_params(m, 3);
+  EXPECT_EQ(moe.attention, attention);
+  EXPECT_EQ(moe.router, 256 * h);
+  EXPECT_EQ(moe.shared_experts, 3 * h * 2048);
+  EXPECT_EQ(moe.experts, 256LL * 3 * h * 2048);
+  EXPECT_EQ(moe.active_experts, 8LL * 3 * h * 2048);
+  const ParamCounts c = count_params(m);
+  // The main model: 671,026,404,352 (the report's 671B), 37.55B active (its 37B); one MTP block
+  // (3 norms, eh_proj 2h·h, an MoE layer) 11,610,067,968 more.
+  EXPECT_EQ(c.total() - c.mtp, 671026404352LL);
+  EXPECT_EQ(c.mtp, 3 * h + 2 * h * h + moe.total());
+  EXPECT_EQ(c.mtp, 11610067968LL);
+  const int64_t mtp_active = c.mtp - moe.experts + moe.active_experts;
+  EXPECT_EQ(c.active() - mtp_active, 37552282624LL);
+  // The MTP block sits on the last stage; with pp > 1 and untied embeddings it also holds a
+  // word-embedding copy there.
+  ParallelConfig p;
+  p.pp = 4;  // 16 + 15 + 15 + 15 layers
+  p.decoder_first_pipeline_num_layers = 16;
+  p.decoder_last_pipeline_num_layers = 15;
+  int64_t stages = 0;
+  for (int64_t r = 0; r < p.pp; ++r) stages += stage_params(m, p, r).total();
+  EXPECT_EQ(stages, c.total() + 129280LL * h);
+}
+
+TEST(ModelStats, MegatronFlopsWithMlaMoePatternAndMtp) {
+  // training.py's formula for DeepSeek-V3 over one 4096-token sequence, evaluated apart (62 layers
+  // with the MTP one, 59 of them MoE, logits twice): 1,064,931,126,411,264 FLOPs, 2.60e11 per
+  // token (the Megatron-Bridge tables' 725 TFLOP/s per GPU at 2790 tokens/s: 2.60e11).
+  EXPECT_LT(rel(megatron_flops(load_model("deepseek-v3"), 1), 1064931126411264.0), 1e-12);
+  // Without q compression: q_term h·a·(d_n + d_r) in place of the LoRA pair.
+  ModelSpec m = load_model("deepseek-v3");
+  m.mtp_num_layers = 0;
+  const double with_lora = megatron_flops(m, 1);
+  m.mla->q_lora_rank = 0;
+  const double h = 7168, a = 128, qr = 1536;
+  const double dq = (h * a * 192) - qr * (h + a * 192 + 1);  // per token per layer
+  EXPECT_LT(rel(megatron_flops(m, 1) - with_lora, 6 * 4096 * 61 * dq), 1e-9);
+  // Sliding windows do not change Megatron's count.
+  ModelSpec w = m;
+  w.window_size = std::array<int64_t, 2>{128, 0};
+  EXPECT_EQ(megatron_flops(w, 1), megatron_flops(m, 1));
+}
+
 }  // namespace
 }  // namespace mplan

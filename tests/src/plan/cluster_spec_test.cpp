@@ -45,7 +45,53 @@ TEST(ClusterSpec, PresetsCarryTheirCitedNumbers) {
   EXPECT_GT(x.intra_node.latency_us, 0);
   EXPECT_EQ(x.intra_node.allreduce_busbw_gbps.size(), 4u);
   EXPECT_EQ(x.gpu.memory_bytes(), static_cast<int64_t>(std::llround(140.4 * kGiB)));
-  EXPECT_EQ(preset_names("clusters").size(), 4u);
+  EXPECT_EQ(preset_names("clusters").size(), 6u);
+}
+
+TEST(ClusterSpec, LowPrecisionRatesAndComputeCapabilities) {
+  // A100: sm_80, no FP8 tensor cores. H100 / H200: sm_90, FP8 3958 TFLOPS with sparsity = 1979
+  // dense.
+  ClusterSpec a = load_cluster("dgx-a100-80g");
+  EXPECT_EQ(a.gpu.compute_capability, 8.0);
+  EXPECT_EQ(a.gpu.peak_fp8_tflops, 0);
+  for (const char* name : {"dgx-h100", "dgx-h200", "h200x4"}) {
+    ClusterSpec h = load_cluster(name);
+    EXPECT_EQ(h.gpu.compute_capability, 9.0) << name;
+    EXPECT_EQ(h.gpu.peak_fp8_tflops, 1979) << name;
+    EXPECT_EQ(h.gpu.peak_fp4_tflops, 0) << name;
+  }
+  // DGX B200 datasheet: 8 GPUs, 1,440 GB and 64 TB/s in all, 72 PFLOPS FP8 / 144 PFLOPS FP4 with
+  // sparsity for 8 GPUs; 14.4 TB/s NVLink; 8 x 400 Gb/s ConnectX-7.
+  ClusterSpec b = load_cluster("dgx-b200");
+  EXPECT_EQ(b.gpus_per_node, 8);
+  EXPECT_EQ(b.nics(), 8);
+  EXPECT_NEAR(b.gpu.memory_gib * static_cast<double>(kGiB) * 8, 1440e9, 1e9);
+  EXPECT_EQ(b.gpu.hbm_bandwidth_gbps * 8, 64000);
+  EXPECT_EQ(b.gpu.peak_bf16_tflops, 2250);
+  EXPECT_EQ(b.gpu.peak_fp8_tflops * 8 * 2, 72000);
+  EXPECT_EQ(b.gpu.peak_fp4_tflops * 8 * 2, 144000);
+  EXPECT_EQ(b.gpu.compute_capability, 10.0);
+  // GB200 NVL72: 72 GPUs in one NVLink domain; per rack with sparsity 360 / 720 / 1440 PFLOPS
+  // (BF16 / FP8 / FP4), 13.4 TB HBM3e at 576 TB/s.
+  ClusterSpec g = load_cluster("gb200-nvl72");
+  EXPECT_EQ(g.gpus_per_node, 72);
+  EXPECT_EQ(g.nics(), 72);
+  EXPECT_EQ(g.gpu.peak_bf16_tflops * 72 * 2, 360000);
+  EXPECT_EQ(g.gpu.peak_fp8_tflops * 72 * 2, 720000);
+  EXPECT_EQ(g.gpu.peak_fp4_tflops * 72 * 2, 1440000);
+  EXPECT_NEAR(g.gpu.memory_gib * static_cast<double>(kGiB), 186e9, 0.1e9);  // 13.4 TB / 72
+  EXPECT_EQ(g.gpu.hbm_bandwidth_gbps * 72, 576000);
+  EXPECT_EQ(g.gpu.compute_capability, 10.0);
+  // A profile without the low-precision fields parses them as absent (0).
+  Json j = cluster_to_json(a);
+  EXPECT_FALSE(j["gpu"].contains("peak_fp8_tflops"));
+  j["gpu"]["compute_capability"] = 0.5;
+  try {
+    cluster_from_json(j, "cluster");
+    ADD_FAILURE() << "compute_capability 0.5 accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), StartsWith("cluster.gpu.compute_capability:"));
+  }
 }
 
 TEST(ClusterSpec, CurveInterpolatesInLog2AndClamps) {

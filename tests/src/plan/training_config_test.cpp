@@ -210,5 +210,50 @@ TEST(TrainingConfig, SplitAsMegatronReadsIt) {
               StartsWith("training.split: \"1.2.3\" has \"1.2.3\""));
 }
 
+TEST(TrainingConfig, LowPrecisionFieldsAndMegatronsRules) {
+  TrainingConfig d = training_from_json(parse_json("{}", "t"), "training");
+  EXPECT_EQ(d.fp8_format, Fp8Format::kNone);
+  EXPECT_EQ(d.fp8_recipe, Fp8Recipe::kDelayed);  // TransformerConfig's default
+  EXPECT_EQ(d.fp4_format, Fp4Format::kNone);
+  EXPECT_FALSE(d.first_last_layers_bf16);
+  EXPECT_EQ(d.num_layers_at_start_in_bf16, 1);
+  EXPECT_EQ(d.num_layers_at_end_in_bf16, 1);
+  EXPECT_FALSE(training_to_json(d).contains("fp8_format"));
+
+  TrainingConfig t = training_from_json(
+      parse_json(R"({"fp8_format": "hybrid", "fp8_recipe": "mxfp8", "fp8_param_gather": true,
+                     "first_last_layers_bf16": true, "num_layers_at_start_in_bf16": 2,
+                     "num_layers_at_end_in_bf16": 0})",
+                 "t"),
+      "training");
+  EXPECT_EQ(t.fp8_format, Fp8Format::kHybrid);
+  EXPECT_EQ(t.fp8_recipe, Fp8Recipe::kMxfp8);
+  EXPECT_TRUE(t.fp8_param_gather);
+  EXPECT_EQ(t.num_layers_at_start_in_bf16, 2);
+  EXPECT_EQ(t.num_layers_at_end_in_bf16, 0);
+  EXPECT_EQ(training_from_json(training_to_json(t), "training"), t);
+  TrainingConfig f = training_from_json(
+      parse_json(R"({"fp4_format": "e2m1", "fp4_param_gather": true})", "t"), "training");
+  EXPECT_EQ(f.fp4_format, Fp4Format::kE2m1);
+  EXPECT_EQ(f.fp4_recipe, Fp4Recipe::kNvfp4);
+  EXPECT_EQ(training_from_json(training_to_json(f), "training"), f);
+
+  EXPECT_THAT(error_of(R"({"fp8_format": "e5m2"})"), StartsWith("training.fp8_format:"));
+  EXPECT_THAT(error_of(R"({"fp8_recipe": "custom"})"), StartsWith("training.fp8_recipe:"));
+  EXPECT_EQ(error_of(R"({"fp8_format": "e4m3", "fp4_format": "e2m1"})"),
+            "training.fp4_format: fp4 and fp8 cannot be used simultaneously. Please choose one "
+            "(fp8_format e4m3)");
+  EXPECT_EQ(error_of(R"({"fp8_param_gather": true})"),
+            "training.fp8_param_gather: fp8_param must be used together with fp8 mode (set "
+            "fp8_format)");
+  EXPECT_THAT(error_of(R"({"fp4_param_gather": true})"),
+              StartsWith("training.fp4_param_gather: --fp4-param-gather must be used together"));
+  EXPECT_EQ(error_of(R"({"fp8_format": "e4m3", "first_last_layers_bf16": true})"),
+            "training.first_last_layers_bf16: Delayed scaling does not support first / last "
+            "layer in BF16 (fp8_recipe delayed)");
+  EXPECT_THAT(error_of(R"({"num_layers_at_start_in_bf16": -1})"),
+              StartsWith("training.num_layers_at_start_in_bf16:"));
+}
+
 }  // namespace
 }  // namespace mplan

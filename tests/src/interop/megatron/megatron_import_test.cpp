@@ -8,6 +8,8 @@
 
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
+#include "src/interop/megatron/megatron_export.hpp"
+#include "src/interop/megatron/megatron_launch.hpp"
 #include "src/plan/validate.hpp"
 #include "tests/src/interop/megatron/test_plans.hpp"
 
@@ -165,7 +167,9 @@ TEST(MegatronImport, BadInputNamesTheArgument) {
   fails("--micro-batch-size 1 --overlap-param-gather --overlap-grad-reduce",
         "--overlap-param-gather: Megatron-LM supports it only with --use-distributed-optimizer");
   fails("--micro-batch-size 1 --expert-model-parallel-size 2", "needs --num-experts");
-  fails("--micro-batch-size 1 --num-experts 4 --moe-layer-freq '[1,0]*1'", "--moe-layer-freq");
+  // A pattern (Megatron's moe_freq_type) must have one entry per layer.
+  fails("--micro-batch-size 1 --num-experts 4 --moe-layer-freq '[1,0]*2'",
+        "--moe-layer-freq: Invalid length of moe_layer_pattern: 4, expected 2");
   fails("--micro-batch-size 1 --pipeline-model-parallel-layout 'E|t|L'",
         "--pipeline-model-parallel-layout: not modelled");
   EXPECT_THAT([] { import_megatron("echo hello\n", default_import()); },
@@ -269,8 +273,104 @@ TEST(MegatronImport, MoeWithoutGroupedGemmIsReported) {
       "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --num-experts 4 "
       "--cp-comm-type a2a\n",
       o);
-  EXPECT_TRUE(any_contains(r.warnings, "--moe-grouped-gemm: not given"));
+  // Megatron-LM's default without --moe-grouped-gemm: one GEMM per local expert, costed so.
+  ASSERT_TRUE(r.plan.model.moe.has_value());
+  EXPECT_FALSE(r.plan.model.moe->moe_grouped_gemm);
   EXPECT_TRUE(any_contains(r.warnings, "--cp-comm-type a2a: not modelled"));
+}
+
+}  // namespace
+}  // namespace mplan
+
+namespace mplan {
+namespace {
+
+std::string fixture(const char* name) {
+  return read_text_file(
+      std::string(MPLAN_SOURCE_DIR) + "/tests/src/interop/megatron/fixtures/" + name, "fixture");
+}
+
+// DeepSeek-V3 as Megatron-LM's example launches it: the model equals the deepseek-v3 preset.
+TEST(MegatronImport, DeepSeekV3WithMlaMoePatternFlexDispatcherAndMtp) {
+  MegatronImportOptions o;
+  o.cluster = load_cluster("dgx-b200");
+  MegatronImport r = import_megatron(fixture("deepseek_v3_flex_pp16.sh"), o);
+  const ModelSpec& m = r.plan.model;
+  ASSERT_TRUE(m.mla.has_value());
+  EXPECT_EQ(*m.mla, (MlaSpec{1536, 512, 128, 64, 128}));
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.num_moe_layers(), 58);
+  EXPECT_FALSE(m.is_moe_layer(2));
+  EXPECT_TRUE(m.is_moe_layer(3));
+  EXPECT_EQ(m.moe->moe_token_dispatcher_type, MoeDispatcher::kFlex);
+  EXPECT_EQ(m.moe->moe_flex_dispatcher_backend, FlexBackend::kHybridEp);
+  EXPECT_TRUE(m.moe->moe_grouped_gemm);
+  EXPECT_EQ(m.mtp_num_layers, 1);
+  EXPECT_EQ(r.plan.world_size(), 256);
+  EXPECT_EQ(r.plan.parallel.pp, 16);
+  EXPECT_EQ(r.plan.parallel.ep, 8);
+  EXPECT_EQ(r.matched_preset, "deepseek-v3");
+  // The same shape as the preset, field by field (the name and batch are the import's).
+  ModelSpec preset = load_model("deepseek-v3");
+  preset.make_vocab_size_divisible_by = 3232;  // the script's (the same padded vocabulary)
+  preset.moe->moe_token_dispatcher_type = MoeDispatcher::kFlex;
+  preset.moe->moe_flex_dispatcher_backend = FlexBackend::kHybridEp;
+  EXPECT_EQ(model_to_json(m).dump(1), model_to_json(preset).dump(1));
+  // And back: the exported arguments carry every field.
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--moe-layer-freq '([0]*3+[1]*58)'"));
+  EXPECT_THAT(script, HasSubstr("--multi-latent-attention"));
+  EXPECT_THAT(script, HasSubstr("--moe-flex-dispatcher-backend hybridep"));
+  MegatronImport again = import_megatron(script, {});
+  EXPECT_TRUE(again.plan == r.plan);
+}
+
+TEST(MegatronImport, Gb200Mxfp8Run) {
+  MegatronImportOptions o;
+  o.cluster = load_cluster("gb200-nvl72");
+  MegatronImport r = import_megatron(fixture("llama3_8b_gb200_mxfp8.sh"), o);
+  const TrainingConfig& t = r.plan.training;
+  EXPECT_EQ(t.fp8_format, Fp8Format::kE4m3);
+  EXPECT_EQ(t.fp8_recipe, Fp8Recipe::kMxfp8);
+  EXPECT_TRUE(t.fp8_param_gather);
+  EXPECT_EQ(r.plan.world_size(), 8);
+  EXPECT_TRUE(validate(r.plan).empty());
+  EXPECT_FALSE(any_contains(r.not_modelled, "--fp8"));
+  // The same run on H100 nodes breaks Transformer Engine's MXFP8 check: one line naming it.
+  o.cluster = load_cluster("dgx-h100");
+  MegatronImport h = import_megatron(fixture("llama3_8b_gb200_mxfp8.sh"), o);
+  ASSERT_FALSE(validate(h.plan).empty());
+  EXPECT_EQ(validate(h.plan)[0].field, "training.fp8_recipe");
+  // Export writes the fp8 arguments back.
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--fp8-format e4m3"));
+  EXPECT_THAT(script, HasSubstr("--fp8-recipe mxfp8"));
+  EXPECT_THAT(script, HasSubstr("--fp8-param-gather"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  // Arguments that have no effect without the one they qualify are reported, not read.
+  const std::string tiny =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 ";
+  MegatronImport n =
+      import_megatron(tiny +
+                          "--fp8-recipe mxfp8 --num-layers-at-start-in-bf16 2 --kv-lora-rank 64 "
+                          "--window-attn-skip-freq 2\n",
+                      o);
+  EXPECT_EQ(n.plan.training.fp8_format, Fp8Format::kNone);
+  EXPECT_EQ(n.plan.training.fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_EQ(n.plan.training.num_layers_at_start_in_bf16, 1);
+  EXPECT_FALSE(n.plan.model.mla.has_value());
+  EXPECT_EQ(n.plan.model.window_attn_skip_freq, 0);
+  EXPECT_TRUE(any_contains(n.warnings, "--fp8-recipe mxfp8: no effect without --fp8-format"));
+  EXPECT_TRUE(any_contains(n.warnings, "--num-layers-at-start-in-bf16: no effect without"));
+  EXPECT_TRUE(any_contains(n.warnings, "--kv-lora-rank: no effect without"));
+  EXPECT_TRUE(any_contains(n.warnings, "--window-attn-skip-freq 2: no effect without"));
+  // Megatron's own rules on the arguments.
+  EXPECT_THROW(import_megatron("--num-layers 2 --hidden-size 64 --num-attention-heads 8 "
+                               "--seq-length 128 --max-position-embeddings 128 --vocab-size 100 "
+                               "--micro-batch-size 1 --fp8-format e5m2\n",
+                               o),
+               Error);
 }
 
 }  // namespace
