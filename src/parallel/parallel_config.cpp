@@ -1,6 +1,8 @@
 // ParallelConfig JSON adapter and enum spellings (the plan file's, which follow Megatron-LM).
 #include "src/parallel/parallel_config.hpp"
 
+#include <algorithm>
+
 #include "src/common/error.hpp"
 
 namespace mplan {
@@ -65,6 +67,13 @@ constexpr IntRange kDegree{1, 1024};
 constexpr IntRange kDataParallel{1, 1 << 20};
 constexpr IntRange kBatch{1, 1 << 24};
 
+// The virtual stage count a layout implies (Megatron: num_stages // pp), 1 without a layout or
+// when its stage count is not a multiple of pp (validate() then names that rule).
+int64_t layout_vpp(const std::optional<PipelineLayout>& layout, int64_t pp) {
+  if (!layout || pp < 1 || layout->num_stages() % pp != 0) return 1;
+  return std::clamp<int64_t>(layout->num_stages() / pp, kDegree.min, kDegree.max);
+}
+
 }  // namespace
 
 ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
@@ -75,7 +84,10 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   p.ep = o.get_int("ep", 1, kDegree);
   p.etp = o.get_int("etp", p.tp, kDegree);  // Megatron: expert tp defaults to tp
   p.pp = o.get_int("pp", 1, kDegree);
-  p.vpp = o.get_int("vpp", 1, kDegree);
+  if (o.has("pipeline_model_parallel_layout"))
+    p.pipeline_model_parallel_layout = parse_pipeline_layout(
+        o.get_string("pipeline_model_parallel_layout"), o.field("pipeline_model_parallel_layout"));
+  p.vpp = o.get_int("vpp", layout_vpp(p.pipeline_model_parallel_layout, p.pp), kDegree);
   p.dp = o.get_int("dp", kDataParallel);
   p.sequence_parallel = o.get_bool("sequence_parallel", false);
   p.order = o.get_string("order", p.order);
@@ -99,6 +111,9 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
       o.get_optional_int("decoder_first_pipeline_num_layers", kDegree);
   p.decoder_last_pipeline_num_layers =
       o.get_optional_int("decoder_last_pipeline_num_layers", kDegree);
+  p.account_for_embedding_in_pipeline_split =
+      o.get_bool("account_for_embedding_in_pipeline_split", false);
+  p.account_for_loss_in_pipeline_split = o.get_bool("account_for_loss_in_pipeline_split", false);
   o.finish();
   return p;
 }
@@ -129,6 +144,11 @@ Json parallel_to_json(const ParallelConfig& p) {
     j["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
   if (p.decoder_last_pipeline_num_layers)
     j["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
+  if (p.pipeline_model_parallel_layout)
+    j["pipeline_model_parallel_layout"] = p.pipeline_model_parallel_layout->text;
+  if (p.account_for_embedding_in_pipeline_split)
+    j["account_for_embedding_in_pipeline_split"] = true;
+  if (p.account_for_loss_in_pipeline_split) j["account_for_loss_in_pipeline_split"] = true;
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "src/common/json_reader.hpp"
+#include "src/parallel/pipeline_layout.hpp"
 
 namespace mplan {
 
@@ -45,6 +46,13 @@ struct ParallelConfig {
   bool overlap_param_gather = true;                  // --overlap-param-gather (dist. optimizer)
   std::optional<int64_t> decoder_first_pipeline_num_layers;  // uneven first stage
   std::optional<int64_t> decoder_last_pipeline_num_layers;   // uneven last stage
+  // --pipeline-model-parallel-layout: every (pipeline rank, virtual stage)'s layers; vpp is its
+  // stage count / pp.
+  std::optional<PipelineLayout> pipeline_model_parallel_layout;
+  // --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: the
+  // embedding / the output layer and loss count as one layer of the even split.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
 
   bool operator==(const ParallelConfig&) const = default;
 

@@ -114,6 +114,53 @@ void check_uneven_split(const ModelSpec& m, const ParallelConfig& p, Collector& 
           " must be divisible by virtual pipeline parallel degree ", p.vpp);
 }
 
+// A free layout (PipelineParallelLayerLayout, arguments.py) or the split that counts the
+// embedding and the loss as layers (TransformerConfig.__post_init__ and arguments.py).
+void check_pipeline_split_options(const Plan& plan, Collector& c) {
+  const ModelSpec& m = plan.model;
+  const ParallelConfig& p = plan.parallel;
+  const bool emb = p.account_for_embedding_in_pipeline_split;
+  const bool loss = p.account_for_loss_in_pipeline_split;
+  const bool first_last = p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers;
+  if (p.pipeline_model_parallel_layout) {
+    if (first_last || emb || loss) {
+      c.add(
+          "parallel.pipeline_model_parallel_layout",
+          "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments "
+          "(decoder_first/last_pipeline_num_layers, account_for_embedding/loss_in_pipeline_split)");
+      return;
+    }
+    // The model's MTP layers join here when the model describes them; none today.
+    if (auto problem = pipeline_layout_problem(*p.pipeline_model_parallel_layout, p.pp, p.vpp,
+                                               m.num_layers, 0))
+      c.add("parallel.pipeline_model_parallel_layout", *problem);
+    return;
+  }
+  const char* field = emb ? "parallel.account_for_embedding_in_pipeline_split"
+                          : "parallel.account_for_loss_in_pipeline_split";
+  if (first_last) {
+    c.add(field,
+          "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be set "
+          "at the same time with account_for_embedding_in_pipeline_split and "
+          "account_for_loss_in_pipeline_split");
+    return;
+  }
+  const int64_t total = m.num_layers + (emb ? 1 : 0) + (loss ? 1 : 0);
+  if (total % p.pp != 0) {
+    c.add(field, "num_layers: ", total,
+          " after enable account_for_embedding_in_pipeline_split or "
+          "account_for_loss_in_pipeline_split must be divisible by pipeline_model_parallel_size ",
+          p.pp);
+    return;
+  }
+  if ((total / p.pp) % p.vpp != 0)
+    c.add(field, "number of layers on each pipeline rank: ", total / p.pp,
+          " (after enable account_for_embedding_in_pipeline_split or "
+          "account_for_loss_in_pipeline_split) must be divisible by "
+          "virtual_pipeline_model_parallel_size ",
+          p.vpp);
+}
+
 void check_parallel(const Plan& plan, Collector& c) {
   const ModelSpec& m = plan.model;
   const ParallelConfig& p = plan.parallel;
@@ -160,7 +207,10 @@ void check_parallel(const Plan& plan, Collector& c) {
           "pipeline-model-parallel size should be greater than 1 with "
           "interleaved schedule (vpp ",
           p.vpp, ", pp 1)");
-  if (!p.decoder_first_pipeline_num_layers && !p.decoder_last_pipeline_num_layers) {
+  if (p.pipeline_model_parallel_layout || p.account_for_embedding_in_pipeline_split ||
+      p.account_for_loss_in_pipeline_split) {
+    check_pipeline_split_options(plan, c);
+  } else if (!p.decoder_first_pipeline_num_layers && !p.decoder_last_pipeline_num_layers) {
     if (m.num_layers % p.pp != 0)
       c.add("parallel.pp",
             "Number of layers should be divisible by the pipeline-model-parallel "

@@ -38,21 +38,13 @@ int64_t required_int(const Row& r, In& s) {
 
 void refuse_layout(const Row& r, In& s) {
   if (s.args.has(r.name))
-    throw Error(cat(r.name,
-                    ": not modelled by mplan (its plans are GPT decoders with an even or "
-                    "first/last-uneven pipeline split)"));
+    throw Error(cat(r.name, ": not modelled by mplan (its plans are GPT decoders)"));
 }
 
 void warn_other_activation(const Row& r, In& s) {
   if (s.args.has(r.name))
     s.warnings.push_back(cat(r.name, ": not modelled; mplan costs the MLP as ",
                              s.model.activation == Activation::kSwiglu ? "SwiGLU" : "GeLU"));
-}
-
-void warn_pipeline_split(const Row& r, In& s) {
-  if (s.args.has(r.name))
-    s.warnings.push_back(
-        cat(r.name, ": not modelled; the plan splits the transformer layers only"));
 }
 
 // A Megatron-LM default for an optional training number (no error when unresolved).
@@ -161,7 +153,10 @@ void read_virtual_stages(const Row& r, In& s) {
     throw Error(
         "--num-layers-per-virtual-pipeline-stage: give only one of it, "
         "--num-virtual-stages-per-pipeline-rank and --virtual-pipeline-model-parallel-size");
-  const int64_t layers = s.model.num_layers;
+  // arguments.py counts the embedding and the loss as layers when they are accounted for.
+  const int64_t layers = s.model.num_layers +
+                         int64_t{s.args.has("--account-for-embedding-in-pipeline-split")} +
+                         int64_t{s.args.has("--account-for-loss-in-pipeline-split")};
   if (s.legacy_vpp) {
     p.vpp = *s.legacy_vpp;
     s.warnings.push_back(
@@ -188,6 +183,32 @@ void read_virtual_stages(const Row& r, In& s) {
     throw Error(
         "--num-virtual-stages-per-pipeline-rank: virtual pipeline stages need "
         "--pipeline-model-parallel-size > 1");
+  p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+}
+
+// --pipeline-model-parallel-layout (arguments.py): at most one of it and the two other ways of
+// giving virtual stages; its stage count / pp is vpp. The layout's own rules are validate()'s.
+void read_pipeline_layout(const Row& r, In& s) {
+  auto text = s.args.value(r.name, true);
+  if (!text) return;
+  ParallelConfig& p = s.parallel;
+  if (s.layers_per_virtual_stage || s.legacy_vpp ||
+      s.args.has("--num-virtual-stages-per-pipeline-rank"))
+    throw Error(cat(r.name,
+                    ": No more than one of the following arguments can be set at the same time: "
+                    "--num-layers-per-virtual-pipeline-stage, "
+                    "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout"));
+  p.pipeline_model_parallel_layout = parse_pipeline_layout(*text, std::string(r.name));
+  const int64_t stages = p.pipeline_model_parallel_layout->num_stages();
+  if (stages % p.pp != 0)
+    throw Error(cat(r.name,
+                    ": The length of pipeline_model_parallel_layout must be divisible by "
+                    "pipeline_model_parallel_size (num_stages=",
+                    stages, ", pipeline_model_parallel_size=", p.pp, ")"));
+  if (stages / p.pp > 1024)
+    throw Error(
+        cat(r.name, ": ", stages / p.pp, " virtual stages per pipeline rank; at most 1024"));
+  p.vpp = stages / p.pp;
   p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
 }
 
@@ -307,7 +328,6 @@ Row no_effect(std::string_view name) { return Row{name, G::kNone, "", kNone}; }
 const std::vector<Row>& table() {
   static const std::vector<Row> rows = {
       // ---- arguments that make a model or layout mplan cannot represent ---------------------
-      {"--pipeline-model-parallel-layout", G::kNone, "", kStep, refuse_layout},
       {"--hybrid-layer-pattern", G::kNone, "", kStep, refuse_layout},
       {"--multi-latent-attention", G::kNone, "", kStep, refuse_layout},
       {"--encoder-num-layers", G::kNone, "", kStep, refuse_layout},
@@ -574,7 +594,8 @@ const std::vector<Row>& table() {
       {"--num-virtual-stages-per-pipeline-rank", G::kParallel, "parallel.vpp, parallel.schedule",
        kStep, read_virtual_stages,
        [](const Row& r, Out& o) {
-         if (o.plan.parallel.vpp > 1) o.arg(r.name, o.plan.parallel.vpp);
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.vpp > 1 && !p.pipeline_model_parallel_layout) o.arg(r.name, p.vpp);
        }},
       {"--microbatch-group-size-per-virtual-pipeline-stage", G::kParallel,
        "parallel.microbatch_group_size_per_vp_stage", kStep,
@@ -601,6 +622,26 @@ const std::vector<Row>& table() {
        },
        [](const Row& r, Out& o) {
          if (const auto& v = o.plan.parallel.decoder_last_pipeline_num_layers) o.arg(r.name, *v);
+       }},
+      {"--account-for-embedding-in-pipeline-split", G::kParallel,
+       "parallel.account_for_embedding_in_pipeline_split", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.account_for_embedding_in_pipeline_split = s.args.flag(r.name);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.account_for_embedding_in_pipeline_split) o.flag(r.name);
+       }},
+      {"--account-for-loss-in-pipeline-split", G::kParallel,
+       "parallel.account_for_loss_in_pipeline_split", kStep,
+       [](const Row& r, In& s) { s.parallel.account_for_loss_in_pipeline_split = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.account_for_loss_in_pipeline_split) o.flag(r.name);
+       }},
+      {"--pipeline-model-parallel-layout", G::kParallel,
+       "parallel.pipeline_model_parallel_layout, parallel.vpp, parallel.schedule", kStep,
+       read_pipeline_layout,
+       [](const Row& r, Out& o) {
+         if (const auto& l = o.plan.parallel.pipeline_model_parallel_layout) o.arg(r.name, l->text);
        }},
       {"--context-parallel-size", G::kParallel, "parallel.cp", kStep,
        [](const Row& r, In& s) { s.parallel.cp = s.args.int_value(r.name, 1, true).value_or(1); },
@@ -702,8 +743,6 @@ const std::vector<Row>& table() {
       // by --num-virtual-stages-per-pipeline-rank), else 1F1B; export notes the rest.
       {"", G::kParallel, "parallel.schedule", kStep, nullptr,
        [](const Row&, Out& o) { note_schedule(o); }},
-      {"--account-for-embedding-in-pipeline-split", G::kNone, "", kStep, warn_pipeline_split},
-      {"--account-for-loss-in-pipeline-split", G::kNone, "", kStep, warn_pipeline_split},
 
       // ---- training: batch ----------------------------------------------------------------------
       {"--micro-batch-size", G::kTraining, "parallel.micro_batch_size", kStep,
