@@ -37,6 +37,28 @@ const char* to_string(RecomputeMethod r) {
   return r == RecomputeMethod::kUniform ? "uniform" : "block";
 }
 
+const char* to_string(DpSharding d) {
+  switch (d) {
+    case DpSharding::kNoShard:
+      return "no_shard";
+    case DpSharding::kOptim:
+      return "optim";
+    case DpSharding::kOptimGrads:
+      return "optim_grads";
+    case DpSharding::kOptimGradsParams:
+      return "optim_grads_params";
+  }
+  return "?";
+}
+
+DpSharding dp_sharding_from_string(const std::string& s, const std::string& field) {
+  for (DpSharding d : {DpSharding::kNoShard, DpSharding::kOptim, DpSharding::kOptimGrads,
+                       DpSharding::kOptimGradsParams})
+    if (s == to_string(d)) return d;
+  throw Error(cat(
+      field, ": must be one of no_shard, optim, optim_grads, optim_grads_params; got \"", s, "\""));
+}
+
 ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field) {
   if (s == "gpipe") return ScheduleKind::kGpipe;
   if (s == "1f1b") return ScheduleKind::k1F1B;
@@ -114,6 +136,14 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   p.account_for_embedding_in_pipeline_split =
       o.get_bool("account_for_embedding_in_pipeline_split", false);
   p.account_for_loss_in_pipeline_split = o.get_bool("account_for_loss_in_pipeline_split", false);
+  p.use_megatron_fsdp = o.get_bool("use_megatron_fsdp", false);
+  if (o.has("data_parallel_sharding_strategy"))
+    p.data_parallel_sharding_strategy =
+        dp_sharding_from_string(o.get_string("data_parallel_sharding_strategy"),
+                                o.field("data_parallel_sharding_strategy"));
+  p.fsdp_double_buffer = o.get_bool("fsdp_double_buffer", false);
+  p.num_distributed_optimizer_instances =
+      o.get_int("num_distributed_optimizer_instances", 1, kDataParallel);
   o.finish();
   return p;
 }
@@ -149,6 +179,12 @@ Json parallel_to_json(const ParallelConfig& p) {
   if (p.account_for_embedding_in_pipeline_split)
     j["account_for_embedding_in_pipeline_split"] = true;
   if (p.account_for_loss_in_pipeline_split) j["account_for_loss_in_pipeline_split"] = true;
+  if (p.use_megatron_fsdp) j["use_megatron_fsdp"] = true;
+  if (p.use_megatron_fsdp || p.data_parallel_sharding_strategy != DpSharding::kOptimGradsParams)
+    j["data_parallel_sharding_strategy"] = to_string(p.data_parallel_sharding_strategy);
+  if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
+  if (p.num_distributed_optimizer_instances != 1)
+    j["num_distributed_optimizer_instances"] = p.num_distributed_optimizer_instances;
   return j;
 }
 

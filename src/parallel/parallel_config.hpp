@@ -15,10 +15,15 @@ namespace mplan {
 enum class ScheduleKind { kGpipe, k1F1B, kInterleaved, kZbH1 };
 enum class Recompute { kNone, kSelective, kFull };
 enum class RecomputeMethod { kUniform, kBlock };
+// --data-parallel-sharding-strategy of Megatron-FSDP: what each data-parallel rank keeps only a
+// 1/d shard of (ZeRO-1: optimizer state; ZeRO-2: + gradients; ZeRO-3: + parameters).
+enum class DpSharding { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
 
 const char* to_string(ScheduleKind s);
 const char* to_string(Recompute r);
 const char* to_string(RecomputeMethod r);
+const char* to_string(DpSharding d);
+DpSharding dp_sharding_from_string(const std::string& s, const std::string& field);
 ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field);
 Recompute recompute_from_string(const std::string& s, const std::string& field);
 
@@ -53,6 +58,14 @@ struct ParallelConfig {
   // embedding / the output layer and loss count as one layer of the even split.
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
+  // Megatron-FSDP (--use-megatron-fsdp) with --data-parallel-sharding-strategy (Megatron's
+  // default optim_grads_params; read only with FSDP) and --fsdp-double-buffer.
+  bool use_megatron_fsdp = false;
+  DpSharding data_parallel_sharding_strategy = DpSharding::kOptimGradsParams;
+  bool fsdp_double_buffer = false;
+  // --num-distributed-optimizer-instances: the optimizer state is sharded within dp·cp / n ranks
+  // and the n instances all-reduce the gradient shards.
+  int64_t num_distributed_optimizer_instances = 1;
 
   bool operator==(const ParallelConfig&) const = default;
 

@@ -206,6 +206,7 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.save_interval = o.get_int("save_interval", 0, {0, 1'000'000'000});
   t.log_interval = o.get_int("log_interval", t.log_interval, {1, 1'000'000'000});
   t.tensorboard_dir = o.get_string("tensorboard_dir", "");
+  t.optimizer_precision = optimizer_precision_from_json(o);
 
   // Megatron's rules (megatron/training/arguments.py, OptimizerParamScheduler).
   if (t.lr_warmup_fraction) {
@@ -279,6 +280,7 @@ Json training_to_json(const TrainingConfig& t) {
   if (t.save_interval != d.save_interval) j["save_interval"] = t.save_interval;
   if (t.log_interval != d.log_interval) j["log_interval"] = t.log_interval;
   if (!t.tensorboard_dir.empty()) j["tensorboard_dir"] = t.tensorboard_dir;
+  optimizer_precision_to_json(t.optimizer_precision, j);
   return j;
 }
 

@@ -12,6 +12,7 @@
 
 #include "src/batch/rampup_batch_size.hpp"
 #include "src/common/json_reader.hpp"
+#include "src/plan/optimizer_precision.hpp"
 
 namespace mplan {
 
@@ -81,6 +82,8 @@ struct TrainingConfig {
   int64_t save_interval = 0;     // --save-interval (0: not set)
   int64_t log_interval = 100;    // --log-interval
   std::string tensorboard_dir;   // --tensorboard-dir ("" : none)
+  // --use-precision-aware-optimizer and the optimizer state's dtypes.
+  OptimizerPrecision optimizer_precision;
   bool operator==(const TrainingConfig&) const = default;
 };
 

@@ -258,6 +258,33 @@ void check_parallel(const Plan& plan, Collector& c) {
           "--overlap-grad-reduce (set overlap_grad_reduce, or overlap_param_gather false)");
 }
 
+// Megatron-FSDP and partial distributed optimizers: arguments.py, parallel_state.py
+// (initialize_model_parallel) and param_and_grad_buffer.py.
+void check_dp_sharding(const Plan& plan, Collector& c) {
+  const ParallelConfig& p = plan.parallel;
+  const int64_t n = p.num_distributed_optimizer_instances;
+  if (n > 1 && !p.distributed_optimizer)
+    c.add("parallel.num_distributed_optimizer_instances", "num_distributed_optimizer_instances ", n,
+          " shards the distributed optimizer's state: it needs distributed_optimizer (or "
+          "use_megatron_fsdp)");
+  if (n > 1 && (p.dp * p.cp) % n != 0)
+    c.add("parallel.num_distributed_optimizer_instances",
+          "Data parallel size should be divisible by partial DistOpt shard factor (dp x cp = ",
+          p.dp * p.cp, ", num_distributed_optimizer_instances = ", n, ")");
+  if (!p.use_megatron_fsdp) return;
+  if (!p.distributed_optimizer)
+    c.add("parallel.use_megatron_fsdp",
+          "Megatron-FSDP v1 is only compatible with --use-distributed-optimizer (set "
+          "distributed_optimizer, as Megatron-LM does)");
+}
+
+// OptimizerConfig.__post_init__: lower-precision optimizer state needs the precision-aware
+// optimizer.
+void check_optimizer_precision(const Plan& plan, Collector& c) {
+  if (auto bad = optimizer_precision_problem(plan.training.optimizer_precision))
+    c.out.push_back({bad->first, bad->second});
+}
+
 void check_batch(const Plan& plan, Collector& c) {
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
@@ -318,6 +345,8 @@ std::vector<Violation> validate(const Plan& plan) {
   check_parallel(plan, c);
   check_batch(plan, c);
   check_training(plan, c);
+  check_dp_sharding(plan, c);
+  check_optimizer_precision(plan, c);
 
   // ---- Checks owned by other modules: one line each, appended below, in this order. ----------
   // Each is `void append_<module>_violations(const Plan&, std::vector<Violation>& out)`, declared

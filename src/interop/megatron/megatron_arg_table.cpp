@@ -212,6 +212,27 @@ void read_pipeline_layout(const Row& r, In& s) {
   p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
 }
 
+// --main-params-dtype (fp32, fp16) and --exp-avg-dtype / --exp-avg-sq-dtype (fp32, fp16, bf16,
+// fp8), Megatron-LM's choices.
+void read_state_dtype(const Row& r, In& s, OptimStateDtype& out, bool moments) {
+  auto v = s.args.value(r.name, true);
+  if (!v) return;
+  const OptimStateDtype all[] = {OptimStateDtype::kFp32, OptimStateDtype::kFp16,
+                                 OptimStateDtype::kBf16, OptimStateDtype::kFp8};
+  for (OptimStateDtype d : all)
+    if (*v == to_string(d) &&
+        (moments || d == OptimStateDtype::kFp32 || d == OptimStateDtype::kFp16)) {
+      out = d;
+      return;
+    }
+  throw Error(cat(r.name, ": must be one of ", moments ? "fp32, fp16, bf16, fp8" : "fp32, fp16",
+                  "; got '", *v, "'"));
+}
+
+void write_state_dtype(const Row& r, Out& o, OptimStateDtype d) {
+  if (d != OptimStateDtype::kFp32) o.arg(r.name, to_string(d));
+}
+
 // The schedule follows from vpp in Megatron-LM: interleaved when > 1, else 1F1B.
 void note_schedule(Out& o) {
   const ParallelConfig& p = o.plan.parallel;
@@ -710,6 +731,55 @@ const std::vector<Row>& table() {
        [](const Row& r, Out& o) {
          if (o.plan.parallel.distributed_optimizer) o.flag(r.name);
        }},
+      // Megatron-FSDP v1 runs on the distributed optimizer; arguments.py turns it on.
+      {"--use-megatron-fsdp", G::kParallel,
+       "parallel.use_megatron_fsdp, parallel.distributed_optimizer", kStep,
+       [](const Row& r, In& s) {
+         ParallelConfig& p = s.parallel;
+         p.use_megatron_fsdp = s.args.flag(r.name);
+         if (p.use_megatron_fsdp && !p.distributed_optimizer) {
+           p.distributed_optimizer = true;
+           s.warnings.push_back(
+               "--use-megatron-fsdp: Megatron-FSDP v1 is only compatible with "
+               "--use-distributed-optimizer; Megatron-LM turns it on, and so does the plan");
+         }
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.use_megatron_fsdp) o.flag(r.name);
+       }},
+      {"--data-parallel-sharding-strategy", G::kParallel,
+       "parallel.data_parallel_sharding_strategy", kStep,
+       [](const Row& r, In& s) {
+         if (auto v = s.args.value(r.name, true))
+           s.parallel.data_parallel_sharding_strategy =
+               dp_sharding_from_string(*v, std::string(r.name));
+       },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.use_megatron_fsdp ||
+             p.data_parallel_sharding_strategy != DpSharding::kOptimGradsParams)
+           o.arg(r.name, to_string(p.data_parallel_sharding_strategy));
+       }},
+      // arguments.py: Megatron-FSDP requires the `fsdp_dtensor` checkpointing format.
+      {"--ckpt-format", G::kParallel, "", kNone, nullptr,
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.use_megatron_fsdp) o.arg(r.name, "fsdp_dtensor");
+       }},
+      {"--fsdp-double-buffer", G::kParallel, "parallel.fsdp_double_buffer", kStep,
+       [](const Row& r, In& s) { s.parallel.fsdp_double_buffer = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.fsdp_double_buffer) o.flag(r.name);
+       }},
+      {"--num-distributed-optimizer-instances", G::kParallel,
+       "parallel.num_distributed_optimizer_instances", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.num_distributed_optimizer_instances =
+             s.args.int_value(r.name, 1, true).value_or(1);
+       },
+       [](const Row& r, Out& o) {
+         const int64_t n = o.plan.parallel.num_distributed_optimizer_instances;
+         if (n != 1) o.arg(r.name, n);
+       }},
       {"--overlap-grad-reduce", G::kParallel, "parallel.overlap_grad_reduce", kStep,
        [](const Row& r, In& s) { s.parallel.overlap_grad_reduce = s.args.flag(r.name); },
        [](const Row& r, Out& o) {
@@ -743,6 +813,37 @@ const std::vector<Row>& table() {
       // by --num-virtual-stages-per-pipeline-rank), else 1F1B; export notes the rest.
       {"", G::kParallel, "parallel.schedule", kStep, nullptr,
        [](const Row&, Out& o) { note_schedule(o); }},
+
+      // ---- training: the precision-aware optimizer (OptimizerConfig) -------------------------
+      {"--use-precision-aware-optimizer", G::kTraining,
+       "training.use_precision_aware_optimizer", kStep,
+       [](const Row& r, In& s) {
+         s.training.optimizer_precision.use_precision_aware_optimizer = s.args.flag(r.name);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.optimizer_precision.use_precision_aware_optimizer) o.flag(r.name);
+       }},
+      {"--main-params-dtype", G::kTraining, "training.main_params_dtype", kStep,
+       [](const Row& r, In& s) {
+         read_state_dtype(r, s, s.training.optimizer_precision.main_params_dtype, false);
+       },
+       [](const Row& r, Out& o) {
+         write_state_dtype(r, o, o.plan.training.optimizer_precision.main_params_dtype);
+       }},
+      {"--exp-avg-dtype", G::kTraining, "training.exp_avg_dtype", kStep,
+       [](const Row& r, In& s) {
+         read_state_dtype(r, s, s.training.optimizer_precision.exp_avg_dtype, true);
+       },
+       [](const Row& r, Out& o) {
+         write_state_dtype(r, o, o.plan.training.optimizer_precision.exp_avg_dtype);
+       }},
+      {"--exp-avg-sq-dtype", G::kTraining, "training.exp_avg_sq_dtype", kStep,
+       [](const Row& r, In& s) {
+         read_state_dtype(r, s, s.training.optimizer_precision.exp_avg_sq_dtype, true);
+       },
+       [](const Row& r, Out& o) {
+         write_state_dtype(r, o, o.plan.training.optimizer_precision.exp_avg_sq_dtype);
+       }},
 
       // ---- training: batch ----------------------------------------------------------------------
       {"--micro-batch-size", G::kTraining, "parallel.micro_batch_size", kStep,

@@ -68,6 +68,28 @@ TEST(ParallelConfig, LayoutGivesTheVirtualStagesAndRoundTrips) {
   EXPECT_EQ(parallel_from_json(parallel_to_json(q), "parallel"), q);
 }
 
+TEST(ParallelConfig, MegatronFsdpFieldsRoundTrip) {
+  const std::string base = R"("dp": 8, "micro_batch_size": 1, "global_batch_size": 8)";
+  const ParallelConfig p = parallel_from_json(
+      parse_json("{" + base + R"(, "use_megatron_fsdp": true, "distributed_optimizer": true,
+                 "data_parallel_sharding_strategy": "optim_grads", "fsdp_double_buffer": true,
+                 "num_distributed_optimizer_instances": 2})",
+                 "t"),
+      "parallel");
+  EXPECT_TRUE(p.use_megatron_fsdp);
+  EXPECT_EQ(p.data_parallel_sharding_strategy, DpSharding::kOptimGrads);
+  EXPECT_TRUE(p.fsdp_double_buffer);
+  EXPECT_EQ(p.num_distributed_optimizer_instances, 2);
+  EXPECT_EQ(parallel_from_json(parallel_to_json(p), "parallel"), p);
+  // Megatron's default strategy is optim_grads_params.
+  EXPECT_EQ(parallel_from_json(parse_json("{" + base + "}", "t"), "parallel")
+                .data_parallel_sharding_strategy,
+            DpSharding::kOptimGradsParams);
+  EXPECT_EQ(error_of("{" + base + R"(, "data_parallel_sharding_strategy": "zero3"})"),
+            "parallel.data_parallel_sharding_strategy: must be one of no_shard, optim, "
+            "optim_grads, optim_grads_params; got \"zero3\"");
+}
+
 TEST(ParallelConfig, SizesOutsideTheirRangeNameTheField) {
   const std::string base = R"("dp": 1, "micro_batch_size": 1, "global_batch_size": 8)";
   EXPECT_EQ(error_of("{" + base + R"(, "tp": 4096})"), "parallel.tp: must be <= 1024, got 4096");

@@ -348,6 +348,33 @@ TEST(Validate, AccountForEmbeddingAndLoss) {
              "number of layers on each pipeline rank: 17");
 }
 
+TEST(Validate, MegatronFsdpAndPartialDistributedOptimizer) {
+  Plan p = base();  // dp 4
+  p.parallel.use_megatron_fsdp = true;
+  expect_only(p, "parallel.use_megatron_fsdp",
+              "Megatron-FSDP v1 is only compatible with --use-distributed-optimizer");
+  p.parallel.distributed_optimizer = true;
+  EXPECT_EQ(all(validate(p)), "");
+  Plan q = base();
+  q.parallel.num_distributed_optimizer_instances = 2;
+  expect_only(q, "parallel.num_distributed_optimizer_instances", "needs distributed_optimizer");
+  q.parallel.distributed_optimizer = true;
+  EXPECT_EQ(all(validate(q)), "");
+  q.parallel.num_distributed_optimizer_instances = 3;
+  expect_only(q, "parallel.num_distributed_optimizer_instances",
+              "Data parallel size should be divisible by partial DistOpt shard factor (dp x cp = "
+              "4, num_distributed_optimizer_instances = 3)");
+}
+
+TEST(Validate, OptimizerStateDtypesNeedThePrecisionAwareOptimizer) {
+  Plan p = base();
+  p.training.optimizer_precision.exp_avg_sq_dtype = OptimStateDtype::kBf16;
+  expect_only(p, "training.exp_avg_sq_dtype",
+              "exp_avg_sq_dtype can only be fp32 when not using precision-aware optimizer");
+  p.training.optimizer_precision.use_precision_aware_optimizer = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 TEST(Validate, UnevenSplitsMegatronAccepts) {
   EXPECT_EQ(all(validate(uneven(4, 1, 5, 9))), "");             // middle: 18 over 2 stages
   EXPECT_EQ(all(validate(uneven(4, 1, std::nullopt, 2))), "");  // 30 over 3 stages

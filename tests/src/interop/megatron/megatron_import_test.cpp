@@ -355,5 +355,53 @@ TEST(MegatronImport, AccountForEmbeddingAndLossInTheSplit) {
   EXPECT_EQ(chunk_layers(126, p, 7, 7), (LayerRange{125, 1}));
 }
 
+// Megatron-LM's functional test gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor (ZeRO-3 with
+// Megatron-FSDP at tp 2), its step-shaping arguments as a torchrun line on 8 GPUs.
+TEST(MegatronImport, MegatronFsdpFunctionalTest) {
+  const std::string args =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
+      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
+      "--max-position-embeddings 1024 --vocab-size 50304 --tensor-model-parallel-size 2 "
+      "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+      "--use-distributed-optimizer --ckpt-format fsdp_dtensor --bf16 "
+      "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 "
+      "--num-distributed-optimizer-instances 2\n";
+  MegatronImport r = import_megatron(args, default_import());
+  const ParallelConfig& p = r.plan.parallel;
+  EXPECT_TRUE(p.use_megatron_fsdp);
+  EXPECT_EQ(p.data_parallel_sharding_strategy, DpSharding::kOptimGradsParams);
+  EXPECT_TRUE(p.distributed_optimizer);
+  EXPECT_EQ(p.dp, 4);
+  EXPECT_EQ(p.num_distributed_optimizer_instances, 2);
+  EXPECT_TRUE(r.plan.training.optimizer_precision.use_precision_aware_optimizer);
+  EXPECT_EQ(r.plan.training.optimizer_precision.exp_avg_dtype, OptimStateDtype::kBf16);
+  EXPECT_EQ(all_warnings_with(r, "breaks a rule"), "");
+  // Megatron-LM turns the distributed optimizer on for Megatron-FSDP v1; so does import.
+  MegatronImport q = import_megatron(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --use-megatron-fsdp",
+      default_import());
+  EXPECT_TRUE(q.plan.parallel.distributed_optimizer);
+  EXPECT_NE(all_warnings_with(q, "Megatron-FSDP v1"), "");
+  EXPECT_THAT(
+      [] {
+        import_megatron(
+            "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+            "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 "
+            "--data-parallel-sharding-strategy zero3",
+            default_import());
+      },
+      ThrowsMessage<Error>(HasSubstr("--data-parallel-sharding-strategy: must be one of")));
+  EXPECT_THAT(
+      [] {
+        import_megatron(
+            "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+            "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 "
+            "--main-params-dtype bf16",
+            default_import());
+      },
+      ThrowsMessage<Error>(HasSubstr("--main-params-dtype: must be one of fp32, fp16")));
+}
+
 }  // namespace
 }  // namespace mplan

@@ -1,7 +1,7 @@
-// Plans and helpers the Megatron-LM interop tests share: seven plans that together use every
+// Plans and helpers the Megatron-LM interop tests share: eight plans that together use every
 // exported argument (interleaved with ramp-up, uneven with tp-pp-dp order, MoE with cp and ep,
 // virtual stages with an uneven split, a custom MoE shape, a free pipeline layout, the embedding
-// and loss counted in the split), and lookups in an argv.
+// and loss counted in the split, Megatron-FSDP), and lookups in an argv.
 #pragma once
 
 #include <algorithm>
@@ -125,8 +125,20 @@ inline const char* kLlama405bAccountFor = R"({
   "training": {"precision": "bf16", "train_iters": 10}
 })";
 
-inline const char* const kAllPlans[] = {kGpt3Interleaved,    kLlamaUneven, kMixtral,
-                                        kVppUneven,          kCustomMoe,   kLlama405bLayout,
-                                        kLlama405bAccountFor};
+// Llama 3 8B with Megatron-FSDP (ZeRO-3, double buffers) on 16 GPUs in two optimizer instances,
+// with the precision-aware optimizer's bf16 moments.
+inline const char* kFsdp = R"({
+  "schema_version": 1, "model": "llama3-8b", "cluster": "dgx-h100",
+  "parallel": {"tp": 1, "pp": 1, "dp": 16, "micro_batch_size": 1, "global_batch_size": 64,
+               "distributed_optimizer": true, "use_megatron_fsdp": true,
+               "data_parallel_sharding_strategy": "optim_grads_params",
+               "fsdp_double_buffer": true, "num_distributed_optimizer_instances": 2},
+  "training": {"precision": "bf16", "train_iters": 10, "use_precision_aware_optimizer": true,
+               "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+})";
+
+inline const char* const kAllPlans[] = {kGpt3Interleaved,     kLlamaUneven, kMixtral,
+                                        kVppUneven,           kCustomMoe,   kLlama405bLayout,
+                                        kLlama405bAccountFor, kFsdp};
 
 }  // namespace mplan::megatron_test
