@@ -37,6 +37,15 @@ void check_executable(const Plan& plan) {
                                                     : "sliding-window attention",
                     " is not supported by the executor (the simulator and the Megatron-LM export "
                     "take it)"));
+  if (p.use_megatron_fsdp)
+    throw Error(
+        "parallel.use_megatron_fsdp: Megatron-FSDP is not supported by the executor (it runs "
+        "the distributed optimizer: distributed_optimizer without use_megatron_fsdp)");
+  if (p.num_distributed_optimizer_instances != 1)
+    throw Error(
+        cat("parallel.num_distributed_optimizer_instances: partial distributed optimizers "
+            "are not supported by the executor (got ",
+            p.num_distributed_optimizer_instances, ")"));
   gpt_dims(plan.model, p.micro_batch_size, p.tp, 0, p.sequence_parallel);  // model checks
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)

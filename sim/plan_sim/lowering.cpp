@@ -14,6 +14,13 @@
 //   all-gathered per bucket: overlapped with the next step's first forward
 //   (overlap_param_gather: modelled as gathers at the start of this step, each bucket's before
 //   the first forward that needs it), or after the optimizer.
+// - Megatron-FSDP (megatron/core/distributed/fsdp): with sharded parameters (optim_grads_params)
+//   every forward and backward pass of a chunk first all-gathers the chunk's parameters on the
+//   data-parallel stream, at most one pass ahead of the compute (the prefetch, into the second
+//   of two buffers), and no gather follows the optimizer; with sharded gradients (optim_grads
+//   and optim_grads_params) every backward reduce-scatters the chunk's gradients on that stream
+//   instead of the buckets' reductions after the last micro-batch. Units are chunks here
+//   (Megatron-FSDP gathers per transformer layer: the same bytes, one latency per chunk).
 #include "sim/plan_sim/lowering.hpp"
 
 #include <algorithm>
@@ -21,6 +28,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "sim/cost/dp_sharding_memory.hpp"
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
 #include "sim/cost/precision_cost.hpp"
@@ -52,6 +60,12 @@ struct Names {
   uint16_t fwd, bwd, bwd_input, wgrad, send_fwd, recv_fwd, send_bwd, recv_bwd, grad_reduce,
       param_gather, embedding_ar, sp_norm_ar, grad_norm_ar, optimizer;
 };
+
+// The parts Megatron-FSDP shards; nothing without FSDP (the distributed optimizer's state
+// sharding is modelled by its buckets).
+cost::DpShardedParts fsdp_parts(const ParallelConfig& p) {
+  return p.use_megatron_fsdp ? cost::dp_sharded_parts(p) : cost::DpShardedParts{};
+}
 
 class Builder {
  public:
@@ -366,6 +380,7 @@ class Builder {
     L_.group_ops.clear();
     L_.prev_group.clear();
     last_compute_ = des::kNone;
+    fsdp_two_back_ = des::kNone;
 
     // Memory present before the step. The stage's parameters on this GPU are its chunks' (the
     // same count as rank_params(), which a test checks, without rank_params' allocation).
@@ -378,9 +393,9 @@ class Builder {
       rp.expert += ch.expert_params;
       lp_gemm_params_ += ch.lp_gemm_params;
     }
-    const cost::ModelStateBytes ms =
-        cost::model_state_bytes(plan_.training, par_.distributed_optimizer, rp.non_expert,
-                                par_.dp * par_.cp, rp.expert, par_.expert_dp());
+    const cost::ModelStateBytes ms = cost::sharded_model_state_bytes(
+        plan_.training, par_, rp.non_expert, par_.dp * par_.cp, rp.expert, par_.expert_dp());
+    if (par_.use_megatron_fsdp) P_.set_initial_memory(er, kMemOther, fsdp_buffers(stage));
     // fp8 / fp4 layers (sim/cost/precision_cost): the quantized weight copies, and the parameter
     // all-gather's bytes per element, GEMM weights quantized with fp8_param_gather.
     const double lp_gemm = static_cast<double>(lp_gemm_params_);
@@ -410,7 +425,8 @@ class Builder {
     }
 
     // Parameter all-gathers of the distributed optimizer, overlapped with the first forwards.
-    const bool gather_early = par_.distributed_optimizer && par_.overlap_param_gather;
+    const bool gather_early =
+        par_.distributed_optimizer && par_.overlap_param_gather && !fsdp_.weights;
     L_.ag_ops.assign(L_.chunks.buckets.size(), des::kNone);
     if (gather_early) {
       for (int64_t c = 0; c < vpp_; ++c) {
@@ -474,6 +490,7 @@ class Builder {
   }
 
   void forward(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, bool gather) {
+    const OpId fsdp_ag = fsdp_gather(er, stage, ch, label);
     OpId first = des::kNone, last = des::kNone;
     const auto& buckets = L_.chunks.buckets;
     if (gather && ch.bucketed && any_dp(stage, ch)) {
@@ -505,6 +522,7 @@ class Builder {
           if (L_.ag_ops[b] != des::kNone) P_.add_wait(op, L_.ag_ops[b]);
       first = last = op;
     }
+    if (fsdp_ag != des::kNone) P_.add_wait(first, fsdp_ag);
     P_.add_memory(first, des::MemWhen::kAtStart, kMemActivations, ch.act_bytes);
     P_.add_memory(first, des::MemWhen::kAtStart, kMemOther, ch.ws_fwd_bytes);
     P_.add_memory(last, des::MemWhen::kAtEnd, kMemOther, -ch.ws_fwd_bytes);
@@ -512,7 +530,8 @@ class Builder {
 
   void backward(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, bool last_mb) {
     const auto& buckets = L_.chunks.buckets;
-    const bool reduce_now = last_mb && !split_ && par_.overlap_grad_reduce;
+    const bool reduce_now = last_mb && !split_ && par_.overlap_grad_reduce && !fsdp_.grads;
+    const OpId fsdp_ag = fsdp_gather(er, stage, ch, label);
     OpId first = des::kNone, last = des::kNone;
     if (reduce_now && ch.bucketed && any_dp(stage, ch)) {
       // One op per piece; each bucket's reduction starts when the piece completing it ends.
@@ -537,6 +556,8 @@ class Builder {
         for (int32_t b = ch.bucket_begin; b < ch.bucket_end; ++b)
           reduce_bucket(er, stage, b, op, ch);
     }
+    if (fsdp_ag != des::kNone) P_.add_wait(first, fsdp_ag);
+    if (!split_) fsdp_reduce(er, stage, ch, label, last);
     P_.add_memory(first, des::MemWhen::kAtStart, kMemActivations, ch.recompute_bytes);
     P_.add_memory(first, des::MemWhen::kAtStart, kMemOther, ch.ws_bwd_bytes);
     const int64_t kept = split_ ? ch.weight_input_bytes : 0;
@@ -551,8 +572,61 @@ class Builder {
     if (opt_.record_trace) segments(op, stage, ch, 'W', 0, ch.unit_end - ch.unit_begin - 1);
     P_.add_memory(op, des::MemWhen::kAtEnd, kMemActivations,
                   -ch.weight_input_bytes - ch.weight_dy_bytes);
-    if (last_mb && par_.overlap_grad_reduce)
+    fsdp_reduce(er, stage, ch, label, op);
+    if (last_mb && par_.overlap_grad_reduce && !fsdp_.grads)
       for (int32_t b = ch.bucket_begin; b < ch.bucket_end; ++b) reduce_bucket(er, stage, b, op, ch);
+  }
+
+  // ---- Megatron-FSDP ------------------------------------------------------------------------
+
+  // The chunk's parameters all-gathered (dense over dp·cp, experts over expert dp) before a
+  // pass, issued once the pass two passes back is done (its buffer is the one reused).
+  OpId fsdp_gather(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label) {
+    if (!fsdp_.weights) return des::kNone;
+    const StageGroups& g = L_.groups[stage];
+    const int64_t ns =
+        cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather,
+                                 static_cast<double>(ch.dense_params) * param_bytes_, g.dp_cp) +
+        (ch.expert_params > 0
+             ? cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather,
+                                        static_cast<double>(ch.expert_params) * param_bytes_,
+                                        g.expert_dp)
+             : 0);
+    const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
+                               {names_.param_gather, label.microbatch, label.chunk});
+    if (fsdp_two_back_ != des::kNone) P_.add_wait(op, fsdp_two_back_);
+    fsdp_two_back_ = last_compute_;  // the pass before this one: two back for the next gather
+    return op;
+  }
+
+  // The chunk's gradients reduce-scattered after its backward (or weight-gradient) pass.
+  void fsdp_reduce(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, OpId after) {
+    if (!fsdp_.grads || after == des::kNone) return;
+    const StageGroups& g = L_.groups[stage];
+    const int64_t ns =
+        cost::collective_time_ns(plan_.cluster, CollectiveKind::kReduceScatter,
+                                 static_cast<double>(ch.dense_params) * grad_bytes_, g.dp_cp) +
+        (ch.expert_params > 0
+             ? cost::collective_time_ns(plan_.cluster, CollectiveKind::kReduceScatter,
+                                        static_cast<double>(ch.expert_params) * grad_bytes_,
+                                        g.expert_dp)
+             : 0);
+    const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
+                               {names_.grad_reduce, label.microbatch, label.chunk});
+    P_.add_wait(op, after);
+  }
+
+  // Megatron-FSDP's buffers on this stage: units are its largest transformer layer.
+  int64_t fsdp_buffers(int64_t stage) const {
+    int64_t unit = 0;
+    for (int64_t c = 0; c < vpp_; ++c) {
+      const ChunkCosts& ch = L_.chunks.at(stage, c);
+      for (int32_t u = ch.unit_begin; u < ch.unit_end; ++u) {
+        const ChunkUnit& cu = L_.chunks.units[u];
+        if (cu.kind == ChunkUnit::kLayer) unit = std::max(unit, cu.dense_params + cu.expert_params);
+      }
+    }
+    return cost::fsdp_buffer_bytes(plan_.training, par_, unit);
   }
 
   void reduce_bucket(int32_t er, int64_t stage, int32_t b, OpId after, const ChunkCosts& ch) {
@@ -568,7 +642,7 @@ class Builder {
     // Wait for the data-parallel stream (finish_grad_sync) and the last p2p group.
     const OpId dp_last = P_.stream_last(P_.stream_index(er, kStreamDp));
     if (dp_last != des::kNone) L_.pending.push_back(dp_last);
-    if (!par_.overlap_grad_reduce) {
+    if (!par_.overlap_grad_reduce && !fsdp_.grads) {
       for (int64_t c = 0; c < vpp_; ++c) {
         const ChunkCosts& ch = L_.chunks.at(stage, c);
         for (int32_t b = ch.bucket_begin; b < ch.bucket_end; ++b) {
@@ -618,15 +692,19 @@ class Builder {
     if (par_.distributed_optimizer)
       owned = (rp.non_expert + par_.dp * par_.cp - 1) / (par_.dp * par_.cp) +
               (rp.expert + par_.expert_dp() - 1) / par_.expert_dp();
-    // fp8 / fp4: the GEMM weights are quantized once per step (sim/cost/precision_cost).
+    // fp8 / fp4: the GEMM weights are quantized once per step (sim/cost/precision_cost); the
+    // precision-aware optimizer's 16-bit moments move fewer bytes (sim/cost/dp_sharding_memory).
+    const GpuSpec& opt_gpu = plan_.cluster.gpu_for(plan_.training.implementation);
     const double quantize_weights = cost::weight_quantize_bytes_per_param(plan_.training) *
                                     static_cast<double>(lp_gemm_params_);
+    const double saved =
+        cost::optimizer_step_bytes_saved(plan_.training) * static_cast<double>(owned);
     int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total());
-    if (quantize_weights > 0)
-      opt_ns += cost::memory_bound_time_ns(plan_.cluster.gpu_for(plan_.training.implementation),
-                                           quantize_weights);
+    if (saved > 0)
+      opt_ns = std::max<int64_t>(0, opt_ns - cost::memory_bound_time_ns(opt_gpu, saved));
+    if (quantize_weights > 0) opt_ns += cost::memory_bound_time_ns(opt_gpu, quantize_weights);
     inline_op(kNumSlots, Cat::kOptimizer, opt_ns, names_.optimizer);
-    if (par_.distributed_optimizer && !par_.overlap_param_gather) {
+    if (par_.distributed_optimizer && !par_.overlap_param_gather && !fsdp_.weights) {
       for (int64_t c = 0; c < vpp_; ++c) {
         const ChunkCosts& ch = L_.chunks.at(stage, c);
         for (int32_t b = ch.bucket_end - 1; b >= ch.bucket_begin; --b) {
@@ -720,6 +798,8 @@ class Builder {
   double param_gather_bytes_ = 2;
   int64_t p2p_same_ns_ = -1, p2p_cross_ns_ = -1;  // one transfer inside a node / across nodes
   OpId last_compute_ = des::kNone;
+  cost::DpShardedParts fsdp_ = fsdp_parts(par_);  // what Megatron-FSDP shards (none without it)
+  OpId fsdp_two_back_ = des::kNone;  // the compute op two passes before the next gather
   std::vector<PlanCosts> trace_costs_;
   std::unordered_map<std::string, uint16_t> segment_names_;
 };

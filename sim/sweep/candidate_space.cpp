@@ -3,11 +3,13 @@
 // values in ascending order, so the enumeration index is a stable tie-break.
 #include "sim/sweep/candidate_space.hpp"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <utility>
 
 #include "src/common/error.hpp"
+#include "src/model/model_stats.hpp"
 
 namespace mplan::sweep {
 
@@ -34,6 +36,51 @@ UnevenSplit uneven_split(int64_t num_layers, int64_t pp, int64_t vpp) {
   const int64_t last = m - vpp * (chunks / 2);
   if (first < vpp || last < vpp) return {0, 0, m};
   return {first, last, m};
+}
+
+double output_layer_weight(const ModelSpec& m) {
+  // Forward FLOPs per token: the output GEMM 2·h·V against a layer's 2·(active parameters) plus
+  // causal attention's QK^T and AV, 2·s·(heads·kv_channels) (sim/cost prices both exactly).
+  double layers = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    const LayerParams l = layer_params(m, i);
+    layers += 2.0 * static_cast<double>(l.active()) +
+              2.0 * static_cast<double>(m.seq_length * m.num_attention_heads * m.kv_channels);
+  }
+  if (layers <= 0) return 0;
+  const double output = 2.0 * static_cast<double>(m.hidden_size * m.padded_vocab_size(1));
+  return output / (layers / static_cast<double>(m.num_layers));
+}
+
+UnevenSplit balanced_split(int64_t num_layers, int64_t pp, int64_t vpp, double first_weight,
+                           double last_weight) {
+  if (pp <= 1 || vpp < 1) return {0, 0, num_layers};
+  const int64_t middle_stages = pp - 2;
+  UnevenSplit best{0, 0, 0};
+  double best_load = 0;
+  auto consider = [&](int64_t first, int64_t last, int64_t middle) {
+    if (first < vpp || last < vpp || first % vpp != 0 || last % vpp != 0) return;
+    const double load =
+        std::max({static_cast<double>(first) + first_weight, static_cast<double>(middle),
+                  static_cast<double>(last) + last_weight});
+    if (best.first == 0 || load < best_load - 1e-9) {
+      best = {first, last, middle};
+      best_load = load;
+    }
+  };
+  // Each middle size (whole chunks of vpp layers); the rest goes to the two ends, split so that
+  // their loads are as equal as whole chunks allow.
+  for (int64_t middle = middle_stages > 0 ? vpp : 0; middle <= num_layers;
+       middle += std::max<int64_t>(vpp, 1)) {
+    const int64_t ends = num_layers - middle_stages * middle;
+    if (ends < 2 * vpp) break;
+    const double ideal = (static_cast<double>(ends) + last_weight - first_weight) / 2;
+    const int64_t low =
+        std::clamp<int64_t>(static_cast<int64_t>(ideal) / vpp * vpp, vpp, ends - vpp);
+    for (int64_t first : {low, low + vpp}) consider(first, ends - first, middle);
+    if (middle_stages == 0) break;
+  }
+  return best;
 }
 
 namespace {
@@ -100,8 +147,8 @@ std::vector<Layout> layouts(const SpaceInputs& in) {
 }
 
 // The (vpp, schedule) pairs of a layout with `pp` stages.
-std::vector<std::pair<int64_t, ScheduleKind>> schedules(const ModelSpec& m, const FixedAxes& f,
-                                                        int64_t pp) {
+std::vector<std::pair<int64_t, ScheduleKind>> schedule_pairs(const ModelSpec& m, const FixedAxes& f,
+                                                             int64_t pp) {
   // vpp >= 2 with a split into whole chunks (even, or uneven per uneven_split).
   std::vector<int64_t> vpps;
   for (int64_t v = 2; v <= uneven_split(m.num_layers, pp, 1).middle; ++v)
@@ -121,11 +168,49 @@ std::vector<std::pair<int64_t, ScheduleKind>> schedules(const ModelSpec& m, cons
   return out;
 }
 
+// A (vpp, schedule) pair with one of its pipeline splits.
+struct ScheduleSplit {
+  int64_t vpp = 1;
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  UnevenSplit split;
+};
+
+// The splits of `pp` stages in chunks of `vpp` layers the sweep tries: uneven_split's, then
+// (vpp 1 only: whole chunks are too coarse to balance by) those that lighten the loss stage,
+// and the embedding and loss stages, by the output layer's weight (balanced_split), each once.
+std::vector<UnevenSplit> pipeline_splits(const ModelSpec& m, int64_t pp, int64_t vpp,
+                                         double output_weight) {
+  std::vector<UnevenSplit> out{uneven_split(m.num_layers, pp, vpp)};
+  if (pp <= 1 || vpp > 1) return out;
+  for (double first_weight : {0.0, output_weight}) {
+    const UnevenSplit b = balanced_split(m.num_layers, pp, vpp, first_weight, output_weight);
+    if (b.first == 0) continue;
+    UnevenSplit& d = out.front();
+    // uneven_split's even answer {0, 0, n} is the split {n, n, n}.
+    const bool same_as_default = d.first == 0 ? (b.first == d.middle && b.last == d.middle)
+                                              : (b.first == d.first && b.last == d.last);
+    bool seen = same_as_default;
+    for (size_t i = 1; i < out.size(); ++i)
+      seen = seen || (out[i].first == b.first && out[i].last == b.last);
+    if (!seen) out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<ScheduleSplit> schedules(const ModelSpec& m, const FixedAxes& f, int64_t pp,
+                                     double output_weight) {
+  std::vector<ScheduleSplit> out;
+  for (const auto& [vpp, sched] : schedule_pairs(m, f, pp))
+    for (const UnevenSplit& split : pipeline_splits(m, pp, vpp > 1 ? vpp : 1, output_weight))
+      out.push_back({vpp, sched, split});
+  return out;
+}
+
 // The values of every other axis for one layout; a candidate is one index into each list.
 struct LayoutAxes {
   Layout layout;
   std::vector<int64_t> ep, etp, mbs;
-  std::vector<std::pair<int64_t, ScheduleKind>> sched;
+  std::vector<ScheduleSplit> sched;
   std::vector<bool> sp;
   std::vector<Recompute> recompute;
   std::vector<bool> dist;
@@ -145,7 +230,7 @@ LayoutAxes axes_of(const SpaceInputs& in, const Layout& l) {
   a.ep = axis_values(f.ep, ep_values);
   a.etp = axis_values(
       f.etp, m.moe && l.tp != 1 ? std::vector<int64_t>{1, l.tp} : std::vector<int64_t>{l.tp});
-  a.sched = schedules(m, f, l.pp);
+  a.sched = schedules(m, f, l.pp, in.output_weight);
   std::vector<int64_t> mbs_values;
   for (int32_t b : kMicroBatchSizes)
     if (b == 1 || b * l.dp <= in.global_batch_size) mbs_values.push_back(b);
@@ -169,8 +254,7 @@ std::optional<Candidate> candidate_at(const SpaceInputs& in, const LayoutAxes& a
   const bool expert_dp_gt1 = in.gpus % expert_grid == 0 && in.gpus / expert_grid > 1;
   const bool dist = a.dist[i[6]];
   if (dist && !(l.dp * l.cp > 1 || expert_dp_gt1)) return std::nullopt;
-  const auto [vpp, sched] = a.sched[i[2]];
-  const UnevenSplit split = uneven_split(in.model->num_layers, l.pp, vpp > 1 ? vpp : 1);
+  const auto& [vpp, sched, split] = a.sched[i[2]];
   Candidate c;
   c.tp = static_cast<int32_t>(l.tp);
   c.cp = static_cast<int32_t>(l.cp);
@@ -209,7 +293,9 @@ void append_product(const SpaceInputs& in, const LayoutAxes& a, std::vector<Cand
 std::vector<Candidate> enumerate_candidates(const SpaceInputs& in) {
   MPLAN_CHECK(in.model != nullptr && in.gpus >= 1 && in.gpus_per_node >= 1, "space inputs");
   std::vector<Candidate> out;
-  for (const Layout& l : layouts(in)) append_product(in, axes_of(in, l), out);
+  SpaceInputs with_weight = in;
+  with_weight.output_weight = output_layer_weight(*in.model);
+  for (const Layout& l : layouts(in)) append_product(with_weight, axes_of(with_weight, l), out);
   return out;
 }
 

@@ -22,6 +22,7 @@ struct SpaceInputs {
   int64_t gpus_per_node = 0;
   int64_t global_batch_size = 0;
   FixedAxes fixed;
+  double output_weight = 0;  // set by enumerate_candidates (output_layer_weight)
 };
 
 // The candidates, in loop order tp, cp, pp (dp = N / (tp·cp·pp)), ep, etp, (vpp, schedule),
@@ -36,6 +37,9 @@ struct SpaceInputs {
 //  vpp, schedule   pp 1: 1f1b; pp > 1: 1f1b and zb-h1 at vpp 1, interleaved at every
 //        vpp >= 2 for which the layers split into whole chunks (vpp divides L / pp, or an
 //        uneven_split for that vpp exists)
+//  split for each (vpp, schedule): uneven_split's (even when pp divides L); at vpp 1 also
+//        the balanced_split that lightens the loss stage by output_layer_weight, then the one
+//        that lightens the embedding stage by as much too, each only when it differs
 //  mbs   kMicroBatchSizes up to global_batch / dp
 //  sp    off; on when tp > 1 (Megatron turns it off at tp 1)
 //  recompute  none, selective, full
@@ -56,6 +60,17 @@ struct UnevenSplit {
   int64_t middle = 0;  // layers of each middle stage (num_layers / pp when even)
 };
 UnevenSplit uneven_split(int64_t num_layers, int64_t pp, int64_t vpp = 1);
+
+// The output layer's forward FLOPs in units of an average transformer layer's (Llama 3 8B's
+// 128k vocabulary: about 2.3 layers; GPT-3 175B: about 0.3).
+double output_layer_weight(const ModelSpec& m);
+
+// The Megatron first/last split (middle stages equal, every stage whole chunks of vpp layers,
+// both ends >= vpp layers) whose heaviest stage is lightest when the first stage also carries
+// `first_weight` layers' worth of work and the last `last_weight` (the output layer and loss);
+// ties go to the smaller middle stages. {0, 0, 0} when pp <= 1 or no split exists.
+UnevenSplit balanced_split(int64_t num_layers, int64_t pp, int64_t vpp, double first_weight,
+                           double last_weight);
 
 // Divisors of n, ascending.
 std::vector<int64_t> divisors(int64_t n);

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "sim/cost/activation_memory.hpp"
+#include "sim/cost/dp_sharding_memory.hpp"
 #include "sim/cost/model_state_memory.hpp"
 #include "src/common/error.hpp"
 #include "src/common/units.hpp"
@@ -61,10 +62,9 @@ int64_t memory_lower_bound(const Plan& plan) {
     // first of the steady state), all of them when the warm-up covers every forward.
     const int64_t alive = std::min(warmup_microbatches(*spec, r) + 1, p.vpp * spec->microbatches);
     const StageParams rank = rank_params(m, p, r);
-    const int64_t state =
-        cost::model_state_bytes(plan.training, p.distributed_optimizer, rank.non_expert, dp_shards,
-                                rank.expert, expert_dp)
-            .total();
+    const int64_t state = cost::sharded_model_state_bytes(plan.training, p, rank.non_expert,
+                                                          dp_shards, rank.expert, expert_dp)
+                              .total();
     int64_t least_chunk = INT64_MAX;
     for (const LayerRange& chunk : stage_chunks(m.num_layers, p, r)) {
       int64_t bytes = 0;

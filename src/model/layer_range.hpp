@@ -1,8 +1,10 @@
 // LayerRange: which transformer layers a pipeline stage (and each of its virtual stages) builds,
 // exactly as Megatron-LM assigns them (get_num_layers_to_build and
-// get_transformer_layer_offset): an even split over pp x vpp, or the uneven split set by
-// decoder_first/last_pipeline_num_layers. Invariant: callers pass a plan that validate() accepts
-// (a split Megatron would refuse is a broken invariant here, not a user error).
+// get_transformer_layer_offset): an even split over pp x vpp, the uneven split set by
+// decoder_first/last_pipeline_num_layers, the split that counts the embedding / loss as layers
+// (account_for_*_in_pipeline_split), or a free pipeline_model_parallel_layout. Invariant: callers
+// pass a plan that validate() accepts (a split Megatron would refuse is a broken invariant here,
+// not a user error).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // ParallelConfig JSON adapter and enum spellings (the plan file's, which follow Megatron-LM).
 #include "src/parallel/parallel_config.hpp"
 
+#include <algorithm>
+
 #include "src/common/error.hpp"
 
 namespace mplan {
@@ -35,6 +37,28 @@ const char* to_string(RecomputeMethod r) {
   return r == RecomputeMethod::kUniform ? "uniform" : "block";
 }
 
+const char* to_string(DpSharding d) {
+  switch (d) {
+    case DpSharding::kNoShard:
+      return "no_shard";
+    case DpSharding::kOptim:
+      return "optim";
+    case DpSharding::kOptimGrads:
+      return "optim_grads";
+    case DpSharding::kOptimGradsParams:
+      return "optim_grads_params";
+  }
+  return "?";
+}
+
+DpSharding dp_sharding_from_string(const std::string& s, const std::string& field) {
+  for (DpSharding d : {DpSharding::kNoShard, DpSharding::kOptim, DpSharding::kOptimGrads,
+                       DpSharding::kOptimGradsParams})
+    if (s == to_string(d)) return d;
+  throw Error(cat(
+      field, ": must be one of no_shard, optim, optim_grads, optim_grads_params; got \"", s, "\""));
+}
+
 ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field) {
   if (s == "gpipe") return ScheduleKind::kGpipe;
   if (s == "1f1b") return ScheduleKind::k1F1B;
@@ -65,6 +89,13 @@ constexpr IntRange kDegree{1, 1024};
 constexpr IntRange kDataParallel{1, 1 << 20};
 constexpr IntRange kBatch{1, 1 << 24};
 
+// The virtual stage count a layout implies (Megatron: num_stages // pp), 1 without a layout or
+// when its stage count is not a multiple of pp (validate() then names that rule).
+int64_t layout_vpp(const std::optional<PipelineLayout>& layout, int64_t pp) {
+  if (!layout || pp < 1 || layout->num_stages() % pp != 0) return 1;
+  return std::clamp<int64_t>(layout->num_stages() / pp, kDegree.min, kDegree.max);
+}
+
 }  // namespace
 
 ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
@@ -75,7 +106,10 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   p.ep = o.get_int("ep", 1, kDegree);
   p.etp = o.get_int("etp", p.tp, kDegree);  // Megatron: expert tp defaults to tp
   p.pp = o.get_int("pp", 1, kDegree);
-  p.vpp = o.get_int("vpp", 1, kDegree);
+  if (o.has("pipeline_model_parallel_layout"))
+    p.pipeline_model_parallel_layout = parse_pipeline_layout(
+        o.get_string("pipeline_model_parallel_layout"), o.field("pipeline_model_parallel_layout"));
+  p.vpp = o.get_int("vpp", layout_vpp(p.pipeline_model_parallel_layout, p.pp), kDegree);
   p.dp = o.get_int("dp", kDataParallel);
   p.sequence_parallel = o.get_bool("sequence_parallel", false);
   p.order = o.get_string("order", p.order);
@@ -99,6 +133,17 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
       o.get_optional_int("decoder_first_pipeline_num_layers", kDegree);
   p.decoder_last_pipeline_num_layers =
       o.get_optional_int("decoder_last_pipeline_num_layers", kDegree);
+  p.account_for_embedding_in_pipeline_split =
+      o.get_bool("account_for_embedding_in_pipeline_split", false);
+  p.account_for_loss_in_pipeline_split = o.get_bool("account_for_loss_in_pipeline_split", false);
+  p.use_megatron_fsdp = o.get_bool("use_megatron_fsdp", false);
+  if (o.has("data_parallel_sharding_strategy"))
+    p.data_parallel_sharding_strategy =
+        dp_sharding_from_string(o.get_string("data_parallel_sharding_strategy"),
+                                o.field("data_parallel_sharding_strategy"));
+  p.fsdp_double_buffer = o.get_bool("fsdp_double_buffer", false);
+  p.num_distributed_optimizer_instances =
+      o.get_int("num_distributed_optimizer_instances", 1, kDataParallel);
   o.finish();
   return p;
 }
@@ -129,6 +174,17 @@ Json parallel_to_json(const ParallelConfig& p) {
     j["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
   if (p.decoder_last_pipeline_num_layers)
     j["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
+  if (p.pipeline_model_parallel_layout)
+    j["pipeline_model_parallel_layout"] = p.pipeline_model_parallel_layout->text;
+  if (p.account_for_embedding_in_pipeline_split)
+    j["account_for_embedding_in_pipeline_split"] = true;
+  if (p.account_for_loss_in_pipeline_split) j["account_for_loss_in_pipeline_split"] = true;
+  if (p.use_megatron_fsdp) j["use_megatron_fsdp"] = true;
+  if (p.use_megatron_fsdp || p.data_parallel_sharding_strategy != DpSharding::kOptimGradsParams)
+    j["data_parallel_sharding_strategy"] = to_string(p.data_parallel_sharding_strategy);
+  if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
+  if (p.num_distributed_optimizer_instances != 1)
+    j["num_distributed_optimizer_instances"] = p.num_distributed_optimizer_instances;
   return j;
 }
 

@@ -8,16 +8,22 @@
 #include <string>
 
 #include "src/common/json_reader.hpp"
+#include "src/parallel/pipeline_layout.hpp"
 
 namespace mplan {
 
 enum class ScheduleKind { kGpipe, k1F1B, kInterleaved, kZbH1 };
 enum class Recompute { kNone, kSelective, kFull };
 enum class RecomputeMethod { kUniform, kBlock };
+// --data-parallel-sharding-strategy of Megatron-FSDP: what each data-parallel rank keeps only a
+// 1/d shard of (ZeRO-1: optimizer state; ZeRO-2: + gradients; ZeRO-3: + parameters).
+enum class DpSharding { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
 
 const char* to_string(ScheduleKind s);
 const char* to_string(Recompute r);
 const char* to_string(RecomputeMethod r);
+const char* to_string(DpSharding d);
+DpSharding dp_sharding_from_string(const std::string& s, const std::string& field);
 ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field);
 Recompute recompute_from_string(const std::string& s, const std::string& field);
 
@@ -45,6 +51,21 @@ struct ParallelConfig {
   bool overlap_param_gather = true;                  // --overlap-param-gather (dist. optimizer)
   std::optional<int64_t> decoder_first_pipeline_num_layers;  // uneven first stage
   std::optional<int64_t> decoder_last_pipeline_num_layers;   // uneven last stage
+  // --pipeline-model-parallel-layout: every (pipeline rank, virtual stage)'s layers; vpp is its
+  // stage count / pp.
+  std::optional<PipelineLayout> pipeline_model_parallel_layout;
+  // --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: the
+  // embedding / the output layer and loss count as one layer of the even split.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  // Megatron-FSDP (--use-megatron-fsdp) with --data-parallel-sharding-strategy (Megatron's
+  // default optim_grads_params; read only with FSDP) and --fsdp-double-buffer.
+  bool use_megatron_fsdp = false;
+  DpSharding data_parallel_sharding_strategy = DpSharding::kOptimGradsParams;
+  bool fsdp_double_buffer = false;
+  // --num-distributed-optimizer-instances: the optimizer state is sharded within dp·cp / n ranks
+  // and the n instances all-reduce the gradient shards.
+  int64_t num_distributed_optimizer_instances = 1;
 
   bool operator==(const ParallelConfig&) const = default;
 

@@ -277,6 +277,7 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.save_interval = o.get_int("save_interval", 0, {0, 1'000'000'000});
   t.log_interval = o.get_int("log_interval", t.log_interval, {1, 1'000'000'000});
   t.tensorboard_dir = o.get_string("tensorboard_dir", "");
+  t.optimizer_precision = optimizer_precision_from_json(o);
 
   parse_low_precision(o, t);
 
@@ -370,6 +371,7 @@ Json training_to_json(const TrainingConfig& t) {
     j["num_layers_at_start_in_bf16"] = t.num_layers_at_start_in_bf16;
     j["num_layers_at_end_in_bf16"] = t.num_layers_at_end_in_bf16;
   }
+  optimizer_precision_to_json(t.optimizer_precision, j);
   return j;
 }
 

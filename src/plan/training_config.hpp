@@ -13,6 +13,7 @@
 #include "src/batch/rampup_batch_size.hpp"
 #include "src/common/json_reader.hpp"
 #include "src/plan/implementation.hpp"
+#include "src/plan/optimizer_precision.hpp"
 
 namespace mplan {
 
@@ -108,6 +109,8 @@ struct TrainingConfig {
   bool first_last_layers_bf16 = false;         // --first-last-layers-bf16
   int64_t num_layers_at_start_in_bf16 = 1;     // --num-layers-at-start-in-bf16
   int64_t num_layers_at_end_in_bf16 = 1;       // --num-layers-at-end-in-bf16
+  // --use-precision-aware-optimizer and the optimizer state's dtypes.
+  OptimizerPrecision optimizer_precision;
   bool operator==(const TrainingConfig&) const = default;
 };
 

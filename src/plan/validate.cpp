@@ -116,6 +116,53 @@ void check_uneven_split(const ModelSpec& m, const ParallelConfig& p, Collector& 
           " must be divisible by virtual pipeline parallel degree ", p.vpp);
 }
 
+// A free layout (PipelineParallelLayerLayout, arguments.py) or the split that counts the
+// embedding and the loss as layers (TransformerConfig.__post_init__ and arguments.py).
+void check_pipeline_split_options(const Plan& plan, Collector& c) {
+  const ModelSpec& m = plan.model;
+  const ParallelConfig& p = plan.parallel;
+  const bool emb = p.account_for_embedding_in_pipeline_split;
+  const bool loss = p.account_for_loss_in_pipeline_split;
+  const bool first_last = p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers;
+  if (p.pipeline_model_parallel_layout) {
+    if (first_last || emb || loss) {
+      c.add(
+          "parallel.pipeline_model_parallel_layout",
+          "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments "
+          "(decoder_first/last_pipeline_num_layers, account_for_embedding/loss_in_pipeline_split)");
+      return;
+    }
+    // The model's MTP layers join here when the model describes them; none today.
+    if (auto problem = pipeline_layout_problem(*p.pipeline_model_parallel_layout, p.pp, p.vpp,
+                                               m.num_layers, 0))
+      c.add("parallel.pipeline_model_parallel_layout", *problem);
+    return;
+  }
+  const char* field = emb ? "parallel.account_for_embedding_in_pipeline_split"
+                          : "parallel.account_for_loss_in_pipeline_split";
+  if (first_last) {
+    c.add(field,
+          "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be set "
+          "at the same time with account_for_embedding_in_pipeline_split and "
+          "account_for_loss_in_pipeline_split");
+    return;
+  }
+  const int64_t total = m.num_layers + (emb ? 1 : 0) + (loss ? 1 : 0);
+  if (total % p.pp != 0) {
+    c.add(field, "num_layers: ", total,
+          " after enable account_for_embedding_in_pipeline_split or "
+          "account_for_loss_in_pipeline_split must be divisible by pipeline_model_parallel_size ",
+          p.pp);
+    return;
+  }
+  if ((total / p.pp) % p.vpp != 0)
+    c.add(field, "number of layers on each pipeline rank: ", total / p.pp,
+          " (after enable account_for_embedding_in_pipeline_split or "
+          "account_for_loss_in_pipeline_split) must be divisible by "
+          "virtual_pipeline_model_parallel_size ",
+          p.vpp);
+}
+
 void check_parallel(const Plan& plan, Collector& c) {
   const ModelSpec& m = plan.model;
   const ParallelConfig& p = plan.parallel;
@@ -162,7 +209,10 @@ void check_parallel(const Plan& plan, Collector& c) {
           "pipeline-model-parallel size should be greater than 1 with "
           "interleaved schedule (vpp ",
           p.vpp, ", pp 1)");
-  if (!p.decoder_first_pipeline_num_layers && !p.decoder_last_pipeline_num_layers) {
+  if (p.pipeline_model_parallel_layout || p.account_for_embedding_in_pipeline_split ||
+      p.account_for_loss_in_pipeline_split) {
+    check_pipeline_split_options(plan, c);
+  } else if (!p.decoder_first_pipeline_num_layers && !p.decoder_last_pipeline_num_layers) {
     if (m.num_layers % p.pp != 0)
       c.add("parallel.pp",
             "Number of layers should be divisible by the pipeline-model-parallel "
@@ -208,6 +258,33 @@ void check_parallel(const Plan& plan, Collector& c) {
     c.add("parallel.overlap_param_gather",
           "Must use --overlap-param-gather with "
           "--overlap-grad-reduce (set overlap_grad_reduce, or overlap_param_gather false)");
+}
+
+// Megatron-FSDP and partial distributed optimizers: arguments.py, parallel_state.py
+// (initialize_model_parallel) and param_and_grad_buffer.py.
+void check_dp_sharding(const Plan& plan, Collector& c) {
+  const ParallelConfig& p = plan.parallel;
+  const int64_t n = p.num_distributed_optimizer_instances;
+  if (n > 1 && !p.distributed_optimizer)
+    c.add("parallel.num_distributed_optimizer_instances", "num_distributed_optimizer_instances ", n,
+          " shards the distributed optimizer's state: it needs distributed_optimizer (or "
+          "use_megatron_fsdp)");
+  if (n > 1 && (p.dp * p.cp) % n != 0)
+    c.add("parallel.num_distributed_optimizer_instances",
+          "Data parallel size should be divisible by partial DistOpt shard factor (dp x cp = ",
+          p.dp * p.cp, ", num_distributed_optimizer_instances = ", n, ")");
+  if (!p.use_megatron_fsdp) return;
+  if (!p.distributed_optimizer)
+    c.add("parallel.use_megatron_fsdp",
+          "Megatron-FSDP v1 is only compatible with --use-distributed-optimizer (set "
+          "distributed_optimizer, as Megatron-LM does)");
+}
+
+// OptimizerConfig.__post_init__: lower-precision optimizer state needs the precision-aware
+// optimizer.
+void check_optimizer_precision(const Plan& plan, Collector& c) {
+  if (auto bad = optimizer_precision_problem(plan.training.optimizer_precision))
+    c.out.push_back({bad->first, bad->second});
 }
 
 void check_batch(const Plan& plan, Collector& c) {
@@ -270,6 +347,8 @@ std::vector<Violation> validate(const Plan& plan) {
   check_parallel(plan, c);
   check_batch(plan, c);
   check_training(plan, c);
+  check_dp_sharding(plan, c);
+  check_optimizer_precision(plan, c);
 
   // ---- Checks owned by other modules: one line each, appended below, in this order. ----------
   // Each is `void append_<module>_violations(const Plan&, std::vector<Violation>& out)`, declared

@@ -39,21 +39,13 @@ int64_t required_int(const Row& r, In& s) {
 
 void refuse_layout(const Row& r, In& s) {
   if (s.args.has(r.name))
-    throw Error(cat(r.name,
-                    ": not modelled by mplan (its plans are GPT decoders with an even or "
-                    "first/last-uneven pipeline split)"));
+    throw Error(cat(r.name, ": not modelled by mplan (its plans are GPT decoders)"));
 }
 
 void warn_other_activation(const Row& r, In& s) {
   if (s.args.has(r.name))
     s.warnings.push_back(cat(r.name, ": not modelled; mplan costs the MLP as ",
                              s.model.activation == Activation::kSwiglu ? "SwiGLU" : "GeLU"));
-}
-
-void warn_pipeline_split(const Row& r, In& s) {
-  if (s.args.has(r.name))
-    s.warnings.push_back(
-        cat(r.name, ": not modelled; the plan splits the transformer layers only"));
 }
 
 // A Megatron-LM default for an optional training number (no error when unresolved).
@@ -162,7 +154,10 @@ void read_virtual_stages(const Row& r, In& s) {
     throw Error(
         "--num-layers-per-virtual-pipeline-stage: give only one of it, "
         "--num-virtual-stages-per-pipeline-rank and --virtual-pipeline-model-parallel-size");
-  const int64_t layers = s.model.num_layers;
+  // arguments.py counts the embedding and the loss as layers when they are accounted for.
+  const int64_t layers = s.model.num_layers +
+                         int64_t{s.args.has("--account-for-embedding-in-pipeline-split")} +
+                         int64_t{s.args.has("--account-for-loss-in-pipeline-split")};
   if (s.legacy_vpp) {
     p.vpp = *s.legacy_vpp;
     s.warnings.push_back(
@@ -190,6 +185,53 @@ void read_virtual_stages(const Row& r, In& s) {
         "--num-virtual-stages-per-pipeline-rank: virtual pipeline stages need "
         "--pipeline-model-parallel-size > 1");
   p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+}
+
+// --pipeline-model-parallel-layout (arguments.py): at most one of it and the two other ways of
+// giving virtual stages; its stage count / pp is vpp. The layout's own rules are validate()'s.
+void read_pipeline_layout(const Row& r, In& s) {
+  auto text = s.args.value(r.name, true);
+  if (!text) return;
+  ParallelConfig& p = s.parallel;
+  if (s.layers_per_virtual_stage || s.legacy_vpp ||
+      s.args.has("--num-virtual-stages-per-pipeline-rank"))
+    throw Error(cat(r.name,
+                    ": No more than one of the following arguments can be set at the same time: "
+                    "--num-layers-per-virtual-pipeline-stage, "
+                    "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout"));
+  p.pipeline_model_parallel_layout = parse_pipeline_layout(*text, std::string(r.name));
+  const int64_t stages = p.pipeline_model_parallel_layout->num_stages();
+  if (stages % p.pp != 0)
+    throw Error(cat(r.name,
+                    ": The length of pipeline_model_parallel_layout must be divisible by "
+                    "pipeline_model_parallel_size (num_stages=",
+                    stages, ", pipeline_model_parallel_size=", p.pp, ")"));
+  if (stages / p.pp > 1024)
+    throw Error(
+        cat(r.name, ": ", stages / p.pp, " virtual stages per pipeline rank; at most 1024"));
+  p.vpp = stages / p.pp;
+  p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+}
+
+// --main-params-dtype (fp32, fp16) and --exp-avg-dtype / --exp-avg-sq-dtype (fp32, fp16, bf16,
+// fp8), Megatron-LM's choices.
+void read_state_dtype(const Row& r, In& s, OptimStateDtype& out, bool moments) {
+  auto v = s.args.value(r.name, true);
+  if (!v) return;
+  const OptimStateDtype all[] = {OptimStateDtype::kFp32, OptimStateDtype::kFp16,
+                                 OptimStateDtype::kBf16, OptimStateDtype::kFp8};
+  for (OptimStateDtype d : all)
+    if (*v == to_string(d) &&
+        (moments || d == OptimStateDtype::kFp32 || d == OptimStateDtype::kFp16)) {
+      out = d;
+      return;
+    }
+  throw Error(cat(r.name, ": must be one of ", moments ? "fp32, fp16, bf16, fp8" : "fp32, fp16",
+                  "; got '", *v, "'"));
+}
+
+void write_state_dtype(const Row& r, Out& o, OptimStateDtype d) {
+  if (d != OptimStateDtype::kFp32) o.arg(r.name, to_string(d));
 }
 
 // The schedule follows from vpp in Megatron-LM: interleaved when > 1, else 1F1B.
@@ -318,7 +360,6 @@ Row no_effect(std::string_view name) { return Row{name, G::kNone, "", kNone}; }
 const std::vector<Row>& table() {
   static const std::vector<Row> rows = {
       // ---- arguments that make a model or layout mplan cannot represent ---------------------
-      {"--pipeline-model-parallel-layout", G::kNone, "", kStep, refuse_layout},
       {"--hybrid-layer-pattern", G::kNone, "", kStep, refuse_layout},
       {"--encoder-num-layers", G::kNone, "", kStep, refuse_layout},
       {"--decoder-num-layers", G::kNone, "", kStep, refuse_layout},
@@ -739,7 +780,8 @@ const std::vector<Row>& table() {
       {"--num-virtual-stages-per-pipeline-rank", G::kParallel, "parallel.vpp, parallel.schedule",
        kStep, read_virtual_stages,
        [](const Row& r, Out& o) {
-         if (o.plan.parallel.vpp > 1) o.arg(r.name, o.plan.parallel.vpp);
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.vpp > 1 && !p.pipeline_model_parallel_layout) o.arg(r.name, p.vpp);
        }},
       {"--microbatch-group-size-per-virtual-pipeline-stage", G::kParallel,
        "parallel.microbatch_group_size_per_vp_stage", kStep,
@@ -766,6 +808,26 @@ const std::vector<Row>& table() {
        },
        [](const Row& r, Out& o) {
          if (const auto& v = o.plan.parallel.decoder_last_pipeline_num_layers) o.arg(r.name, *v);
+       }},
+      {"--account-for-embedding-in-pipeline-split", G::kParallel,
+       "parallel.account_for_embedding_in_pipeline_split", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.account_for_embedding_in_pipeline_split = s.args.flag(r.name);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.account_for_embedding_in_pipeline_split) o.flag(r.name);
+       }},
+      {"--account-for-loss-in-pipeline-split", G::kParallel,
+       "parallel.account_for_loss_in_pipeline_split", kStep,
+       [](const Row& r, In& s) { s.parallel.account_for_loss_in_pipeline_split = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.account_for_loss_in_pipeline_split) o.flag(r.name);
+       }},
+      {"--pipeline-model-parallel-layout", G::kParallel,
+       "parallel.pipeline_model_parallel_layout, parallel.vpp, parallel.schedule", kStep,
+       read_pipeline_layout,
+       [](const Row& r, Out& o) {
+         if (const auto& l = o.plan.parallel.pipeline_model_parallel_layout) o.arg(r.name, l->text);
        }},
       {"--context-parallel-size", G::kParallel, "parallel.cp", kStep,
        [](const Row& r, In& s) { s.parallel.cp = s.args.int_value(r.name, 1, true).value_or(1); },
@@ -834,6 +896,55 @@ const std::vector<Row>& table() {
        [](const Row& r, Out& o) {
          if (o.plan.parallel.distributed_optimizer) o.flag(r.name);
        }},
+      // Megatron-FSDP v1 runs on the distributed optimizer; arguments.py turns it on.
+      {"--use-megatron-fsdp", G::kParallel,
+       "parallel.use_megatron_fsdp, parallel.distributed_optimizer", kStep,
+       [](const Row& r, In& s) {
+         ParallelConfig& p = s.parallel;
+         p.use_megatron_fsdp = s.args.flag(r.name);
+         if (p.use_megatron_fsdp && !p.distributed_optimizer) {
+           p.distributed_optimizer = true;
+           s.warnings.push_back(
+               "--use-megatron-fsdp: Megatron-FSDP v1 is only compatible with "
+               "--use-distributed-optimizer; Megatron-LM turns it on, and so does the plan");
+         }
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.use_megatron_fsdp) o.flag(r.name);
+       }},
+      {"--data-parallel-sharding-strategy", G::kParallel,
+       "parallel.data_parallel_sharding_strategy", kStep,
+       [](const Row& r, In& s) {
+         if (auto v = s.args.value(r.name, true))
+           s.parallel.data_parallel_sharding_strategy =
+               dp_sharding_from_string(*v, std::string(r.name));
+       },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.use_megatron_fsdp ||
+             p.data_parallel_sharding_strategy != DpSharding::kOptimGradsParams)
+           o.arg(r.name, to_string(p.data_parallel_sharding_strategy));
+       }},
+      // arguments.py: Megatron-FSDP requires the `fsdp_dtensor` checkpointing format.
+      {"--ckpt-format", G::kParallel, "", kNone, nullptr,
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.use_megatron_fsdp) o.arg(r.name, "fsdp_dtensor");
+       }},
+      {"--fsdp-double-buffer", G::kParallel, "parallel.fsdp_double_buffer", kStep,
+       [](const Row& r, In& s) { s.parallel.fsdp_double_buffer = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.fsdp_double_buffer) o.flag(r.name);
+       }},
+      {"--num-distributed-optimizer-instances", G::kParallel,
+       "parallel.num_distributed_optimizer_instances", kStep,
+       [](const Row& r, In& s) {
+         s.parallel.num_distributed_optimizer_instances =
+             s.args.int_value(r.name, 1, true).value_or(1);
+       },
+       [](const Row& r, Out& o) {
+         const int64_t n = o.plan.parallel.num_distributed_optimizer_instances;
+         if (n != 1) o.arg(r.name, n);
+       }},
       {"--overlap-grad-reduce", G::kParallel, "parallel.overlap_grad_reduce", kStep,
        [](const Row& r, In& s) { s.parallel.overlap_grad_reduce = s.args.flag(r.name); },
        [](const Row& r, Out& o) {
@@ -867,8 +978,37 @@ const std::vector<Row>& table() {
       // by --num-virtual-stages-per-pipeline-rank), else 1F1B; export notes the rest.
       {"", G::kParallel, "parallel.schedule", kStep, nullptr,
        [](const Row&, Out& o) { note_schedule(o); }},
-      {"--account-for-embedding-in-pipeline-split", G::kNone, "", kStep, warn_pipeline_split},
-      {"--account-for-loss-in-pipeline-split", G::kNone, "", kStep, warn_pipeline_split},
+
+      // ---- training: the precision-aware optimizer (OptimizerConfig) -------------------------
+      {"--use-precision-aware-optimizer", G::kTraining,
+       "training.use_precision_aware_optimizer", kStep,
+       [](const Row& r, In& s) {
+         s.training.optimizer_precision.use_precision_aware_optimizer = s.args.flag(r.name);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.optimizer_precision.use_precision_aware_optimizer) o.flag(r.name);
+       }},
+      {"--main-params-dtype", G::kTraining, "training.main_params_dtype", kStep,
+       [](const Row& r, In& s) {
+         read_state_dtype(r, s, s.training.optimizer_precision.main_params_dtype, false);
+       },
+       [](const Row& r, Out& o) {
+         write_state_dtype(r, o, o.plan.training.optimizer_precision.main_params_dtype);
+       }},
+      {"--exp-avg-dtype", G::kTraining, "training.exp_avg_dtype", kStep,
+       [](const Row& r, In& s) {
+         read_state_dtype(r, s, s.training.optimizer_precision.exp_avg_dtype, true);
+       },
+       [](const Row& r, Out& o) {
+         write_state_dtype(r, o, o.plan.training.optimizer_precision.exp_avg_dtype);
+       }},
+      {"--exp-avg-sq-dtype", G::kTraining, "training.exp_avg_sq_dtype", kStep,
+       [](const Row& r, In& s) {
+         read_state_dtype(r, s, s.training.optimizer_precision.exp_avg_sq_dtype, true);
+       },
+       [](const Row& r, Out& o) {
+         write_state_dtype(r, o, o.plan.training.optimizer_precision.exp_avg_sq_dtype);
+       }},
 
       // ---- training: batch ----------------------------------------------------------------------
       {"--micro-batch-size", G::kTraining, "parallel.micro_batch_size", kStep,

@@ -1,6 +1,7 @@
 // Trainer under mpirun: the parallel-invariance matrix of the executor. For the tiny 8-layer GPT,
 // every layout of support/invariance.hpp — the (tp, dp, sp) matrix; pipelines of 2 and 4 stages
-// with gpipe, 1f1b, zb-h1 and interleaved (vpp 2) schedules; an uneven first/last split; tp 2 with
+// with gpipe, 1f1b, zb-h1 and interleaved (vpp 2) schedules; an uneven first/last split; free
+// layouts with uneven stages and uneven interleaved chunks; tp 2 with
 // sequence parallelism across stages; the other rank order; the distributed optimizer; selective
 // and full (uniform, block) recomputation — gives the losses, gradient norms and EVERY gradient of
 // the single-rank run, computed on each rank alone (SelfCommWorld), and the same loss curve over
@@ -154,6 +155,24 @@ TEST(Trainer, RefusesPlansItCannotRun) {
                                               .recompute = Recompute::kFull,
                                               .distributed_optimizer = true})));
   EXPECT_EQ(act_dtype_of(tiny_plan({})), DType::kBF16);
+  // A layout with a standalone embedding and loss stage: Megatron runs it, the executor needs a
+  // transformer layer in every chunk.
+  try {
+    check_executable(
+        tiny_plan({.pp = 2, .schedule = ScheduleKind::kInterleaved, .layout = "E|t*4|t*4|L"}));
+    ADD_FAILURE() << "an empty chunk accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "parallel: pipeline stage 0 chunk 0 has no transformer layer; the executor "
+                 "needs at least one per chunk");
+  }
+  EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4, .layout = "Et|t*3|t*3|tL"})));
+  p = tiny_plan({.dp = 2, .distributed_optimizer = true});
+  p.parallel.use_megatron_fsdp = true;
+  EXPECT_THROW(check_executable(p), Error);  // Megatron-FSDP
+  p = tiny_plan({.dp = 2, .distributed_optimizer = true});
+  p.parallel.num_distributed_optimizer_instances = 2;
+  EXPECT_THROW(check_executable(p), Error);
 }
 
 }  // namespace

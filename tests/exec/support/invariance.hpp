@@ -1,6 +1,6 @@
 // The executor's parallel-invariance check, shared by the CPU (mpi label) and GPU (gpu label)
 // tests: for a tiny 8-layer GPT, a layout — tensor, sequence, pipeline (each schedule, virtual
-// stages, an uneven first/last split), data parallelism, the distributed optimizer,
+// stages, an uneven first/last split, free layouts), data parallelism, the distributed optimizer,
 // recomputation, either rank order — trained for a few steps gives the losses, gradient norms
 // and EVERY gradient of the single-rank layout, which each rank computes alone (SelfCommWorld) on
 // the same backend kind. Tolerances are relative to the largest element of each reference tensor
@@ -40,6 +40,7 @@ struct Layout {
   bool tp_pp_dp_order = false;  // Megatron's --use-tp-pp-dp-mapping
   bool uneven = false;          // decoder_first/last_pipeline_num_layers
   bool llama = false;           // RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases, untied
+  const char* layout = nullptr;  // pipeline_model_parallel_layout (vpp follows from it)
   int64_t world() const { return tp * pp * dp; }
 };
 
@@ -56,6 +57,11 @@ inline std::string layout_name(const Layout& l) {
   if (l.tp_pp_dp_order) n += "_tppdp";
   if (l.uneven) n += "_uneven";
   if (l.llama) n += "_llama";
+  if (l.layout) {  // the layers of each stage: "_layout3122"
+    n += "_layout";
+    for (const LayoutStage& st : parse_pipeline_layout(l.layout, "layout").stages)
+      n += cat(st.decoder);
+  }
   n += cat("_", to_string(l.act));
   for (char& c : n)
     if (c == '-') c = '_';
@@ -81,6 +87,9 @@ inline std::vector<Layout> invariance_layouts() {
   out.push_back({.pp = 4, .vpp = 2, .schedule = S::kInterleaved});
   out.push_back({.pp = 2, .act = DType::kBF16});
   out.push_back({.pp = 4, .uneven = true});
+  // Free layouts: uneven stages (1 + 3 + 3 + 1), and uneven interleaved chunks (3, 1 | 2, 2).
+  out.push_back({.pp = 4, .layout = "Et|t*3|t*3|tL"});
+  out.push_back({.pp = 2, .schedule = S::kInterleaved, .layout = "Et*3|t|t*2|t*2L"});
   out.push_back({.tp = 2, .pp = 2, .sp = true});
   out.push_back({.tp = 2, .pp = 2, .sp = true, .vpp = 2, .schedule = S::kInterleaved});
   out.push_back({.pp = 2, .dp = 2, .tp_pp_dp_order = true});
@@ -147,6 +156,10 @@ inline Plan tiny_plan(const Layout& l) {
   if (l.uneven) {
     q.decoder_first_pipeline_num_layers = 1;
     q.decoder_last_pipeline_num_layers = 3;
+  }
+  if (l.layout) {
+    q.pipeline_model_parallel_layout = parse_pipeline_layout(l.layout, "layout");
+    q.vpp = q.pipeline_model_parallel_layout->num_stages() / l.pp;
   }
   q.micro_batch_size = 2;
   q.global_batch_size = 8 * l.dp;  // 4 micro-batches per pipeline

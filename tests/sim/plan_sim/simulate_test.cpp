@@ -3,6 +3,7 @@
 //   on a GPU whose GEMM and attention times are FLOPs at a flat rate;
 // - activation bytes at the peak = Korthikanti et al. 2022, Table 2, times the micro-batches the
 //   schedule keeps in flight (1F1B: p - stage), plus Megatron's first/last-stage extras;
+// - a free pipeline layout's parameters and activations per stage, by hand;
 // - weights + grads + optimizer = 18 bytes per parameter, 6 + 12/dp with the distributed optimizer
 //   (Megatron-LM docs/user-guide/features/dist_optimizer.md);
 // - one rank per stage and the full grid give the same iteration time and memory;
@@ -146,6 +147,57 @@ TEST(Simulate, InFlightActivationsFollowTheSchedule) {
     EXPECT_EQ(r.per_stage[st].activations_bytes, (p - st) * per_stage * layer) << "stage " << st;
 }
 
+// A free layout (3 + 2 + 2 + 1 layers) gives each stage its own parameters and activations: a
+// layer holds 12h^2 + 13h parameters (qkv, proj, fc1, fc2 with biases, two LayerNorms), the first
+// stage adds the word and position embeddings, the last the final LayerNorm and its copy of the
+// tied output weight; under 1F1B stage st keeps p - st micro-batches of its layers.
+TEST(Simulate, LayoutGivesEachStageItsParametersAndActivations) {
+  const int64_t s = 1024, b = 1, h = 1024, a = 8, p = 4, m = 8, V = 128;
+  Plan pl = plan(gpt(8, h, a, s, V), toy_cluster(), 1, p, 1, b, m);
+  pl.training.attention_backend = AttentionBackend::kUnfused;
+  pl.parallel.pipeline_model_parallel_layout =
+      parse_pipeline_layout("Et*3|t*2|t*2|tL", "parallel.pipeline_model_parallel_layout");
+  expect_valid(pl);
+  const SimulationResult r = simulate(pl);
+  ASSERT_EQ(r.per_stage.size(), 4u);
+  const int64_t layer_params = 12 * h * h + 13 * h;
+  const int64_t want_params[4] = {3 * layer_params + V * h + s * h, 2 * layer_params,
+                                  2 * layer_params, layer_params + 2 * h + V * h};
+  const int64_t layer_acts = s * b * h * 34 + 5 * a * s * s * b;  // Korthikanti Table 2
+  for (int64_t st = 0; st < p; ++st)
+    EXPECT_EQ(r.per_stage[st].weights_bytes, 2 * want_params[st]) << "stage " << st;
+  EXPECT_EQ(r.per_stage[1].activations_bytes, (p - 1) * 2 * layer_acts);
+  EXPECT_EQ(r.per_stage[2].activations_bytes, (p - 2) * 2 * layer_acts);
+  // The same split as decoder_first/last (3 and 1) simulates identically.
+  Plan fl = pl;
+  fl.parallel.pipeline_model_parallel_layout.reset();
+  fl.parallel.decoder_first_pipeline_num_layers = 3;
+  fl.parallel.decoder_last_pipeline_num_layers = 1;
+  expect_valid(fl);
+  const SimulationResult f = simulate(fl);
+  EXPECT_EQ(f.iteration_time_s, r.iteration_time_s);
+  for (int64_t st = 0; st < p; ++st)
+    EXPECT_EQ(f.per_stage[st].peak_bytes, r.per_stage[st].peak_bytes) << "stage " << st;
+}
+
+// Empty chunks (a standalone embedding and loss stage, Megatron's "E|t*4|t*4|L" at pp 2): the
+// first chunk holds only the embedding, the last only the output layer; the stage parameters
+// follow.
+TEST(Simulate, LayoutWithEmptyChunks) {
+  const int64_t s = 512, h = 512, a = 8, V = 256;
+  Plan pl = plan(gpt(8, h, a, s, V), toy_cluster(), 1, 2, 1, 1, 8);
+  pl.parallel.pipeline_model_parallel_layout =
+      parse_pipeline_layout("E|t*4|t*4|L", "parallel.pipeline_model_parallel_layout");
+  pl.parallel.vpp = 2;
+  pl.parallel.schedule = ScheduleKind::kInterleaved;
+  expect_valid(pl);
+  const SimulationResult r = simulate(pl);
+  const int64_t layer_params = 12 * h * h + 13 * h;
+  EXPECT_EQ(r.per_stage[0].weights_bytes, 2 * (4 * layer_params + V * h + s * h));
+  EXPECT_EQ(r.per_stage[1].weights_bytes, 2 * (4 * layer_params + 2 * h + V * h));
+  EXPECT_GT(r.iteration_time_s, 0);
+}
+
 TEST(Simulate, ModelStateIs18BytesPerParameter) {
   ModelSpec m = gpt(8, 1024, 16, 1024, 1000);
   Plan pl = plan(m, toy_cluster(), 2, 2, 4, 1, 16);
@@ -165,6 +217,38 @@ TEST(Simulate, ModelStateIs18BytesPerParameter) {
     EXPECT_EQ(sm.weights_bytes + sm.grads_bytes, 6 * params);
     EXPECT_EQ(sm.optimizer_bytes, std::llround(12.0 / 4 * static_cast<double>(params)));
   }
+}
+
+// Megatron-FSDP: ZeRO-3 keeps 18/d bytes per parameter (bf16 weights 2, fp32 grads 4, Adam 12,
+// all sharded) plus two gathered layers and one layer's gradient as buffers; ZeRO-2 2 + 16/d.
+// Every pass gathers its chunk's parameters and every backward reduce-scatters its gradients.
+TEST(Simulate, MegatronFsdpShardsTheModelState) {
+  ModelSpec m = gpt(4, 1024, 16, 1024, 1000);
+  Plan pl = plan(m, toy_cluster(), 1, 1, 8, 1, 32);
+  pl.parallel.distributed_optimizer = true;
+  expect_valid(pl);
+  const SimulationResult dist = simulate(pl);
+  pl.parallel.use_megatron_fsdp = true;
+  pl.parallel.data_parallel_sharding_strategy = DpSharding::kOptimGradsParams;
+  expect_valid(pl);
+  const SimulationResult z3 = simulate(pl);
+  const int64_t params = rank_params(m, pl.parallel, 0).total();
+  const StageMemory& s3 = z3.per_stage[0];
+  EXPECT_EQ(s3.weights_bytes, std::llround(2.0 * static_cast<double>(params) / 8));
+  EXPECT_EQ(s3.grads_bytes, std::llround(4.0 * static_cast<double>(params) / 8));
+  EXPECT_EQ(s3.optimizer_bytes, std::llround(12.0 * static_cast<double>(params) / 8));
+  const int64_t layer = 12 * 1024 * 1024 + 13 * 1024;
+  EXPECT_EQ(s3.other_bytes - dist.per_stage[0].other_bytes, 2 * 2 * layer + 4 * layer);
+  // 4 micro-batches: a gather before each forward and backward, a reduce-scatter after each
+  // backward (12 ops) in place of the buckets' reduce-scatters and gathers.
+  EXPECT_GT(z3.num_ops, dist.num_ops);
+  EXPECT_GE(z3.iteration_time_s, dist.iteration_time_s);
+  pl.parallel.data_parallel_sharding_strategy = DpSharding::kOptimGrads;
+  const StageMemory& s2 = simulate(pl).per_stage[0];
+  EXPECT_EQ(s2.weights_bytes, 2 * params);
+  EXPECT_EQ(s2.grads_bytes + s2.optimizer_bytes,
+            std::llround(4.0 * static_cast<double>(params) / 8) +
+                std::llround(12.0 * static_cast<double>(params) / 8));
 }
 
 TEST(Simulate, PeakIsTheSumOfItsPartsAndFitsIsAgainstCapacity) {

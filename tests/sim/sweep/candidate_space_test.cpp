@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "tests/sim/sweep/sweep_test_util.hpp"
@@ -100,18 +101,58 @@ TEST(CandidateSpace, TinyModelOnFourGpusCountedByHand) {
 
 TEST(CandidateSpace, ReferenceWorkloadOnFourGpusCountedByHand) {
   // gpt3-1.3b (24 layers), global batch 64, 4 GPUs: b in {1, 2, 4, 8, 16} everywhere (64/dp >= 16).
-  //   pp 2 (12 layers per stage): 1f1b, zb-h1 + interleaved vpp 2, 3, 4, 6, 12 = 7 pairs;
-  //   pp 4 (6 per stage): 1f1b, zb-h1 + vpp 2, 3, 6 = 5 pairs.
+  // The output layer weighs 1.20 layers (OutputLayerWeightClosedForm), so 1f1b and zb-h1 each
+  // also get the split that lightens the loss stage (pp 2: 13 + 11; pp 4: 7 + 6 + 6 + 5) and,
+  // at pp 4, the one that lightens both ends (5 + 7 + 7 + 5; at pp 2 it is the even split):
+  //   pp 2 (12 layers per stage): (1f1b, zb-h1) x 2 splits + interleaved vpp 2, 3, 4, 6, 12 = 9;
+  //   pp 4 (6 per stage): (1f1b, zb-h1) x 3 splits + vpp 2, 3, 6 = 9.
   const ModelSpec m = load_model("gpt3-1.3b");
   const auto cs = enumerate_candidates(inputs(m, 4, 4, 64));
   const auto counts = per_layout(cs);
   EXPECT_EQ(counts.at({1, 1, 1, 4}), 1 * 5 * 3 * 2);
-  EXPECT_EQ(counts.at({1, 1, 2, 2}), 7 * 5 * 3 * 2);
-  EXPECT_EQ(counts.at({1, 1, 4, 1}), 5 * 5 * 3 * 1);
-  EXPECT_EQ(counts.at({2, 1, 2, 1}), 7 * 5 * 2 * 3 * 1);
+  EXPECT_EQ(counts.at({1, 1, 2, 2}), 9 * 5 * 3 * 2);
+  EXPECT_EQ(counts.at({1, 1, 4, 1}), 9 * 5 * 3 * 1);
+  EXPECT_EQ(counts.at({2, 1, 2, 1}), 9 * 5 * 2 * 3 * 1);
   EXPECT_EQ(counts.at({4, 1, 1, 1}), 1 * 5 * 2 * 3 * 1);
   EXPECT_EQ(counts.size(), 10u);
-  EXPECT_EQ(cs.size(), 945u);  // 30 + 210 + 75 + 30 + 210 + 30 + 60 + 210 + 60 + 30
+  EXPECT_EQ(cs.size(), 1185u);  // 30 + 270 + 135 + 30 + 270 + 30 + 60 + 270 + 60 + 30
+  std::set<std::pair<int, int>> pp4_splits;
+  for (const Candidate& c : cs)
+    if (c.pp == 4) pp4_splits.insert({c.first_stage_layers, c.last_stage_layers});
+  EXPECT_EQ(pp4_splits, (std::set<std::pair<int, int>>{{0, 0}, {7, 5}, {5, 5}}));
+}
+
+// gpt3-1.3b: h 2048, vocabulary 32000 (a multiple of 128: no padding), s 2048. A layer: 12h^2 + 13h
+// parameters (qkv 3h^2 + 3h, proj h^2 + h, fc1 4h^2 + 4h, fc2 4h^2 + h, two LayerNorms 4h), 2 FLOPs
+// each per token, plus causal attention 2·s·h; the output layer 2·h·V.
+TEST(CandidateSpace, OutputLayerWeightClosedForm) {
+  const double h = 2048, v = 32000, s = 2048;
+  const double layer = 2 * (12 * h * h + 13 * h) + 2 * s * h;
+  EXPECT_NEAR(output_layer_weight(load_model("gpt3-1.3b")), 2 * h * v / layer, 1e-9);
+  EXPECT_LT(output_layer_weight(load_model("gpt3-175b")), 0.5);  // 50k words, h 12288
+}
+
+TEST(CandidateSpace, BalancedSplitLightensTheLoadedEnds) {
+  // 24 layers on 2 stages, the last carrying 1.89 layers more: 13 + 11 (loads 13, 12.89).
+  const UnevenSplit two = balanced_split(24, 2, 1, 0.0, 1.89);
+  EXPECT_EQ(two.first, 13);
+  EXPECT_EQ(two.last, 11);
+  // On 4 stages: middles of 6 with 7 + 5 at the ends (loads 7, 6, 6, 6.89) beat the even split
+  // (6 + 1.89 on the last); with 1.89 on both ends, 5 + 7 + 7 + 5 (loads 6.89, 7, 7, 6.89).
+  const UnevenSplit loss = balanced_split(24, 4, 1, 0.0, 1.89);
+  EXPECT_EQ((std::tuple{loss.first, loss.middle, loss.last}), (std::tuple{7, 6, 5}));
+  const UnevenSplit both = balanced_split(24, 4, 1, 1.89, 1.89);
+  EXPECT_EQ((std::tuple{both.first, both.middle, both.last}), (std::tuple{5, 7, 5}));
+  // Llama 3.1 405B on 16 stages (output 0.63 layers): Megatron's 7 + 14 x 8 + 7 already.
+  const UnevenSplit llama = balanced_split(126, 16, 1, 0.0, 0.63);
+  EXPECT_EQ((std::tuple{llama.first, llama.middle, llama.last}), (std::tuple{7, 8, 7}));
+  // Whole chunks with vpp 2: every end a multiple of 2.
+  const UnevenSplit chunks = balanced_split(24, 4, 2, 0.0, 1.89);
+  EXPECT_EQ(chunks.first % 2, 0);
+  EXPECT_EQ(chunks.last % 2, 0);
+  EXPECT_EQ(chunks.middle % 2, 0);
+  EXPECT_EQ(chunks.first + chunks.last + 2 * chunks.middle, 24);
+  EXPECT_EQ(balanced_split(24, 1, 1, 0.0, 1.89).first, 0);  // one stage: nothing to balance
 }
 
 TEST(CandidateSpace, TensorParallelStaysInsideANode) {

@@ -34,6 +34,62 @@ TEST(ParallelConfig, DefaultsAndRequiredFields) {
             "parallel.global_batch_size: missing (required)");
 }
 
+TEST(ParallelConfig, LayoutGivesTheVirtualStagesAndRoundTrips) {
+  const std::string base = R"("dp": 1, "micro_batch_size": 1, "global_batch_size": 8, "pp": 2)";
+  const ParallelConfig p = parallel_from_json(
+      parse_json("{" + base + R"(, "pipeline_model_parallel_layout": "Et*3|(tt|)*6L"})", "t"),
+      "parallel");
+  ASSERT_TRUE(p.pipeline_model_parallel_layout.has_value());
+  EXPECT_EQ(p.pipeline_model_parallel_layout->num_stages(), 8);
+  EXPECT_EQ(p.vpp, 4);  // 8 stages / pp 2
+  EXPECT_EQ(p.schedule, ScheduleKind::kInterleaved);
+  EXPECT_EQ(parallel_from_json(parallel_to_json(p), "parallel"), p);
+  EXPECT_EQ(parallel_to_json(p)["pipeline_model_parallel_layout"], "Et*3|(tt|)*6L");
+  // A stage count pp does not divide leaves vpp at 1: validate() names that rule.
+  EXPECT_EQ(parallel_from_json(
+                parse_json("{" + base + R"(, "pipeline_model_parallel_layout": "Et|t|L"})", "t"),
+                "parallel")
+                .vpp,
+            1);
+  EXPECT_EQ(error_of("{" + base + R"(, "pipeline_model_parallel_layout": "Et|T|L"})"),
+            "parallel.pipeline_model_parallel_layout: invalid layer character 'T' in \"Et|T|L\"; "
+            "known layer characters: E, L, t, m (and | ( ) * n ,)");
+  EXPECT_EQ(error_of("{" + base + R"(, "pipeline_model_parallel_layout": 3})")
+                .rfind("parallel.pipeline_model_parallel_layout: must be a string", 0),
+            0u);
+  const ParallelConfig q =
+      parallel_from_json(parse_json("{" + base +
+                                        R"(, "account_for_embedding_in_pipeline_split": true,
+                          "account_for_loss_in_pipeline_split": true})",
+                                    "t"),
+                         "parallel");
+  EXPECT_TRUE(q.account_for_embedding_in_pipeline_split);
+  EXPECT_TRUE(q.account_for_loss_in_pipeline_split);
+  EXPECT_EQ(parallel_from_json(parallel_to_json(q), "parallel"), q);
+}
+
+TEST(ParallelConfig, MegatronFsdpFieldsRoundTrip) {
+  const std::string base = R"("dp": 8, "micro_batch_size": 1, "global_batch_size": 8)";
+  const ParallelConfig p = parallel_from_json(
+      parse_json("{" + base + R"(, "use_megatron_fsdp": true, "distributed_optimizer": true,
+                 "data_parallel_sharding_strategy": "optim_grads", "fsdp_double_buffer": true,
+                 "num_distributed_optimizer_instances": 2})",
+                 "t"),
+      "parallel");
+  EXPECT_TRUE(p.use_megatron_fsdp);
+  EXPECT_EQ(p.data_parallel_sharding_strategy, DpSharding::kOptimGrads);
+  EXPECT_TRUE(p.fsdp_double_buffer);
+  EXPECT_EQ(p.num_distributed_optimizer_instances, 2);
+  EXPECT_EQ(parallel_from_json(parallel_to_json(p), "parallel"), p);
+  // Megatron's default strategy is optim_grads_params.
+  EXPECT_EQ(parallel_from_json(parse_json("{" + base + "}", "t"), "parallel")
+                .data_parallel_sharding_strategy,
+            DpSharding::kOptimGradsParams);
+  EXPECT_EQ(error_of("{" + base + R"(, "data_parallel_sharding_strategy": "zero3"})"),
+            "parallel.data_parallel_sharding_strategy: must be one of no_shard, optim, "
+            "optim_grads, optim_grads_params; got \"zero3\"");
+}
+
 TEST(ParallelConfig, SizesOutsideTheirRangeNameTheField) {
   const std::string base = R"("dp": 1, "micro_batch_size": 1, "global_batch_size": 8)";
   EXPECT_EQ(error_of("{" + base + R"(, "tp": 4096})"), "parallel.tp: must be <= 1024, got 4096");

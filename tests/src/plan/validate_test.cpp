@@ -286,6 +286,95 @@ Plan uneven(int64_t pp, int64_t vpp, std::optional<int64_t> first, std::optional
   return p;
 }
 
+// ---- free layouts and account_for (PipelineParallelLayerLayout, TransformerConfig) ----------
+
+Plan with_layout(int64_t pp, const std::string& layout) {
+  Plan p = uneven(pp, 1, std::nullopt, std::nullopt);
+  p.parallel.pipeline_model_parallel_layout =
+      parse_pipeline_layout(layout, "parallel.pipeline_model_parallel_layout");
+  p.parallel.vpp =
+      std::max<int64_t>(1, p.parallel.pipeline_model_parallel_layout->num_stages() / pp);
+  if (p.parallel.vpp > 1) p.parallel.schedule = ScheduleKind::kInterleaved;
+  return p;
+}
+
+TEST(Validate, LayoutsMegatronAccepts) {
+  EXPECT_EQ(all(validate(with_layout(4, "Et*7|t*9|t*9|t*7L"))), "");
+  EXPECT_EQ(all(validate(with_layout(4, "E|(t*8|)*4(|)*2L"))), "");   // vpp 2, empty ends
+  EXPECT_EQ(all(validate(with_layout(8, "Et*3|(t*4|)*6t*5L"))), "");  // 3 + 24 + 5
+}
+
+TEST(Validate, LayoutRules) {
+  const char* f = "parallel.pipeline_model_parallel_layout";
+  expect_only(with_layout(4, "Et*7|t*9|t*9|t*8L"), f,
+              "Number of decoder layers 33 must match num_layers 32");
+  expect_only(with_layout(4, "Et*10|t*11|t*11L"), f,
+              "The length of pipeline_model_parallel_layout must be divisible by "
+              "pipeline_model_parallel_size (num_stages=3, pipeline_model_parallel_size=4)");
+  expect_only(with_layout(2, "t*16E|t*16L"), f, "The first layer must be embedding");
+  expect_only(with_layout(2, "Et*16|t*16Lm"), f, "The last layer must be loss");
+  expect_only(with_layout(2, "Et*16|t*16mL"), f,
+              "Number of mtp layers in layout (1) must match mtp_num_layers (0)");
+  Plan v = with_layout(4, "E|(t*8|)*4(|)*2L");
+  v.parallel.vpp = 3;
+  expect_has(v, f, "virtual_pipeline_model_parallel_size conflicts with");
+  Plan both = with_layout(4, "Et*7|t*9|t*9|t*7L");
+  both.parallel.account_for_loss_in_pipeline_split = true;
+  expect_only(both, f, "cannot be set with other pipeline layout arguments");
+  both = with_layout(4, "Et*7|t*9|t*9|t*7L");
+  both.parallel.decoder_first_pipeline_num_layers = 7;
+  expect_only(both, f, "cannot be set with other pipeline layout arguments");
+}
+
+TEST(Validate, AccountForEmbeddingAndLoss) {
+  Plan p = uneven(2, 1, std::nullopt, std::nullopt);  // 32 layers
+  p.parallel.account_for_embedding_in_pipeline_split = true;
+  p.parallel.account_for_loss_in_pipeline_split = true;
+  EXPECT_EQ(all(validate(p)), "");  // 34 on 2 stages: 16 + 16
+  p.parallel.account_for_loss_in_pipeline_split = false;
+  expect_only(p, "parallel.account_for_embedding_in_pipeline_split",
+              "num_layers: 33 after enable account_for_embedding_in_pipeline_split or "
+              "account_for_loss_in_pipeline_split must be divisible by "
+              "pipeline_model_parallel_size 2");
+  Plan q = uneven(2, 1, std::nullopt, std::nullopt);
+  q.parallel.account_for_loss_in_pipeline_split = true;
+  q.parallel.decoder_first_pipeline_num_layers = 16;
+  expect_only(q, "parallel.account_for_loss_in_pipeline_split",
+              "cannot be set at the same time with account_for_embedding_in_pipeline_split");
+  Plan r = uneven(2, 4, std::nullopt, std::nullopt);  // 34 / 2 = 17 per rank, vpp 4
+  r.parallel.account_for_embedding_in_pipeline_split = true;
+  r.parallel.account_for_loss_in_pipeline_split = true;
+  expect_has(r, "parallel.account_for_embedding_in_pipeline_split",
+             "number of layers on each pipeline rank: 17");
+}
+
+TEST(Validate, MegatronFsdpAndPartialDistributedOptimizer) {
+  Plan p = base();  // dp 4
+  p.parallel.use_megatron_fsdp = true;
+  expect_only(p, "parallel.use_megatron_fsdp",
+              "Megatron-FSDP v1 is only compatible with --use-distributed-optimizer");
+  p.parallel.distributed_optimizer = true;
+  EXPECT_EQ(all(validate(p)), "");
+  Plan q = base();
+  q.parallel.num_distributed_optimizer_instances = 2;
+  expect_only(q, "parallel.num_distributed_optimizer_instances", "needs distributed_optimizer");
+  q.parallel.distributed_optimizer = true;
+  EXPECT_EQ(all(validate(q)), "");
+  q.parallel.num_distributed_optimizer_instances = 3;
+  expect_only(q, "parallel.num_distributed_optimizer_instances",
+              "Data parallel size should be divisible by partial DistOpt shard factor (dp x cp = "
+              "4, num_distributed_optimizer_instances = 3)");
+}
+
+TEST(Validate, OptimizerStateDtypesNeedThePrecisionAwareOptimizer) {
+  Plan p = base();
+  p.training.optimizer_precision.exp_avg_sq_dtype = OptimStateDtype::kBf16;
+  expect_only(p, "training.exp_avg_sq_dtype",
+              "exp_avg_sq_dtype can only be fp32 when not using precision-aware optimizer");
+  p.training.optimizer_precision.use_precision_aware_optimizer = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 TEST(Validate, UnevenSplitsMegatronAccepts) {
   EXPECT_EQ(all(validate(uneven(4, 1, 5, 9))), "");             // middle: 18 over 2 stages
   EXPECT_EQ(all(validate(uneven(4, 1, std::nullopt, 2))), "");  // 30 over 3 stages

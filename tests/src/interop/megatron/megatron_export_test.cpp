@@ -136,6 +136,27 @@ TEST(MegatronExport, TorchrunScriptShape) {
                            "    \"${GPT_MODEL_ARGS[@]}\" \\\n"));
 }
 
+TEST(MegatronExport, PipelineLayoutsFsdpAndOptimizerStateArguments) {
+  auto layout = megatron_argv(megatron_launch_from_plan(plan_of(kLlama405bLayout)));
+  EXPECT_THAT(values_of(layout, "--pipeline-model-parallel-layout"),
+              ElementsAre("Et*7|(t*8|)*14t*7L"));
+  EXPECT_FALSE(has(layout, "--num-virtual-stages-per-pipeline-rank"));  // the layout gives it
+  auto split = megatron_argv(megatron_launch_from_plan(plan_of(kLlama405bAccountFor)));
+  EXPECT_TRUE(has(split, "--account-for-embedding-in-pipeline-split"));
+  EXPECT_TRUE(has(split, "--account-for-loss-in-pipeline-split"));
+  EXPECT_THAT(values_of(split, "--num-virtual-stages-per-pipeline-rank"), ElementsAre("8"));
+  auto fsdp = megatron_argv(megatron_launch_from_plan(plan_of(kFsdp)));
+  EXPECT_TRUE(has(fsdp, "--use-megatron-fsdp"));
+  EXPECT_TRUE(has(fsdp, "--use-distributed-optimizer"));
+  EXPECT_THAT(values_of(fsdp, "--data-parallel-sharding-strategy"),
+              ElementsAre("optim_grads_params"));
+  // arguments.py: "Megatron-FSDP requires the `fsdp_dtensor` checkpointing format."
+  EXPECT_THAT(values_of(fsdp, "--ckpt-format"), ElementsAre("fsdp_dtensor"));
+  EXPECT_THAT(values_of(fsdp, "--num-distributed-optimizer-instances"), ElementsAre("2"));
+  EXPECT_TRUE(has(fsdp, "--use-precision-aware-optimizer"));
+  EXPECT_THAT(values_of(fsdp, "--exp-avg-dtype"), ElementsAre("bf16"));
+}
+
 // --- round trips -------------------------------------------------------------------------------
 
 TEST(MegatronRoundTrip, TorchrunScriptGivesTheSamePlan) {

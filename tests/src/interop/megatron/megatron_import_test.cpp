@@ -10,6 +10,7 @@
 #include "src/common/error.hpp"
 #include "src/interop/megatron/megatron_export.hpp"
 #include "src/interop/megatron/megatron_launch.hpp"
+#include "src/model/layer_range.hpp"
 #include "src/plan/validate.hpp"
 #include "tests/src/interop/megatron/test_plans.hpp"
 
@@ -28,6 +29,14 @@ std::string gpt3_script() {
   return read_text_file(std::string(MPLAN_SOURCE_DIR) +
                             "/tests/src/interop/megatron/fixtures/gpt3_175b_made_up_argument.sh",
                         "fixture");
+}
+
+// The warnings of an import that contain `part`, one per line.
+std::string all_warnings_with(const MegatronImport& r, const std::string& part) {
+  std::string s;
+  for (const auto& w : r.warnings)
+    if (w.find(part) != std::string::npos) s += w + "\n";
+  return s;
 }
 
 MegatronImportOptions default_import() {
@@ -170,8 +179,17 @@ TEST(MegatronImport, BadInputNamesTheArgument) {
   // A pattern (Megatron's moe_freq_type) must have one entry per layer.
   fails("--micro-batch-size 1 --num-experts 4 --moe-layer-freq '[1,0]*2'",
         "--moe-layer-freq: Invalid length of moe_layer_pattern: 4, expected 2");
-  fails("--micro-batch-size 1 --pipeline-model-parallel-layout 'E|t|L'",
-        "--pipeline-model-parallel-layout: not modelled");
+  fails("--micro-batch-size 1 --pipeline-model-parallel-layout 'E|x|L'",
+        "--pipeline-model-parallel-layout: invalid layer character 'x'");
+  fails(
+      "--micro-batch-size 1 --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "
+      "'Et|t|L'",
+      "--pipeline-model-parallel-layout: The length of pipeline_model_parallel_layout must be "
+      "divisible by pipeline_model_parallel_size (num_stages=3, pipeline_model_parallel_size=2)");
+  fails(
+      "--micro-batch-size 1 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank"
+      " 2 --pipeline-model-parallel-layout 'Et|t|L|'",
+      "--pipeline-model-parallel-layout: No more than one of the following arguments");
   EXPECT_THAT([] { import_megatron("echo hello\n", default_import()); },
               ThrowsMessage<Error>(HasSubstr("no Megatron-LM launch command")));
   EXPECT_THAT([] { import_megatron("A=(\n --x 1\n", default_import()); },
@@ -277,6 +295,118 @@ TEST(MegatronImport, MoeWithoutGroupedGemmIsReported) {
   ASSERT_TRUE(r.plan.model.moe.has_value());
   EXPECT_FALSE(r.plan.model.moe->moe_grouped_gemm);
   EXPECT_TRUE(any_contains(r.warnings, "--cp-comm-type a2a: not modelled"));
+}
+
+// Megatron-LM's documented layouts: the DeepSeek-V3-style functional test's
+// "Et*3|(tt|)*6L" (15 layers, pp 2, so vpp 4), and Llama 3.1 405B at pp 16 with 7 layers beside
+// the embedding and the loss.
+TEST(MegatronImport, PipelineLayouts) {
+  const std::string small =
+      "torchrun --nproc_per_node 2 pretrain_gpt.py --num-layers 15 --hidden-size 1024 "
+      "--ffn-hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+      "--max-position-embeddings 4096 --vocab-size 32000 --micro-batch-size 1 "
+      "--global-batch-size 8 --pipeline-model-parallel-size 2 "
+      "--pipeline-model-parallel-layout 'Et*3|(tt|)*6L'\n";
+  MegatronImport r = import_megatron(small, default_import());
+  ASSERT_TRUE(r.plan.parallel.pipeline_model_parallel_layout.has_value());
+  EXPECT_EQ(r.plan.parallel.pipeline_model_parallel_layout->text, "Et*3|(tt|)*6L");
+  EXPECT_EQ(r.plan.parallel.vpp, 4);
+  EXPECT_EQ(r.plan.parallel.schedule, ScheduleKind::kInterleaved);
+
+  const std::string llama =
+      "GPUS_PER_NODE=8\nNNODES=16\n"
+      "MODEL_ARGS=(--num-layers 126 --hidden-size 16384 --ffn-hidden-size 53248\n"
+      " --num-attention-heads 128 --group-query-attention --num-query-groups 8 --seq-length 8192\n"
+      " --max-position-embeddings 8192 --vocab-size 128256 --normalization RMSNorm --swiglu\n"
+      " --position-embedding-type rope --rotary-base 500000 --disable-bias-linear\n"
+      " --untie-embeddings-and-output-weights)\n"
+      "PARALLEL_ARGS=(--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16\n"
+      " --sequence-parallel --use-distributed-optimizer\n"
+      " --pipeline-model-parallel-layout \"Et*7|(t*8|)*14t*7L\")\n"
+      "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py ${MODEL_ARGS[@]}"
+      " ${PARALLEL_ARGS[@]} --micro-batch-size 1 --global-batch-size 64 --bf16\n";
+  MegatronImport l = import_megatron(llama, default_import());
+  EXPECT_EQ(l.plan.parallel.pp, 16);
+  EXPECT_EQ(l.plan.parallel.vpp, 1);
+  EXPECT_EQ(l.plan.parallel.dp, 1);
+  EXPECT_EQ(all_warnings_with(l, "breaks a rule"), "");
+  EXPECT_EQ(stage_chunks(126, l.plan.parallel, 0), (std::vector<LayerRange>{{0, 7}}));
+  EXPECT_EQ(stage_chunks(126, l.plan.parallel, 8), (std::vector<LayerRange>{{63, 8}}));
+  EXPECT_EQ(stage_chunks(126, l.plan.parallel, 15), (std::vector<LayerRange>{{119, 7}}));
+}
+
+// NeMo / Megatron-Bridge's Llama 3.1 405B pretraining layout: tp 8, cp 2, pp 8, 8 virtual
+// stages, embedding and loss counted in the split: 128 "layers", 2 per chunk, 1 in the first
+// chunk of the first stage and the last chunk of the last stage.
+TEST(MegatronImport, AccountForEmbeddingAndLossInTheSplit) {
+  const std::string llama =
+      "torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py --num-layers 126 "
+      "--hidden-size 16384 --ffn-hidden-size 53248 --num-attention-heads 128 "
+      "--group-query-attention --num-query-groups 8 --seq-length 8192 "
+      "--max-position-embeddings 8192 --vocab-size 128256 --normalization RMSNorm --swiglu "
+      "--position-embedding-type rope --rotary-base 500000 --disable-bias-linear "
+      "--untie-embeddings-and-output-weights --tensor-model-parallel-size 8 "
+      "--context-parallel-size 2 --pipeline-model-parallel-size 8 "
+      "--num-layers-per-virtual-pipeline-stage 2 --account-for-embedding-in-pipeline-split "
+      "--account-for-loss-in-pipeline-split --sequence-parallel --micro-batch-size 1 "
+      "--global-batch-size 64 --bf16\n";
+  MegatronImport r = import_megatron(llama, default_import());
+  const ParallelConfig& p = r.plan.parallel;
+  EXPECT_EQ(p.vpp, 8);  // (126 + 2) / 8 per rank / 2 per virtual stage
+  EXPECT_TRUE(p.account_for_embedding_in_pipeline_split);
+  EXPECT_TRUE(p.account_for_loss_in_pipeline_split);
+  EXPECT_EQ(all_warnings_with(r, "breaks a rule"), "");
+  EXPECT_EQ(chunk_layers(126, p, 0, 0), (LayerRange{0, 1}));
+  EXPECT_EQ(chunk_layers(126, p, 1, 0), (LayerRange{1, 2}));
+  EXPECT_EQ(chunk_layers(126, p, 7, 7), (LayerRange{125, 1}));
+}
+
+// Megatron-LM's functional test gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor (ZeRO-3 with
+// Megatron-FSDP at tp 2), its step-shaping arguments as a torchrun line on 8 GPUs.
+TEST(MegatronImport, MegatronFsdpFunctionalTest) {
+  const std::string args =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
+      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
+      "--max-position-embeddings 1024 --vocab-size 50304 --tensor-model-parallel-size 2 "
+      "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+      "--use-distributed-optimizer --ckpt-format fsdp_dtensor --bf16 "
+      "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 "
+      "--num-distributed-optimizer-instances 2\n";
+  MegatronImport r = import_megatron(args, default_import());
+  const ParallelConfig& p = r.plan.parallel;
+  EXPECT_TRUE(p.use_megatron_fsdp);
+  EXPECT_EQ(p.data_parallel_sharding_strategy, DpSharding::kOptimGradsParams);
+  EXPECT_TRUE(p.distributed_optimizer);
+  EXPECT_EQ(p.dp, 4);
+  EXPECT_EQ(p.num_distributed_optimizer_instances, 2);
+  EXPECT_TRUE(r.plan.training.optimizer_precision.use_precision_aware_optimizer);
+  EXPECT_EQ(r.plan.training.optimizer_precision.exp_avg_dtype, OptimStateDtype::kBf16);
+  EXPECT_EQ(all_warnings_with(r, "breaks a rule"), "");
+  // Megatron-LM turns the distributed optimizer on for Megatron-FSDP v1; so does import.
+  MegatronImport q = import_megatron(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --use-megatron-fsdp",
+      default_import());
+  EXPECT_TRUE(q.plan.parallel.distributed_optimizer);
+  EXPECT_NE(all_warnings_with(q, "Megatron-FSDP v1"), "");
+  EXPECT_THAT(
+      [] {
+        import_megatron(
+            "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+            "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 "
+            "--data-parallel-sharding-strategy zero3",
+            default_import());
+      },
+      ThrowsMessage<Error>(HasSubstr("--data-parallel-sharding-strategy: must be one of")));
+  EXPECT_THAT(
+      [] {
+        import_megatron(
+            "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+            "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 "
+            "--main-params-dtype bf16",
+            default_import());
+      },
+      ThrowsMessage<Error>(HasSubstr("--main-params-dtype: must be one of fp32, fp16")));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Plans and helpers the Megatron-LM interop tests share: five plans that together use every
+// Plans and helpers the Megatron-LM interop tests share: eight plans that together use every
 // exported argument (interleaved with ramp-up, uneven with tp-pp-dp order, MoE with cp and ep,
-// virtual stages with an uneven split, a custom MoE shape), and lookups in an argv.
+// virtual stages with an uneven split, a custom MoE shape, a free pipeline layout, the embedding
+// and loss counted in the split, Megatron-FSDP), and lookups in an argv.
 #pragma once
 
 #include <algorithm>
@@ -103,7 +104,41 @@ inline const char* kCustomMoe = R"({
                "train_iters": 3}
 })";
 
-inline const char* const kAllPlans[] = {kGpt3Interleaved, kLlamaUneven, kMixtral, kVppUneven,
-                                        kCustomMoe};
+// Llama 3.1 405B at pp 16 with a free layout: 7 layers beside the embedding, 8 on each middle
+// stage, 7 beside the loss (126 layers); 128 GPUs.
+inline const char* kLlama405bLayout = R"({
+  "schema_version": 1, "model": "llama3-405b", "cluster": "dgx-h100",
+  "parallel": {"tp": 8, "pp": 16, "dp": 1, "sequence_parallel": true,
+               "pipeline_model_parallel_layout": "Et*7|(t*8|)*14t*7L",
+               "micro_batch_size": 1, "global_batch_size": 64, "distributed_optimizer": true},
+  "training": {"precision": "bf16", "train_iters": 10}
+})";
+
+// Llama 3.1 405B as NeMo / Megatron-Bridge's pretraining recipe lays it out: tp 8, cp 2, pp 8,
+// vpp 8, the embedding and the loss each counted as a layer (126 + 2 = 128: 2 per chunk).
+inline const char* kLlama405bAccountFor = R"({
+  "schema_version": 1, "model": "llama3-405b", "cluster": "dgx-h100",
+  "parallel": {"tp": 8, "cp": 2, "pp": 8, "vpp": 8, "dp": 1, "sequence_parallel": true,
+               "account_for_embedding_in_pipeline_split": true,
+               "account_for_loss_in_pipeline_split": true,
+               "micro_batch_size": 1, "global_batch_size": 64, "distributed_optimizer": true},
+  "training": {"precision": "bf16", "train_iters": 10}
+})";
+
+// Llama 3 8B with Megatron-FSDP (ZeRO-3, double buffers) on 16 GPUs in two optimizer instances,
+// with the precision-aware optimizer's bf16 moments.
+inline const char* kFsdp = R"({
+  "schema_version": 1, "model": "llama3-8b", "cluster": "dgx-h100",
+  "parallel": {"tp": 1, "pp": 1, "dp": 16, "micro_batch_size": 1, "global_batch_size": 64,
+               "distributed_optimizer": true, "use_megatron_fsdp": true,
+               "data_parallel_sharding_strategy": "optim_grads_params",
+               "fsdp_double_buffer": true, "num_distributed_optimizer_instances": 2},
+  "training": {"precision": "bf16", "train_iters": 10, "use_precision_aware_optimizer": true,
+               "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+})";
+
+inline const char* const kAllPlans[] = {kGpt3Interleaved,     kLlamaUneven, kMixtral,
+                                        kVppUneven,           kCustomMoe,   kLlama405bLayout,
+                                        kLlama405bAccountFor, kFsdp};
 
 }  // namespace mplan::megatron_test
