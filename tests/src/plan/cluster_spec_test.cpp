@@ -45,7 +45,7 @@ TEST(ClusterSpec, PresetsCarryTheirCitedNumbers) {
   EXPECT_GT(x.intra_node.latency_us, 0);
   EXPECT_EQ(x.intra_node.allreduce_busbw_gbps.size(), 4u);
   EXPECT_EQ(x.gpu.memory_bytes(), static_cast<int64_t>(std::llround(140.4 * kGiB)));
-  EXPECT_EQ(preset_names("clusters").size(), 6u);
+  EXPECT_EQ(preset_names("clusters").size(), 8u);
 }
 
 TEST(ClusterSpec, LowPrecisionRatesAndComputeCapabilities) {
@@ -228,13 +228,32 @@ TEST(ClusterSpec, ImplementationSetsReplaceTheBaseFieldsTheyName) {
   EXPECT_EQ(cluster_from_json(back, "cluster"), c);
 }
 
+// The hand-set presets; the *-calibrated ones are mplan calibrate's measurements (below).
 TEST(ClusterSpec, PresetsHaveNoRefinementsSoTheirPredictionsStay) {
   for (const auto& name : preset_names("clusters")) {
+    if (name.ends_with("-calibrated")) continue;
     const ClusterSpec c = load_cluster(name);
     for (Implementation i : kImplementations)
       EXPECT_EQ(c.gpu_for(i).gemm_shapes.size(), 0u) << name;
     EXPECT_EQ(c.gpu.kernel_overhead_us, 0) << name;
     EXPECT_EQ(c.gpu.overlap_slowdown, 0) << name;
+  }
+}
+
+TEST(ClusterSpec, CalibratedPresetsCarryTheirMeasurementsAndOutOfSampleResiduals) {
+  for (const char* name : {"h200-calibrated", "h100-calibrated"}) {
+    const ClusterSpec c = load_cluster(name);
+    EXPECT_GT(c.gpu.gemm_shapes.size(), 100u) << name;
+    EXPECT_GT(c.gpu.attention_shapes.size(), 10u) << name;
+    EXPECT_FALSE(c.gpu.memory_bound_kinds[static_cast<size_t>(MemKernel::kAdamW)].empty()) << name;
+    EXPECT_GT(c.gpu.kernel_overhead_us, 0) << name;
+    EXPECT_EQ(c.calibration.value("tool", ""), "mplan calibrate") << name;
+    EXPECT_EQ(c.calibration.value("mode", ""), "full") << name;
+    const Validation* v = c.validation_for(Implementation::kMplan);
+    ASSERT_NE(v, nullptr) << name;
+    EXPECT_FALSE(v->in_sample) << name;
+    EXPECT_EQ(v->time_errors.size(), 15u) << name;
+    EXPECT_EQ(c.gpu_for(Implementation::kMplan).runtime_overhead_gib, 3.36) << name;
   }
 }
 
