@@ -4,7 +4,7 @@
 # host, then optionally the accuracy runs (scripts/gpu_accuracy.sh) against the new profile.
 # Everything lands in $OUT (default calibrate-out/): profile.json, calibrate.log, the accuracy
 # tables, and gpu-calibrate.tgz with every log.
-# Usage: scripts/gpu_calibrate.sh [--full] [--np N] [--base PROFILE] [--name NAME]
+# Usage: scripts/gpu_calibrate.sh [--full|--quick] [--np N] [--base PROFILE] [--name NAME]
 #        [--model M]... [PLAN.json...]
 # Env: ITERS (default 10), WARMUP (3) for the accuracy runs, which stop starting plans when the
 # 9 minutes run short (the table then covers those done). The plans' own shapes are calibrated.
@@ -15,8 +15,11 @@ extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --full) mode=""; shift ;;
+    --quick) mode=--quick; shift ;;
     --np) np=$2; shift 2 ;;
     --base|--name|--model) extra+=("$1" "$2"); shift 2 ;;
+    -*) echo "gpu_calibrate.sh: unknown option $1 (--full, --quick, --np, --base, --name, --model)" >&2
+        exit 2 ;;
     *) break ;;
   esac
 done
