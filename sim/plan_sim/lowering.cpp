@@ -579,19 +579,25 @@ class Builder {
 
   // ---- Megatron-FSDP ------------------------------------------------------------------------
 
+  // One FSDP collective over a chunk's parameters: the dense ones over dp·cp, the experts' over
+  // expert dp, `bytes_per_param` each.
+  int64_t fsdp_collective_ns(CollectiveKind kind, int64_t stage, const ChunkCosts& ch,
+                             double bytes_per_param) const {
+    const StageGroups& g = L_.groups[stage];
+    int64_t ns = cost::collective_time_ns(
+        plan_.cluster, kind, static_cast<double>(ch.dense_params) * bytes_per_param, g.dp_cp);
+    if (ch.expert_params > 0)
+      ns += cost::collective_time_ns(plan_.cluster, kind,
+                                     static_cast<double>(ch.expert_params) * bytes_per_param,
+                                     g.expert_dp);
+    return ns;
+  }
+
   // The chunk's parameters all-gathered (dense over dp·cp, experts over expert dp) before a
   // pass, issued once the pass two passes back is done (its buffer is the one reused).
   OpId fsdp_gather(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label) {
     if (!fsdp_.weights) return des::kNone;
-    const StageGroups& g = L_.groups[stage];
-    const int64_t ns =
-        cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather,
-                                 static_cast<double>(ch.dense_params) * param_bytes_, g.dp_cp) +
-        (ch.expert_params > 0
-             ? cost::collective_time_ns(plan_.cluster, CollectiveKind::kAllGather,
-                                        static_cast<double>(ch.expert_params) * param_bytes_,
-                                        g.expert_dp)
-             : 0);
+    const int64_t ns = fsdp_collective_ns(CollectiveKind::kAllGather, stage, ch, param_bytes_);
     const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
                                {names_.param_gather, label.microbatch, label.chunk});
     if (fsdp_two_back_ != des::kNone) P_.add_wait(op, fsdp_two_back_);
@@ -602,15 +608,7 @@ class Builder {
   // The chunk's gradients reduce-scattered after its backward (or weight-gradient) pass.
   void fsdp_reduce(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, OpId after) {
     if (!fsdp_.grads || after == des::kNone) return;
-    const StageGroups& g = L_.groups[stage];
-    const int64_t ns =
-        cost::collective_time_ns(plan_.cluster, CollectiveKind::kReduceScatter,
-                                 static_cast<double>(ch.dense_params) * grad_bytes_, g.dp_cp) +
-        (ch.expert_params > 0
-             ? cost::collective_time_ns(plan_.cluster, CollectiveKind::kReduceScatter,
-                                        static_cast<double>(ch.expert_params) * grad_bytes_,
-                                        g.expert_dp)
-             : 0);
+    const int64_t ns = fsdp_collective_ns(CollectiveKind::kReduceScatter, stage, ch, grad_bytes_);
     const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
                                {names_.grad_reduce, label.microbatch, label.chunk});
     P_.add_wait(op, after);

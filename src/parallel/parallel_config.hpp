@@ -28,27 +28,27 @@ ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& 
 Recompute recompute_from_string(const std::string& s, const std::string& field);
 
 struct ParallelConfig {
-  int64_t tp = 1;   // --tensor-model-parallel-size
-  int64_t cp = 1;   // --context-parallel-size
-  int64_t ep = 1;   // --expert-model-parallel-size
-  int64_t etp = 1;  // --expert-tensor-parallel-size (plan default: tp)
-  int64_t pp = 1;   // --pipeline-model-parallel-size
-  int64_t vpp = 1;  // --virtual-pipeline-model-parallel-size (1 = not interleaved)
-  int64_t dp = 1;   // data parallel size (derived by Megatron from the world size)
-  bool sequence_parallel = false;         // --sequence-parallel
-  std::string order = "tp-cp-ep-dp-pp";   // RankGenerator order; tp-cp-ep-pp-dp with
-                                          // --use-tp-pp-dp-mapping
-  int64_t micro_batch_size = 1;           // --micro-batch-size
-  int64_t global_batch_size = 0;          // --global-batch-size
+  int64_t tp = 1;                  // --tensor-model-parallel-size
+  int64_t cp = 1;                  // --context-parallel-size
+  int64_t ep = 1;                  // --expert-model-parallel-size
+  int64_t etp = 1;                 // --expert-tensor-parallel-size (plan default: tp)
+  int64_t pp = 1;                  // --pipeline-model-parallel-size
+  int64_t vpp = 1;                 // --virtual-pipeline-model-parallel-size (1 = not interleaved)
+  int64_t dp = 1;                  // data parallel size (derived by Megatron from the world size)
+  bool sequence_parallel = false;  // --sequence-parallel
+  std::string order = "tp-cp-ep-dp-pp";  // RankGenerator order; tp-cp-ep-pp-dp with
+                                         // --use-tp-pp-dp-mapping
+  int64_t micro_batch_size = 1;          // --micro-batch-size
+  int64_t global_batch_size = 0;         // --global-batch-size
   ScheduleKind schedule = ScheduleKind::k1F1B;
   // --microbatch-group-size-per-virtual-pipeline-stage (0 = pp, Megatron's default).
   int64_t microbatch_group_size_per_vp_stage = 0;
-  Recompute recompute = Recompute::kNone;            // --recompute-granularity (+ none)
+  Recompute recompute = Recompute::kNone;                        // --recompute-granularity (+ none)
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // --recompute-method
-  int64_t recompute_num_layers = 1;                  // --recompute-num-layers
-  bool distributed_optimizer = false;                // --use-distributed-optimizer
-  bool overlap_grad_reduce = true;                   // --overlap-grad-reduce
-  bool overlap_param_gather = true;                  // --overlap-param-gather (dist. optimizer)
+  int64_t recompute_num_layers = 1;                              // --recompute-num-layers
+  bool distributed_optimizer = false;                            // --use-distributed-optimizer
+  bool overlap_grad_reduce = true;                               // --overlap-grad-reduce
+  bool overlap_param_gather = true;  // --overlap-param-gather (dist. optimizer)
   std::optional<int64_t> decoder_first_pipeline_num_layers;  // uneven first stage
   std::optional<int64_t> decoder_last_pipeline_num_layers;   // uneven last stage
   // --pipeline-model-parallel-layout: every (pipeline rank, virtual stage)'s layers; vpp is its

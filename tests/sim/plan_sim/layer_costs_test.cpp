@@ -226,7 +226,6 @@ TEST(LayerCosts, OverlapSlowdownSlowsTheGemmsBesideACollective) {
             item_ns(base.dense.bwd_weight, "fc1_wgrad") + 2000);
 }
 
-
 // The toy GPU (flat 50 % GEMM efficiency at 1000 TFLOP/s bf16) with fp8 at 2000 TFLOP/s and an
 // HBM of 1 TB/s, so the quantization kernels take a time worked out by hand.
 Plan fp8_toy_plan(Fp8Recipe recipe) {
