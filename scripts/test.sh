@@ -5,16 +5,21 @@
 # MPLAN_SANITIZERS=0 skips that part. Extra arguments go to both ctest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
+phase() { echo "== test.sh: $1 ($((SECONDS - start)) s so far)"; }
 scripts/setup.sh
+phase "built; the tests"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 
+phase "tests passed"
 if [ "${MPLAN_SANITIZERS:-1}" = 0 ]; then exit 0; fi
 # -O1: sanitized code near full speed at a fraction of -O3's compile time; no GPU code, no
 # benchmarks (neither runs here).
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
   -DMPLAN_WITH_GPU=OFF -DMPLAN_BUILD_BENCH=OFF -DMPLAN_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j "$(nproc)"
+phase "sanitized build done; its tests"
 # OpenMPI keeps allocations for the life of the process: the leak checker ignores what its
 # libraries allocate (scripts/lsan-openmpi.supp), which needs full stacks through its code
 # (fast_unwind_on_malloc=0: OpenMPI has no frame pointers). Every other report fails the test.
@@ -24,3 +29,4 @@ export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-openmpi.supp:print_suppressi
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -L 'cpu|mpi' \
   -E '^SweepWithSimulator\.EveryGpuCountUpTo1024$' "$@"
+phase "sanitized tests passed"

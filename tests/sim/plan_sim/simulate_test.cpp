@@ -244,7 +244,8 @@ TEST(Simulate, MegatronFsdpShardsTheModelState) {
   EXPECT_GT(z3.num_ops, dist.num_ops);
   EXPECT_GE(z3.iteration_time_s, dist.iteration_time_s);
   pl.parallel.data_parallel_sharding_strategy = DpSharding::kOptimGrads;
-  const StageMemory& s2 = simulate(pl).per_stage[0];
+  const SimulationResult z2 = simulate(pl);
+  const StageMemory& s2 = z2.per_stage[0];
   EXPECT_EQ(s2.weights_bytes, 2 * params);
   EXPECT_EQ(s2.grads_bytes + s2.optimizer_bytes,
             std::llround(4.0 * static_cast<double>(params) / 8) +
