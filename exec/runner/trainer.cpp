@@ -153,7 +153,7 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
   optimizer_ = std::make_unique<Optimizer>(
       m.params(), d.tp_rank, owned, m.weights(), m.grads(), be_, oc,
       [&m](const ParamSpec& s, int64_t b, int64_t e, float* out) { m.init_values(s, b, e, out); });
-  runner_ = std::make_unique<PipelineRunner>(*model_, pp_, be_, tracer_.get(), &progress_);
+  runner_ = std::make_unique<PipelineRunner>(*model_, pp_, tracer_.get(), &progress_);
 
   // Evaluation runs the final batch size (Megatron's evaluate()).
   max_micro = std::max(max_micro, p.global_batch_size / (p.micro_batch_size * p.dp));

@@ -27,6 +27,19 @@
 #include "cli/mplan_app.hpp"
 #include "src/common/json_reader.hpp"
 
+
+// AddressSanitizer's build flag: GCC defines __SANITIZE_ADDRESS__, clang answers __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define MPLAN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MPLAN_ASAN 1
+#endif
+#endif
+#ifndef MPLAN_ASAN
+#define MPLAN_ASAN 0
+#endif
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -326,7 +339,7 @@ Outcome run_child(const Mutant& m, const Scratch& s, int timeout_s, std::string&
     std::freopen("/dev/null", "w", stdout);
     std::freopen(s.err.c_str(), "w", stderr);
     std::freopen("/dev/null", "r", stdin);
-#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer reserves more address space than any limit
+#if !MPLAN_ASAN  // AddressSanitizer reserves more address space than any limit
     const rlimit mem{size_t{4} << 30, size_t{4} << 30};  // a runaway allocation fails, not the host
     ::setrlimit(RLIMIT_AS, &mem);
 #endif

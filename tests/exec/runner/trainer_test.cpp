@@ -18,6 +18,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <map>
+#include <tuple>
+
 #include "exec/cpu/cpu_backend.hpp"
 #include "exec/mpi/mpi_comm.hpp"
 #include "tests/exec/support/invariance.hpp"
@@ -33,6 +36,21 @@ using testing::tiny_plan;
 
 class TrainerInvariance : public ::testing::TestWithParam<Layout> {};
 
+// The single-rank reference of layout l, computed once per process: it depends only on the
+// activation type, the layer family and the global batch (reference_plan), which many layouts
+// share.
+const RunResult& reference_run(const Layout& l) {
+  static std::map<std::tuple<DType, bool, int64_t>, RunResult> cache;
+  const auto key = std::make_tuple(l.act, l.llama, l.dp);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    CpuBackend be;
+    testing::SelfCommWorld self(be);
+    it = cache.emplace(key, testing::train_steps(testing::reference_plan(l), be, self, l.act)).first;
+  }
+  return it->second;
+}
+
 TEST_P(TrainerInvariance, LossesAndEveryGradientMatchTheSingleRankRun) {
   const Layout l = GetParam();
   int world_size = 0, me = 0;
@@ -42,9 +60,7 @@ TEST_P(TrainerInvariance, LossesAndEveryGradientMatchTheSingleRankRun) {
   const bool bf16 = l.act == DType::kBF16;
   const testing::Tolerances tol = bf16 ? testing::Tolerances{5e-2, 5e-3, 2e-2, 2e-2}
                                        : testing::Tolerances{2e-5, 1e-5, 1e-5, 1e-4};
-  CpuBackend ref_be;
-  testing::SelfCommWorld self(ref_be);
-  RunResult ref = testing::train_steps(testing::reference_plan(l), ref_be, self, l.act);
+  const RunResult& ref = reference_run(l);
   Plan plan = tiny_plan(l);
   MpiCommWorld world(trainer_groups(plan.parallel, me));
   CpuBackend be;

@@ -355,12 +355,16 @@ TEST(SweepWithSimulator, TimeLimitStopsWithAMessage) {
 // no cluster can host is a user error naming --gpus, every other sweep ends without an internal
 // error, and each valid plan it ranks simulates. Groups that straddle nodes unevenly (96 GPUs as
 // tp 4 · pp 8 · dp 3) are among them.
-TEST(SweepWithSimulator, EveryGpuCountUpTo1024) {
-  for (const char* name : {"gpt3-1.3b", "llama3-8b"}) {
+// One test per preset, so that ctest runs them side by side.
+class EveryGpuCount : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EveryGpuCount, UpTo1024) {
+  {
+    const std::string name = GetParam();
     SweepRequest req;
     req.base.model = load_model(name);
     req.base.cluster = load_cluster("dgx-h100");
-    req.global_batch_size = name == std::string("gpt3-1.3b") ? 64 : 128;
+    req.global_batch_size = name == "gpt3-1.3b" ? 64 : 128;
     SweepOptions o;
     o.threads = 2;
     o.top_k = 1;
@@ -383,6 +387,15 @@ TEST(SweepWithSimulator, EveryGpuCountUpTo1024) {
     EXPECT_EQ(swept, 8 + 127);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(SweepWithSimulator, EveryGpuCount,
+                         ::testing::Values("gpt3-1.3b", "llama3-8b"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           std::replace(n.begin(), n.end(), '.', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace mplan::sweep
