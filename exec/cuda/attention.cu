@@ -22,9 +22,15 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <array>
+#include <atomic>
+
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/mma_utils.cuh"
+#if MPLAN_HAVE_HOPPER_ATTENTION
+#include "exec/cuda/attention_hopper.hpp"
+#endif
 
 namespace mplan::exec::cuda {
 namespace {
@@ -702,6 +708,30 @@ int64_t bwd_splits(const AttentionShape& sh) {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+// Whether this shape runs on the Hopper (wgmma) kernels: kBest asked, the current device has
+// compute capability 9.0 (H100, H200) and the head dim is 64 or 128. The capability is read once
+// per device.
+bool use_hopper(const AttentionShape& sh, AttentionKernels kernels) {
+#if MPLAN_HAVE_HOPPER_ATTENTION
+  if (kernels != AttentionKernels::kBest || !hopper_attention_shape_ok(sh)) return false;
+  static std::array<std::atomic<int>, 64> is_sm90{};  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return false;
+  if (is_sm90[dev].load() == 0) {
+    int major = 0, minor = 0;
+    MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    is_sm90[dev].store(major == 9 && minor == 0 ? 1 : 2);
+  }
+  return is_sm90[dev].load() == 1;
+#else
+  (void)sh;
+  (void)kernels;
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool attention_fast_supported(const AttentionShape& sh, DType t) {
@@ -710,12 +740,20 @@ bool attention_fast_supported(const AttentionShape& sh, DType t) {
 }
 
 void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* out, float* lse,
-                              float scale, DType t, bool naive, cudaStream_t stream) {
+                              float scale, DType t, AttentionKernels kernels, cudaStream_t stream) {
+  const bool naive = kernels == AttentionKernels::kReference;
   if (sh.s <= 0 || sh.b <= 0 || sh.heads <= 0) return;
   if (naive || !attention_fast_supported(sh, t) || !aligned16(qkv) || !aligned16(out)) {
     launch_attention_forward_naive(sh, qkv, out, lse, scale, t, stream);
     return;
   }
+#if MPLAN_HAVE_HOPPER_ATTENTION
+  if (use_hopper(sh, kernels)) {
+    launch_hopper_attention_forward(sh, static_cast<const bf16*>(qkv), static_cast<bf16*>(out),
+                                    lse, scale * kLog2e, stream);
+    return;
+  }
+#endif
   const Dims dm = dims_of(sh);
   dim3 grid(static_cast<unsigned>(sh.b * sh.heads),
             static_cast<unsigned>((sh.s + kFwdRows - 1) / kFwdRows));
@@ -750,7 +788,8 @@ size_t attention_backward_scratch_bytes(const AttentionShape& sh) {
 
 void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
-                               bool naive, void* scratch, cudaStream_t stream) {
+                               AttentionKernels kernels, void* scratch, cudaStream_t stream) {
+  const bool naive = kernels == AttentionKernels::kReference;
   if (sh.s <= 0 || sh.b <= 0 || sh.heads <= 0) return;
   float* dsum = static_cast<float*>(scratch);
   launch_attention_dsum(sh, out, dout, dsum, t, stream);
@@ -764,15 +803,26 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
   const int64_t bh = sh.b * sh.heads;
   float* dq_part = reinterpret_cast<float*>(
       static_cast<char*>(scratch) + align256(static_cast<size_t>(bh * sh.s) * sizeof(float)));
+  const bool hopper = use_hopper(sh, kernels);
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
-    constexpr int smem = BwdCfg<DP>::kSmemBytes;
-    allow_smem(flash_bwd_kernel<DP>, smem);
-    flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(bh), static_cast<unsigned>(splits)),
-                           kBwdThreads, smem, stream>>>(
-        static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-        static_cast<bf16*>(dqkv), dq_part, dm, static_cast<int>(splits), scale * kLog2e, scale);
-    MPLAN_CUDA_LAUNCH_CHECK();
+#if MPLAN_HAVE_HOPPER_ATTENTION
+    if (hopper) {
+      launch_hopper_attention_backward(sh, static_cast<const bf16*>(qkv),
+                                       static_cast<const bf16*>(dout), lse, dsum,
+                                       static_cast<bf16*>(dqkv), dq_part, splits, scale * kLog2e,
+                                       scale, stream);
+    }
+#endif
+    if (!hopper) {
+      constexpr int smem = BwdCfg<DP>::kSmemBytes;
+      allow_smem(flash_bwd_kernel<DP>, smem);
+      flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(bh), static_cast<unsigned>(splits)),
+                             kBwdThreads, smem, stream>>>(
+          static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
+          static_cast<bf16*>(dqkv), dq_part, dm, static_cast<int>(splits), scale * kLog2e, scale);
+      MPLAN_CUDA_LAUNCH_CHECK();
+    }
     const int64_t n = bh * sh.s * (sh.d / 8);
     dq_finalize_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
         dq_part, static_cast<int>(splits), DP, static_cast<bf16*>(dqkv), dm, scale);

@@ -71,7 +71,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   workspace_bytes_ = kWorkspaceBytes;
   workspace_ = device_alloc(workspace_bytes_, "cublas-workspace");
   gemm_ = std::make_unique<LtGemm>(workspace_, workspace_bytes_);
-  naive_attention_ = env_on("MPLAN_NAIVE_ATTENTION");
+  if (env_on("MPLAN_NAIVE_ATTENTION")) attention_kernels_ = AttentionKernels::kReference;
+  if (const char* e = std::getenv("MPLAN_ATTENTION")) {
+    const std::string v = e;
+    if (v == "flash2") attention_kernels_ = AttentionKernels::kFlash2;
+    if (v == "reference") attention_kernels_ = AttentionKernels::kReference;
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -500,7 +505,7 @@ void CudaBackend::gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Ten
 void CudaBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) {
   const AttentionShape sh = attention_shape(qkv, out, lse);
   launch_attention_forward(sh, qkv.data, out.data, lse.as<float>(), scale, qkv.dtype,
-                           naive_attention_, compute_);
+                           attention_kernels_, compute_);
 }
 
 void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
@@ -511,7 +516,7 @@ void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor
               "attention_backward: dout ", shape_str(dout), " dqkv ", shape_str(dqkv));
   void* s = scratch(attention_backward_scratch_bytes(sh));
   launch_attention_backward(sh, qkv.data, out.data, dout.data, lse.as<float>(), scale, dqkv.data,
-                            qkv.dtype, naive_attention_, s, compute_);
+                            qkv.dtype, attention_kernels_, s, compute_);
 }
 
 // ---- embeddings ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "exec/backend.hpp"
+#include "exec/cuda/kernels.hpp"
 
 namespace mplan::exec::cuda {
 
@@ -115,9 +116,15 @@ class CudaBackend final : public Backend {
   DeviceMemory device_memory() const;
   // Grows the scratch arena to at least `bytes` now (ops grow it on first use otherwise).
   void reserve_scratch(size_t bytes);
-  // Reference attention kernels instead of the tensor-core ones (MPLAN_NAIVE_ATTENTION=1).
-  bool naive_attention() const { return naive_attention_; }
-  void set_naive_attention(bool on) { naive_attention_ = on; }
+  // The attention kernels (kernels.hpp): the best for the device by default; MPLAN_ATTENTION=
+  // flash2 keeps the mma.sync kernels on Hopper, MPLAN_ATTENTION=reference (or
+  // MPLAN_NAIVE_ATTENTION=1) the reference kernels.
+  AttentionKernels attention_kernels() const { return attention_kernels_; }
+  void set_attention_kernels(AttentionKernels k) { attention_kernels_ = k; }
+  bool naive_attention() const { return attention_kernels_ == AttentionKernels::kReference; }
+  void set_naive_attention(bool on) {
+    attention_kernels_ = on ? AttentionKernels::kReference : AttentionKernels::kBest;
+  }
   // cuBLASLt epilogues fused (default) or run as separate kernels (MPLAN_NO_GEMM_EPILOGUE=1).
   void set_fuse_gemm_epilogues(bool on);
 
@@ -143,7 +150,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<LtGemm> gemm_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  bool naive_attention_ = false;
+  AttentionKernels attention_kernels_ = AttentionKernels::kBest;
   // RoPE inverse frequencies on the device, per (rot_dim, base).
   std::map<std::pair<int64_t, float>, float*> rope_tables_;
 

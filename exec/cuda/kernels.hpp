@@ -138,18 +138,23 @@ void launch_adamw(const AdamWArgs& a, float* param, const float* grad, float* m,
 struct AttentionShape {
   int64_t s, b, heads, d;
 };
+// Which attention kernels run: kBest is Hopper's wgmma kernels (attention_hopper.cu) on devices
+// of compute capability 9.0 and head dims 64 or 128, the mma.sync kernels (attention.cu)
+// elsewhere; kFlash2 always the mma.sync ones; kReference the one-warp-per-row f32 kernels
+// (attention_naive.cu). Shapes or dtypes a family does not handle fall back to the next.
+enum class AttentionKernels { kBest, kFlash2, kReference };
 // True when the tensor-core kernels handle this shape and dtype (bf16, d % 8 == 0, d <= 128).
 bool attention_fast_supported(const AttentionShape& sh, DType t);
 void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* out, float* lse,
-                              float scale, DType t, bool naive, cudaStream_t stream);
+                              float scale, DType t, AttentionKernels kernels, cudaStream_t stream);
 // scratch: attention_backward_scratch_bytes (the per-row dot(dO, O), (b, heads, s) f32, then the
 // f32 dQ partial sums of the tensor-core path; a function of the shape only).
 size_t attention_backward_scratch_bytes(const AttentionShape& sh);
 void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
-                               bool naive, void* scratch, cudaStream_t stream);
+                               AttentionKernels kernels, void* scratch, cudaStream_t stream);
 
-// The reference kernels (one warp per row, f32 math, no tensor cores), used when naive is set.
+// The reference kernels (one warp per row, f32 math, no tensor cores): AttentionKernels::kReference.
 void launch_attention_forward_naive(const AttentionShape& sh, const void* qkv, void* out,
                                     float* lse, float scale, DType t, cudaStream_t stream);
 void launch_attention_backward_naive(const AttentionShape& sh, const void* qkv, const void* dout,

@@ -10,15 +10,19 @@
 #include "sim/plan_sim/chunk_costs.hpp"
 #include "sim/plan_sim/layer_costs.hpp"
 #include "sim/plan_sim/simulate.hpp"
+#include "sim/plan_sim/stage_groups.hpp"
 #include "src/parallel/rank_grid.hpp"
 #include "src/plan/plan.hpp"
 
 namespace mplan::sweep {
 
-// Reused from plan to plan by one thread (the last rank grid, the cost and chunk tables).
+// Reused from plan to plan by one thread (the last rank grid with its groups' placement per
+// stage, the cost and chunk tables).
 struct TimeBoundScratch {
   std::optional<RankGrid> grid;
   ParallelConfig grid_key;
+  int64_t gpus_per_node = 0;
+  std::vector<sim::StageGroups> groups;  // per stage, of `grid` on nodes of gpus_per_node
   std::vector<int64_t> ranks;
   sim::PlanCosts costs;
   sim::ChunkTable chunks;

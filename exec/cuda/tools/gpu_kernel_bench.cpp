@@ -152,31 +152,50 @@ void bench_gemms(Bench& b) {
   }
 }
 
+// Attention at the reference shape and at Llama 3's long-sequence shape (32 query heads over 8
+// key/value groups, which the backend expands to 32 heads before these kernels), with each kernel
+// family: the best for the device (wgmma on Hopper), the mma.sync kernels, the reference ones.
 void bench_attention(Bench& b) {
   CudaBackend& g = b.gpu();
   const DType bf = DType::kBF16;
-  Tensor qkv = b.rand(bf, {kS, kB, 3 * kHeads, kD}, -2, 2);
-  Tensor out = g.alloc(bf, {kS, kB, kHeads, kD}, "bench");
-  Tensor lse = g.alloc(DType::kF32, {kB, kHeads, kS}, "bench");
-  Tensor dout = b.rand(bf, {kS, kB, kHeads, kD});
-  Tensor dqkv = g.alloc(bf, {kS, kB, 3 * kHeads, kD}, "bench");
-  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
-  // Causal-useful FLOPs: forward 2 GEMMs of 2·s·s·d over the lower triangle; backward 2.5×.
-  const double fwd_fl = 2.0 * 2.0 * kS * kS * kD * kB * kHeads / 2.0;
-  const std::string shape = "b4 s2048 h16 d128 causal";
-  for (int naive = 0; naive < 2; ++naive) {
-    g.set_naive_attention(naive == 1);
-    const std::string tag = naive ? " (reference kernels)" : "";
-    const int warm = naive ? 1 : 2, reps = naive ? 3 : -1;
-    b.add(
-        mplan::cat("attention fwd", tag), shape, fwd_fl, 0,
-        [&] { g.attention_forward(qkv, out, lse, scale); }, warm, reps);
-    b.add(
-        mplan::cat("attention bwd", tag), shape, 2.5 * fwd_fl, 0,
-        [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv); }, warm, reps);
+  struct Shape {
+    const char* name;
+    int64_t b, s, heads, d;
+    bool reference;  // also time the (slow) reference kernels
+  };
+  const Shape shapes[] = {{"b4 s2048 h16 d128 causal", kB, kS, kHeads, kD, true},
+                          {"b1 s8192 h32 (GQA 8 groups) d128 causal", 1, 8192, 32, 128, false},
+                          {"b4 s2048 h32 d64 causal", 4, 2048, 32, 64, false}};
+  for (const Shape& sh : shapes) {
+    Tensor qkv = b.rand(bf, {sh.s, sh.b, 3 * sh.heads, sh.d}, -2, 2);
+    Tensor out = g.alloc(bf, {sh.s, sh.b, sh.heads, sh.d}, "bench");
+    Tensor lse = g.alloc(DType::kF32, {sh.b, sh.heads, sh.s}, "bench");
+    Tensor dout = b.rand(bf, {sh.s, sh.b, sh.heads, sh.d});
+    Tensor dqkv = g.alloc(bf, {sh.s, sh.b, 3 * sh.heads, sh.d}, "bench");
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
+    // Causal-useful FLOPs: forward 2 GEMMs of 2·s·s·d over the lower triangle; backward 2.5×.
+    const double fwd_fl = 2.0 * 2.0 * sh.s * sh.s * sh.d * sh.b * sh.heads / 2.0;
+    struct Family {
+      AttentionKernels k;
+      const char* tag;
+    };
+    for (const Family f : {Family{AttentionKernels::kBest, ""},
+                           Family{AttentionKernels::kFlash2, " (mma.sync kernels)"},
+                           Family{AttentionKernels::kReference, " (reference kernels)"}}) {
+      const bool ref = f.k == AttentionKernels::kReference;
+      if (ref && !sh.reference) continue;
+      g.set_attention_kernels(f.k);
+      const int warm = ref ? 1 : 2, reps = ref ? 3 : -1;
+      b.add(
+          mplan::cat("attention fwd", f.tag), sh.name, fwd_fl, 0,
+          [&] { g.attention_forward(qkv, out, lse, scale); }, warm, reps);
+      b.add(
+          mplan::cat("attention bwd", f.tag), sh.name, 2.5 * fwd_fl, 0,
+          [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv); }, warm, reps);
+    }
+    g.set_attention_kernels(AttentionKernels::kBest);
+    for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv}) g.release(*t);
   }
-  g.set_naive_attention(false);
-  for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv}) g.release(*t);
 }
 
 void bench_memory_bound(Bench& b) {

@@ -388,8 +388,8 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType 
   Pair lse = alloc(DType::kF32, {b, heads, s});
   poison(out);
   poison(lse);
-  const bool was_naive = gpu_.naive_attention();
-  gpu_.set_naive_attention(naive);
+  const AttentionKernels was = gpu_.attention_kernels();  // the fast family under test
+  if (naive) gpu_.set_attention_kernels(AttentionKernels::kReference);
   gpu_.attention_forward(qkv.gpu, out.gpu, lse.gpu, scale);
   cpu_.attention_forward(qkv.cpu, out.cpu, lse.cpu, scale);
   bool ok = compare(nm.str() + ": forward out", out, kAttnTol);
@@ -402,7 +402,7 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType 
   poison(dqkv);
   gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu);
   cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu);
-  gpu_.set_naive_attention(was_naive);
+  gpu_.set_attention_kernels(was);
   // Compare dQ, dK and dV separately: their magnitudes differ.
   const std::vector<float> got = read_gpu(dqkv), ref = read_cpu(dqkv);
   const char* part[3] = {"dq", "dk", "dv"};

@@ -67,16 +67,17 @@ TEST_F(AttentionTest, FastKernelsMatchReferenceKernelsAtWorkloadHeadDim) {
   host.resize(static_cast<size_t>(dout.numel()));
   for (auto& v : host) v = f32_to_bf16(u(gen));
   g.upload(dout, host.data());
+  const AttentionKernels fast = g.attention_kernels();  // MPLAN_ATTENTION may pick the family
   for (int naive = 0; naive < 2; ++naive) {
     out[naive] = g.alloc(DType::kBF16, {s, b, heads, d}, "test");
     lse[naive] = g.alloc(DType::kF32, {b, heads, s}, "test");
     dqkv[naive] = g.alloc(DType::kBF16, {s, b, 3 * heads, d}, "test");
-    g.set_naive_attention(naive == 1);
+    g.set_attention_kernels(naive == 1 ? AttentionKernels::kReference : fast);
     g.attention_forward(qkv, out[naive], lse[naive], 1.0f / std::sqrt(128.0f));
     // Both backward passes from the fast forward's outputs, so they see the same inputs.
     g.attention_backward(qkv, out[0], dout, lse[0], 1.0f / std::sqrt(128.0f), dqkv[naive]);
   }
-  g.set_naive_attention(false);
+  g.set_attention_kernels(fast);
   auto read_bf16 = [&](Tensor t) {
     std::vector<uint16_t> b16(static_cast<size_t>(t.numel()));
     g.download(b16.data(), t);
