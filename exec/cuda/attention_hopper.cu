@@ -90,8 +90,12 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 
 // ------------------------------------------------------------------------------------------
 // Forward. grid (b·heads, query blocks of 128, heaviest first); 256 threads; 1 block per SM.
+// Three K/V stages: step j's loads go one stage ahead while O += P_{j-1}·V_{j-1} (issued after
+// S_j = Q·K_j^T) still reads the stage before, so each warpgroup's softmax of S_j overlaps its
+// own previous P·V on the tensor cores (FlashAttention-3's intra-warpgroup pipelining).
 constexpr int kFwdM = 128;  // query rows per block
-constexpr int kFwdN = 128;  // keys per step
+constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
+constexpr int kFwdStages = 3;
 
 template <int D>
 constexpr int fwd_tile_bytes() {
@@ -99,7 +103,7 @@ constexpr int fwd_tile_bytes() {
 }
 template <int D>
 constexpr int fwd_smem_bytes() {
-  return 1024 + 5 * fwd_tile_bytes<D>();  // alignment, Q, 2 stages of K and of V
+  return 1024 + (1 + 2 * kFwdStages) * fwd_tile_bytes<D>();  // alignment, Q, stages of K and V
 }
 
 template <int D>
@@ -108,10 +112,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                       float* __restrict__ lse, Dims dm, float scale_log2) {
   constexpr int kTile = fwd_tile_bytes<D>();
   constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
+  static_assert(kFwdM == kFwdN, "a warpgroup with no live key in a step is not handled");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sQ = align1024(smem_raw);
-  unsigned char* sK = sQ + kTile;      // 2 stages
-  unsigned char* sV = sK + 2 * kTile;  // 2 stages
+  unsigned char* sK = sQ + kTile;                // kFwdStages tiles
+  unsigned char* sV = sK + kFwdStages * kTile;   // kFwdStages tiles
 
   const int bh = blockIdx.x;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
@@ -130,30 +135,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_tile<kFwdN, D>(sV, pv, 0, s);
   cp_async_commit();
 
-  const int wg_row0 = q0 + wg * 64;              // this warpgroup's first query row
-  const int row0 = wg_row0 + warp * 16 + g;      // this thread's rows: row0, row0 + 8
+  const int wg_row0 = q0 + wg * 64;          // this warpgroup's first query row
+  const int row0 = wg_row0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
   const uint32_t q_addr = smem_addr(sQ) + wg * 64 * 128;
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+  uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
 
   for (int it = 0; it < n_kb; ++it) {
     cp_async_wait<0>();
     fence_proxy_async_shared();
-    __syncthreads();  // stage it landed for all; step it - 1's wgmmas are done everywhere
+    // Stage it landed for all threads; every wgmma of step it - 2 (and of S_{it-1}) is done.
+    __syncthreads();
     if (it + 1 < n_kb) {
-      const int st = (it + 1) & 1;
+      const int st = (it + 1) % kFwdStages;
       load_tile<kFwdN, D>(sK + st * kTile, pk, (it + 1) * kFwdN, s);
       load_tile<kFwdN, D>(sV + st * kTile, pv, (it + 1) * kFwdN, s);
       cp_async_commit();
     }
     const int k0 = it * kFwdN;
-    if (k0 > wg_row0 + 63) continue;  // every key is after every row of this warpgroup
-    const uint32_t k_addr = smem_addr(sK + (it & 1) * kTile);
-    const uint32_t v_addr = smem_addr(sV + (it & 1) * kTile);
+    const uint32_t k_addr = smem_addr(sK + (it % kFwdStages) * kTile);
 
-    // S = Q·K^T, 64 rows × 128 keys per warpgroup.
+    // S = Q·K^T (64 rows × 128 keys per warpgroup), then O += P·V of the previous step.
     float sc[kFwdN / 2];
     wgmma_fence();
 #pragma unroll
@@ -163,13 +168,21 @@ __global__ void __launch_bounds__(kThreads, 1)
                           sw128_desc(k_addr + koff, 16, 1024), kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    if (it > 0) {
+      const uint32_t v_prev = smem_addr(sV + ((it - 1) % kFwdStages) * kTile);
+#pragma unroll
+      for (int kk = 0; kk < kFwdN / 16; ++kk)
+        mma_rs<D, 1>(o, pa[kk], sw128_desc(v_prev + kk * 16 * 128, kRegion, 1024), true);
+      wgmma_commit();
+      wgmma_wait<1>();  // S is done; the P·V may still run
+    } else {
+      wgmma_wait<0>();
+    }
     fence_regs(sc);
 
     // Online softmax in log2 units; only the diagonal block and the sequence tail are masked.
     const bool need_mask = k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s;
-    uint32_t pa[kFwdN / 16][4];
-    float base[2];
+    float base[2], alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = row_m[r];
@@ -189,15 +202,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
-      const float alpha = exp2f(row_m[r] - base[r]);
+      alpha[r] = exp2f(row_m[r] - base[r]);
       row_m[r] = mx;
-      row_l[r] *= alpha;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 2 * r] *= alpha;
-        o[4 * j + 2 * r + 1] *= alpha;
-      }
+      row_l[r] *= alpha[r];
     }
+    uint32_t pn[kFwdN / 16][4];  // this step's P, packed as it is computed
 #pragma unroll
     for (int j = 0; j < kFwdN / 8; ++j) {
       float e[4];
@@ -206,16 +215,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       row_l[0] += e[0] + e[1];
       row_l[1] += e[2] + e[3];
       // Key chunk j is half (j & 1) of the A fragment of k-step j / 2.
-      pa[j >> 1][2 * (j & 1)] = pack_bf16(e[0], e[1]);
-      pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(e[2], e[3]);
+      pn[j >> 1][2 * (j & 1)] = pack_bf16(e[0], e[1]);
+      pn[j >> 1][2 * (j & 1) + 1] = pack_bf16(e[2], e[3]);
     }
-
-    // O += P·V: V (keys × D) is the N-major B operand.
+    // The previous P·V is done: O may be rescaled and P's registers reused.
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
+#pragma unroll
+    for (int k = 0; k < kFwdN / 16; ++k)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pa[k][i] = pn[k][i];
+  }
+  // The last step's O += P·V.
+  {
+    const uint32_t v_last = smem_addr(sV + ((n_kb - 1) % kFwdStages) * kTile);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kFwdN / 16; ++kk) {
-      mma_rs<D, 1>(o, pa[kk], sw128_desc(v_addr + kk * 16 * 128, kRegion, 1024), true);
-    }
+    for (int kk = 0; kk < kFwdN / 16; ++kk)
+      mma_rs<D, 1>(o, pa[kk], sw128_desc(v_last + kk * 16 * 128, kRegion, 1024), true);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -242,6 +267,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// A barrier of one warpgroup's 128 threads (named barriers 1 and 2).
+__device__ __forceinline__ void wg_barrier(int wg) {
+  if (wg == 0) {
+    named_barrier_sync<1, 128>();
+  } else {
+    named_barrier_sync<2, 128>();
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Backward. grid (b·heads, splits); 256 threads; 1 block per SM. Key blocks are dealt to the
 // splits in attention.cu's snake order; the first key block of a split stores its dQ rows, later
@@ -254,7 +288,9 @@ struct BwdSmem {
   static constexpr int kTileK = kBwdN * D * 2;  // K or V
   static constexpr int kTileQ = kBwdM * D * 2;  // Q or dO, one stage
   static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries)
-  static constexpr int kBytes = 1024 + 2 * kTileK + 4 * kTileQ + kDs + 4 * kBwdM * 4;
+  static constexpr int kDqLd = 68;               // f32 per staged dQ row (64 + 4: fewer conflicts)
+  static constexpr int kDq = 2 * kBwdM * kDqLd * 4;  // a staged dQ tile per warpgroup
+  static constexpr int kBytes = 1024 + 2 * kTileK + 4 * kTileQ + kDs + kDq + 4 * kBwdM * 4;
 };
 
 template <int D>
@@ -273,7 +309,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sQ = sV + S::kTileK;        // 2 stages
   unsigned char* sdO = sQ + 2 * S::kTileQ;   // 2 stages
   unsigned char* sdS = sdO + 2 * S::kTileQ;  // (keys, queries), queries contiguous
-  float* sL = reinterpret_cast<float*>(sdS + S::kDs);  // 2 stages of lse
+  float* sDq = reinterpret_cast<float*>(sdS + S::kDs);  // per warpgroup: 64 × kDqLd f32
+  float* sL = sDq + 2 * kBwdM * S::kDqLd;              // 2 stages of lse
   float* sD = sL + 2 * kBwdM;                          // 2 stages of dsum
 
   const int bh = blockIdx.x, split = blockIdx.y;
@@ -453,24 +490,38 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(dk);
       fence_regs(da);
       if (dq_worker) {
+        // dQ rows go out as bulk copies (the first key block of the split) or bulk reductions
+        // (the later ones) of 256 bytes from a staged tile: a row is touched once per key
+        // block, and the previous key block's operations are complete (bulk_wait below), so
+        // the additions into each element happen in key-block order: deterministic.
         fence_regs(dq);
+        const int tw = threadIdx.x & 127;
+        float* stage = sDq + wg * kBwdM * S::kDqLd;
+        if (tw < kBwdM) bulk_wait_read<0>();  // the previous step's copies have read the tile
+        wg_barrier(wg);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
-          const int row = q0 + warp * 16 + g + 8 * rr;
-          if (row >= s) continue;
-          float* dst = part + static_cast<int64_t>(row) * DP + dq_col0 + 2 * t;
+          float* row_stage = stage + (warp * 16 + g + 8 * rr) * S::kDqLd + 2 * t;
 #pragma unroll
-          for (int j = 0; j < kDqN / 8; ++j) {
-            if (first) {
-              *reinterpret_cast<float2*>(dst + 8 * j) =
-                  make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
-            } else {
-              red_add_f32x2(dst + 8 * j, dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
-            }
+          for (int j = 0; j < kDqN / 8; ++j)
+            *reinterpret_cast<float2*>(row_stage + 8 * j) =
+                make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
+        }
+        fence_proxy_async_shared();
+        wg_barrier(wg);
+        if (tw < kBwdM && q0 + tw < s) {
+          float* dst = part + static_cast<int64_t>(q0 + tw) * DP + dq_col0;
+          const float* src = stage + tw * S::kDqLd;
+          if (first) {
+            bulk_store_f32(dst, src, kDqN * 4);
+          } else {
+            bulk_reduce_add_f32(dst, src, kDqN * 4);
           }
+          bulk_commit();
         }
       }
     }
+    bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
 
     // dK (times scale) and dV of this warpgroup's 64 keys, straight from the accumulators.
     const Plane pdk = dm.qkv_plane(dqkv, bi, hh, 1);

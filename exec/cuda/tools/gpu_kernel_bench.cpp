@@ -336,6 +336,7 @@ void print_table(const std::vector<Row>& rows, const Ceilings& measured, double 
 
 int run(int argc, char** argv) {
   bool checks = true, timings = true;
+  std::string only;  // time one group: gemm, attention or memory
   int device = 0, reps = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -345,15 +346,19 @@ int run(int argc, char** argv) {
       checks = false;
     } else if (a == "--device" && i + 1 < argc) {
       device = std::atoi(argv[++i]);
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else {
       std::printf(
-          "usage: mplan_gpu_bench [--checks-only | --no-checks] [--device N] [--reps N]\n"
+          "usage: mplan_gpu_bench [--checks-only | --no-checks] [--only gemm|attention|memory]\n"
+          "                       [--device N] [--reps N]\n"
           "  Checks every CUDA op against the CPU backend, then times the kernels at the\n"
           "  reference workload's shapes. Env: MPLAN_NAIVE_ATTENTION=1 (reference attention\n"
           "  kernels everywhere), MPLAN_NO_GEMM_EPILOGUE=1 (unfused GEMM epilogues),\n"
-          "  MPLAN_ATTN_FWD_SUB=32 (attention forward with two 32-key softmax updates).\n");
+          "  MPLAN_ATTN_FWD_SUB=32 (attention forward with two 32-key softmax updates),\n"
+          "  MPLAN_ATTENTION=flash2 (the mma.sync attention kernels on Hopper too).\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -383,9 +388,9 @@ int run(int argc, char** argv) {
   if (timings) {
     Bench b(gpu, reps);
     const Ceilings c = measure_ceilings(b);
-    bench_gemms(b);
-    bench_attention(b);
-    bench_memory_bound(b);
+    if (only.empty() || only == "gemm") bench_gemms(b);
+    if (only.empty() || only == "attention") bench_attention(b);
+    if (only.empty() || only == "memory") bench_memory_bound(b);
     print_table(b.rows(), c, 790.0, 4300.0);
     const CudaBackend::DeviceMemory dm = gpu.device_memory();
     std::printf("device memory: peak used %.1f GiB of %.1f GiB\n",
