@@ -206,19 +206,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       row_m[r] = mx;
       row_l[r] *= alpha[r];
     }
-    uint32_t pn[kFwdN / 16][4];  // this step's P, packed as it is computed
+    // P stays in f32 in S's registers while the previous P·V runs: the registers of the A
+    // operand it reads (pa) are written only after it completes.
 #pragma unroll
-    for (int j = 0; j < kFwdN / 8; ++j) {
-      float e[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) e[i] = exp2f(sc[4 * j + i] - base[i >> 1]);
-      row_l[0] += e[0] + e[1];
-      row_l[1] += e[2] + e[3];
-      // Key chunk j is half (j & 1) of the A fragment of k-step j / 2.
-      pn[j >> 1][2 * (j & 1)] = pack_bf16(e[0], e[1]);
-      pn[j >> 1][2 * (j & 1) + 1] = pack_bf16(e[2], e[3]);
+    for (int i = 0; i < kFwdN / 2; ++i) {
+      sc[i] = exp2f(sc[i] - base[(i >> 1) & 1]);
+      row_l[(i >> 1) & 1] += sc[i];
     }
-    // The previous P·V is done: O may be rescaled and P's registers reused.
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(pa);
@@ -230,9 +224,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       o[4 * j + 3] *= alpha[1];
     }
 #pragma unroll
-    for (int k = 0; k < kFwdN / 16; ++k)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) pa[k][i] = pn[k][i];
+    for (int j = 0; j < kFwdN / 8; ++j) {
+      // Key chunk j is half (j & 1) of the A fragment of k-step j / 2.
+      pa[j >> 1][2 * (j & 1)] = pack_bf16(sc[4 * j], sc[4 * j + 1]);
+      pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
+    }
   }
   // The last step's O += P·V.
   {
