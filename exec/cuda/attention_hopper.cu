@@ -54,18 +54,23 @@ __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
 }
 
 // cp.async of rows [row0, row0 + kRows) × [0, D) of a plane into a swizzled tile (sw128_offset);
-// rows >= s are zero-filled. Thread i copies 16-byte chunks i, i + kThreads, ...
+// rows >= s are zero-filled. A thread copies one fixed 16-byte column chunk of every
+// (kThreads / (D / 8))-th row, walking one source pointer down the rows: its destination chunk
+// keeps the same swizzle (rows 8 apart), so few registers whatever the tile size.
 template <int kRows, int D>
 __device__ __forceinline__ void load_tile(unsigned char* tile, const Plane& p, int row0, int s) {
   constexpr int kChunks = D / 8;
-  static_assert((kRows * kChunks) % kThreads == 0, "tile does not tile");
+  constexpr int kRowStep = kThreads / kChunks;
+  static_assert(kRows % kRowStep == 0 && kRowStep % 8 == 0, "tile does not tile");
+  const int c = threadIdx.x % kChunks, r = threadIdx.x / kChunks;
+  const bf16* src = p.base + static_cast<int64_t>(row0 + r) * p.row_stride + c * 8;
+  const int64_t step = static_cast<int64_t>(kRowStep) * p.row_stride;
+  unsigned char* dst = tile + sw128_offset(kRows, r, c * 8);
 #pragma unroll
-  for (int k = 0; k < kRows * kChunks / kThreads; ++k) {
-    const int i = threadIdx.x + k * kThreads;
-    const int r = i / kChunks, c = i % kChunks;
-    const bool valid = row0 + r < s;
-    const bf16* src = p.base + static_cast<int64_t>(valid ? row0 + r : 0) * p.row_stride + c * 8;
-    cp_async16(tile + sw128_offset(kRows, r, c * 8), src, valid);
+  for (int k = 0; k < kRows / kRowStep; ++k) {
+    const bool valid = row0 + r + k * kRowStep < s;
+    cp_async16(dst + k * kRowStep * 128, valid ? src : p.base, valid);
+    src += step;
   }
 }
 
@@ -89,10 +94,12 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 }
 
 // ------------------------------------------------------------------------------------------
-// Forward. grid (b·heads, query blocks of 128, heaviest first); 256 threads; 1 block per SM.
-// Three K/V stages: step j's loads go one stage ahead while O += P_{j-1}·V_{j-1} (issued after
-// S_j = Q·K_j^T) still reads the stage before, so each warpgroup's softmax of S_j overlaps its
-// own previous P·V on the tensor cores (FlashAttention-3's intra-warpgroup pipelining).
+// Forward. grid (query blocks of 128, heaviest first; b·heads): the blocks of one head run
+// together and share its K and V in L2. 256 threads; 1 block per SM. Three stages each of K and
+// V: step j loads K_{j+2} and V_{j+1} while O += P_{j-1}·V_{j-1} (issued after S_j = Q·K_j^T)
+// still reads V_{j-1}, so each warpgroup's softmax of S_j overlaps its own previous P·V on the
+// tensor cores (FlashAttention-3's intra-warpgroup pipelining) and every tile is requested two
+// steps before it is read.
 constexpr int kFwdM = 128;  // query rows per block
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 3;
@@ -118,9 +125,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sK = sQ + kTile;                // kFwdStages tiles
   unsigned char* sV = sK + kFwdStages * kTile;   // kFwdStages tiles
 
-  const int bh = blockIdx.x;
+  const int bh = blockIdx.y;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * kFwdM;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kFwdM;
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int s = dm.s;
@@ -130,9 +137,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kv_end = min(s, q0 + kFwdM);
   const int n_kb = (kv_end + kFwdN - 1) / kFwdN;
 
+  // cp.async groups: {Q, K_0, V_0}, {K_1}, then one per step j: {K_{j+2}, V_{j+1}} (possibly
+  // empty). At the top of step j all but the newest are complete: K_j and V_{j-1} have landed.
   load_tile<kFwdM, D>(sQ, pq, q0, s);
   load_tile<kFwdN, D>(sK, pk, 0, s);
   load_tile<kFwdN, D>(sV, pv, 0, s);
+  cp_async_commit();
+  if (n_kb > 1) load_tile<kFwdN, D>(sK + kTile, pk, kFwdN, s);
   cp_async_commit();
 
   const int wg_row0 = q0 + wg * 64;          // this warpgroup's first query row
@@ -145,16 +156,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
 
   for (int it = 0; it < n_kb; ++it) {
-    cp_async_wait<0>();
+    cp_async_wait<1>();
     fence_proxy_async_shared();
-    // Stage it landed for all threads; every wgmma of step it - 2 (and of S_{it-1}) is done.
+    // K_it and V_{it-1} landed for all threads; S_{it-1} and P_{it-2}·V_{it-2} are done
+    // everywhere, so their stages (it + 2, it + 1 mod 3) may be refilled.
     __syncthreads();
-    if (it + 1 < n_kb) {
-      const int st = (it + 1) % kFwdStages;
-      load_tile<kFwdN, D>(sK + st * kTile, pk, (it + 1) * kFwdN, s);
-      load_tile<kFwdN, D>(sV + st * kTile, pv, (it + 1) * kFwdN, s);
-      cp_async_commit();
+    if (it + 2 < n_kb) {
+      load_tile<kFwdN, D>(sK + ((it + 2) % kFwdStages) * kTile, pk, (it + 2) * kFwdN, s);
     }
+    if (it + 1 < n_kb) {
+      load_tile<kFwdN, D>(sV + ((it + 1) % kFwdStages) * kTile, pv, (it + 1) * kFwdN, s);
+    }
+    cp_async_commit();
     const int k0 = it * kFwdN;
     const uint32_t k_addr = smem_addr(sK + (it % kFwdStages) * kTile);
 
@@ -230,7 +243,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
     }
   }
-  // The last step's O += P·V.
+  // The last step's O += P·V, once V_{n_kb-1} has landed for all threads.
+  cp_async_wait<0>();
+  fence_proxy_async_shared();
+  __syncthreads();
   {
     const uint32_t v_last = smem_addr(sV + ((n_kb - 1) % kFwdStages) * kTile);
     wgmma_fence();
@@ -286,7 +302,9 @@ struct BwdSmem {
   static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries)
   static constexpr int kDqLd = 68;               // f32 per staged dQ row (64 + 4: fewer conflicts)
   static constexpr int kDq = 2 * kBwdM * kDqLd * 4;  // a staged dQ tile per warpgroup
-  static constexpr int kBytes = 1024 + 2 * kTileK + 4 * kTileQ + kDs + kDq + 4 * kBwdM * 4;
+  static constexpr int kStages = 3;  // of Q, dO, lse and dsum: steps are requested 2 ahead
+  static constexpr int kBytes =
+      1024 + 2 * kTileK + 2 * kStages * kTileQ + kDs + kDq + 2 * kStages * kBwdM * 4;
 };
 
 template <int D>
@@ -302,12 +320,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sK = align1024(smem_raw);
   unsigned char* sV = sK + S::kTileK;
-  unsigned char* sQ = sV + S::kTileK;        // 2 stages
-  unsigned char* sdO = sQ + 2 * S::kTileQ;   // 2 stages
-  unsigned char* sdS = sdO + 2 * S::kTileQ;  // (keys, queries), queries contiguous
+  unsigned char* sQ = sV + S::kTileK;        // kStages stages
+  unsigned char* sdO = sQ + S::kStages * S::kTileQ;   // kStages stages
+  unsigned char* sdS = sdO + S::kStages * S::kTileQ;  // (keys, queries), queries contiguous
   float* sDq = reinterpret_cast<float*>(sdS + S::kDs);  // per warpgroup: 64 × kDqLd f32
-  float* sL = sDq + 2 * kBwdM * S::kDqLd;              // 2 stages of lse
-  float* sD = sL + 2 * kBwdM;                          // 2 stages of dsum
+  float* sL = sDq + 2 * kBwdM * S::kDqLd;              // kStages stages of lse
+  float* sD = sL + S::kStages * kBwdM;                 // kStages stages of dsum
 
   const int bh = blockIdx.x, split = blockIdx.y;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
@@ -351,9 +369,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         cp_async4(sD + st * kBwdM + x, ok ? dsum_row + q0 + x : dsum_row, ok);
       }
     };
+    // cp.async groups: {K, V, step 0}, {step 1}, then one per step i: {step i + 2} (possibly
+    // empty); at the top of step i all but the newest are complete.
     load_tile<kBwdN, D>(sK, pk, k0, s);
     load_tile<kBwdN, D>(sV, pv, k0, s);
     load_step(0, 0);
+    cp_async_commit();
+    if (n_steps > 1) load_step(1, 1);
     cp_async_commit();
 
     const int wg_key0 = k0 + wg * 64;
@@ -365,14 +387,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
 
     for (int i = 0; i < n_steps; ++i) {
-      cp_async_wait<0>();
+      cp_async_wait<1>();
       fence_proxy_async_shared();
-      __syncthreads();  // step i landed for all; every wgmma of step i - 1 is done
-      if (i + 1 < n_steps) {
-        load_step(i + 1, (i + 1) & 1);
-        cp_async_commit();
-      }
-      const int st = i & 1;
+      // Step i landed for all; every wgmma of step i - 1 is done, so its stage may be refilled.
+      __syncthreads();
+      if (i + 2 < n_steps) load_step(i + 2, (i + 2) % S::kStages);
+      cp_async_commit();
+      const int st = i % S::kStages;
       const int q0 = step_q0(i);
       const uint32_t q_addr = smem_addr(sQ + st * S::kTileQ);
       const uint32_t do_addr = smem_addr(sdO + st * S::kTileQ);
@@ -518,6 +539,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
+    cp_async_wait<0>();  // (only empty groups are left)
 
     // dK (times scale) and dV of this warpgroup's 64 keys, straight from the accumulators.
     const Plane pdk = dm.qkv_plane(dqkv, bi, hh, 1);
@@ -554,14 +576,14 @@ Dims dims_of(const AttentionShape& sh) {
 
 bool hopper_attention_shape_ok(const AttentionShape& sh) {
   return (sh.d == 64 || sh.d == 128) && sh.s >= 1 && sh.s < (1 << 30) &&
-         sh.b * sh.heads < (int64_t{1} << 31);
+         sh.b * sh.heads <= 65535;  // the forward's grid y
 }
 
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
                                      float* lse, float scale_log2, cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const dim3 grid(static_cast<unsigned>(sh.b * sh.heads),
-                  static_cast<unsigned>((sh.s + kFwdM - 1) / kFwdM));
+  const dim3 grid(static_cast<unsigned>((sh.s + kFwdM - 1) / kFwdM),
+                  static_cast<unsigned>(sh.b * sh.heads));
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(qkv, out, lse, dm, scale_log2);
