@@ -504,8 +504,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float* cL = sL + st * kBwdM;
       const float* cD = sD + st * kBwdM;
 
-      // The order keeps at most 176 registers of tiles live beside the 128 of dK and dV:
-      // S^T = K·Q^T; P^T into A fragments; dV += P^T·dO issued while dP^T = V·dO^T runs;
+      // The order keeps at most 48 registers of tiles live beside the 128 of dK and dV (no two
+      // f32 tiles at once): S^T = K·Q^T; P^T into A fragments; dV += P^T·dO issued while
+      // dP^T = V·dO^T runs;
       // dS^T = P^T ∘ (dP^T − dsum) into A fragments and shared memory; dK += dS^T·Q.
       // Tiles are 64 keys × 64 queries per warpgroup; the masks: key > query, query >= s.
       const bool need_mask = wg_key0 + 63 > q0 || q0 + kBwdM > s;
