@@ -8,6 +8,7 @@
 #include "cli/output.hpp"
 #include "sim/plan_sim/simulate.hpp"
 #include "sim/plan_sim/simulation_size.hpp"
+#include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
 #include "src/plan/plan.hpp"
 #include "src/plan/validate.hpp"
@@ -70,7 +71,7 @@ void run_validate(const ValidateOptions& o) {
     j["world_size"] = plan.world_size();
     j["num_nodes"] = plan.num_nodes();
     if (violations.empty()) {
-      j["num_microbatches"] = p.global_batch_size / (p.micro_batch_size * p.dp);
+      j["num_microbatches"] = num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp);
       j["memory"] = memory_json(*fit);
     }
     std::cout << j.dump(2) << "\n";
@@ -79,8 +80,9 @@ void run_validate(const ValidateOptions& o) {
               << plan.num_nodes() << " node" << (plan.num_nodes() > 1 ? "s" : "") << " of "
               << plan.cluster.name << "): tp " << p.tp << " cp " << p.cp << " ep " << p.ep
               << " etp " << p.etp << " pp " << p.pp << " vpp " << p.vpp << " dp " << p.dp << "; "
-              << p.global_batch_size / (p.micro_batch_size * p.dp) << " micro-batches of "
-              << p.micro_batch_size << " per step, schedule " << to_string(p.schedule) << "\n"
+              << num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp)
+              << " micro-batches of " << p.micro_batch_size << " per step, schedule "
+              << to_string(p.schedule) << "\n"
               << memory_text(*fit) << "\n";
   } else {
     std::cout << o.plan_path << ": " << violations.size() << " broken rule"

@@ -12,6 +12,7 @@
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
 #include "src/parallel/rank_grid.hpp"
+#include "src/plan/plan_rules.hpp"
 
 namespace mplan::exec {
 
@@ -156,7 +157,8 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
   runner_ = std::make_unique<PipelineRunner>(*model_, pp_, tracer_.get(), &progress_);
 
   // Evaluation runs the final batch size (Megatron's evaluate()).
-  max_micro = std::max(max_micro, p.global_batch_size / (p.micro_batch_size * p.dp));
+  max_micro =
+      std::max(max_micro, mplan::num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp));
   data_capacity_ = max_micro;
   inputs_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
   targets_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
@@ -197,14 +199,7 @@ void Trainer::restore_counters(int64_t iterations, int64_t consumed_samples,
 const Schedule& Trainer::schedule(int64_t microbatches, bool forward_only) {
   auto it = schedules_.find({microbatches, forward_only});
   if (it != schedules_.end()) return it->second;
-  const ParallelConfig& p = plan_.parallel;
-  ScheduleSpec spec;
-  spec.kind = p.schedule;
-  spec.pp = p.pp;
-  spec.vpp = p.vpp;
-  spec.microbatches = microbatches;
-  spec.group_size =
-      p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage : 0;
+  ScheduleSpec spec = schedule_spec_of(plan_, microbatches);
   spec.forward_only = forward_only;
   return schedules_.emplace(std::pair{microbatches, forward_only}, make_schedule(spec))
       .first->second;
@@ -353,7 +348,7 @@ StepResult Trainer::step(bool apply_update) {
 EvalResult Trainer::evaluate(const TokenSource& source, int64_t first_sample, int64_t iterations) {
   const GptDims& d = model_->dims();
   const ParallelConfig& p = plan_.parallel;
-  const int64_t M = p.global_batch_size / (p.micro_batch_size * p.dp);
+  const int64_t M = mplan::num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp);
   const int64_t T = d.tokens();
   MPLAN_CHECK(M >= 1 && M <= data_capacity_ && iterations >= 0, "evaluation of ", iterations, " x ",
               M, " micro-batches");
