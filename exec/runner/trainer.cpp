@@ -26,16 +26,30 @@ void check_executable(const Plan& plan) {
         cat("parallel.ep: expert parallelism is not supported by the executor (ep = ", p.ep, ")"));
   if (plan.training.precision == Precision::kFp16)
     throw Error("training.precision: fp16 (with loss scaling) is not supported; use bf16 or fp32");
+  // The executor accumulates and reduces gradients in f32 and keeps f32 master weights and Adam
+  // moments: a plan asking for less would run, but not as it says.
+  if (plan.training.precision != Precision::kFp32 && !plan.training.grads_in_fp32)
+    throw Error(
+        "training.grads_in_fp32: bf16 main gradients (Megatron's --grad-reduce-in-bf16) are not "
+        "supported by the executor, which accumulates and reduces gradients in fp32; set it to "
+        "true");
+  const OptimizerPrecision& op = plan.training.optimizer_precision;
+  for (const auto& [field, dtype] : {std::pair{"main_params_dtype", op.main_params_dtype},
+                                     std::pair{"exp_avg_dtype", op.exp_avg_dtype},
+                                     std::pair{"exp_avg_sq_dtype", op.exp_avg_sq_dtype}})
+    if (dtype != OptimStateDtype::kFp32)
+      throw Error(cat("training.", field, ": ", to_string(dtype),
+                      " (Megatron's precision-aware optimizer) is not supported by the executor, "
+                      "which keeps master weights and Adam moments in fp32; use fp32"));
   if (plan.training.fp8_format != Fp8Format::kNone || plan.training.fp4_format != Fp4Format::kNone)
     throw Error(cat(plan.training.fp8_format != Fp8Format::kNone ? "training.fp8_format"
                                                                  : "training.fp4_format",
                     ": fp8 / fp4 GEMMs are not supported by the executor (the simulator and the "
                     "Megatron-LM export take them); use bf16"));
   if (plan.model.mla || plan.model.mtp_num_layers > 0 || plan.model.window_size)
-    throw Error(cat("model: ",
-                    plan.model.mla                  ? "multi-latent attention"
-                    : plan.model.mtp_num_layers > 0 ? "multi-token prediction"
-                                                    : "sliding-window attention",
+    throw Error(cat(plan.model.mla                  ? "model.mla: multi-latent attention"
+                    : plan.model.mtp_num_layers > 0 ? "model.mtp_num_layers: multi-token prediction"
+                                                    : "model.window_size: sliding-window attention",
                     " is not supported by the executor (the simulator and the Megatron-LM export "
                     "take it)"));
   if (p.use_megatron_fsdp)

@@ -23,6 +23,7 @@
 
 #include "exec/cpu/cpu_backend.hpp"
 #include "exec/mpi/mpi_comm.hpp"
+#include "sim/sweep/stack_rules.hpp"
 #include "tests/exec/support/invariance.hpp"
 #include "tests/exec/support/self_comm.hpp"
 
@@ -46,7 +47,8 @@ const RunResult& reference_run(const Layout& l) {
   if (it == cache.end()) {
     CpuBackend be;
     testing::SelfCommWorld self(be);
-    it = cache.emplace(key, testing::train_steps(testing::reference_plan(l), be, self, l.act)).first;
+    it =
+        cache.emplace(key, testing::train_steps(testing::reference_plan(l), be, self, l.act)).first;
   }
   return it->second;
 }
@@ -163,6 +165,46 @@ TEST(Trainer, RefusesPlansItCannotRun) {
   p = tiny_plan({});
   p.training.fp8_format = Fp8Format::kHybrid;  // fp8 GEMMs: simulated and exported, not run
   EXPECT_THROW(check_executable(p), Error);
+  // Fields the executor would run in fp32 anyway: bf16 main gradients, and the precision-aware
+  // optimizer's 16-bit state.
+  p = tiny_plan({});
+  p.training.grads_in_fp32 = false;
+  try {
+    check_executable(p);
+    ADD_FAILURE() << "bf16 main gradients accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "training.grads_in_fp32: bf16 main gradients (Megatron's --grad-reduce-in-bf16) "
+                 "are not supported by the executor, which accumulates and reduces gradients in "
+                 "fp32; set it to true");
+  }
+  p.training.precision = Precision::kFp32;  // fp32 training has fp32 gradients whatever it says
+  EXPECT_NO_THROW(check_executable(p));
+  struct StateDtype {
+    const char* field;
+    OptimStateDtype OptimizerPrecision::*member;
+    OptimStateDtype dtype;
+  };
+  for (const StateDtype& s :
+       {StateDtype{"main_params_dtype", &OptimizerPrecision::main_params_dtype,
+                   OptimStateDtype::kFp16},
+        StateDtype{"exp_avg_dtype", &OptimizerPrecision::exp_avg_dtype, OptimStateDtype::kBf16},
+        StateDtype{"exp_avg_sq_dtype", &OptimizerPrecision::exp_avg_sq_dtype,
+                   OptimStateDtype::kBf16}}) {
+    p = tiny_plan({});
+    p.training.optimizer_precision.use_precision_aware_optimizer = true;
+    EXPECT_NO_THROW(check_executable(p));  // fp32 state: what the executor's optimizer keeps
+    p.training.optimizer_precision.*s.member = s.dtype;
+    try {
+      check_executable(p);
+      ADD_FAILURE() << s.field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                cat("training.", s.field, ": ", to_string(s.dtype),
+                    " (Megatron's precision-aware optimizer) is not supported by the executor, "
+                    "which keeps master weights and Adam moments in fp32; use fp32"));
+    }
+  }
   // Llama-family layers, pipelines, recomputation and the distributed optimizer run.
   EXPECT_NO_THROW(check_executable(tiny_plan({.llama = true})));
   EXPECT_NO_THROW(check_executable(tiny_plan({.pp = 4,
@@ -189,6 +231,74 @@ TEST(Trainer, RefusesPlansItCannotRun) {
   p = tiny_plan({.dp = 2, .distributed_optimizer = true});
   p.parallel.num_distributed_optimizer_instances = 2;
   EXPECT_THROW(check_executable(p), Error);
+}
+
+// The sweep's --stack mplan (sim/sweep/stack_rules) refuses every plan check_executable refuses,
+// under the field its error names, and passes the plans it runs: `mplan sweep` writes no plan
+// that `mplan run` refuses.
+TEST(Trainer, TheSweepsStackRulesRefuseWhatTheExecutorRefuses) {
+  auto mplan_plan = [](Plan p) {
+    p.training.implementation = Implementation::kMplan;
+    return p;
+  };
+  const Plan base = mplan_plan(tiny_plan({}));
+  std::vector<std::pair<std::string, Plan>> refused;
+  auto add = [&](const char* what, auto&& edit, Plan p) {
+    edit(p);
+    refused.emplace_back(what, mplan_plan(p));
+  };
+  add("cp", [](Plan& p) { p.parallel.cp = 2; }, base);
+  add("ep", [](Plan& p) { p.parallel.ep = 2; }, base);
+  add("moe", [](Plan& p) { p.model.moe = MoeSpec{4, 2, 256, 0, 1}; }, base);
+  add("fp16", [](Plan& p) { p.training.precision = Precision::kFp16; }, base);
+  add("bf16 grads", [](Plan& p) { p.training.grads_in_fp32 = false; }, base);
+  add("main params",
+      [](Plan& p) {
+        p.training.optimizer_precision.use_precision_aware_optimizer = true;
+        p.training.optimizer_precision.main_params_dtype = OptimStateDtype::kFp16;
+      },
+      base);
+  add("exp_avg", [](Plan& p) { p.training.optimizer_precision.exp_avg_dtype = OptimStateDtype::kBf16; },
+      base);
+  add("exp_avg_sq",
+      [](Plan& p) { p.training.optimizer_precision.exp_avg_sq_dtype = OptimStateDtype::kBf16; },
+      base);
+  add("fp8", [](Plan& p) { p.training.fp8_format = Fp8Format::kHybrid; }, base);
+  add("fp4", [](Plan& p) { p.training.fp4_format = Fp4Format::kE2m1; }, base);
+  add("mla", [](Plan& p) { p.model.mla = MlaSpec{}; }, base);
+  add("mtp", [](Plan& p) { p.model.mtp_num_layers = 1; }, base);
+  add("window", [](Plan& p) { p.model.window_size = std::array<int64_t, 2>{64, 0}; }, base);
+  add("fsdp", [](Plan& p) { p.parallel.use_megatron_fsdp = true; },
+      tiny_plan({.dp = 2, .distributed_optimizer = true}));
+  add("partial", [](Plan& p) { p.parallel.num_distributed_optimizer_instances = 2; },
+      tiny_plan({.dp = 2, .distributed_optimizer = true}));
+  add("empty chunk", [](Plan&) {},
+      tiny_plan({.pp = 2, .schedule = ScheduleKind::kInterleaved, .layout = "E|t*4|t*4|L"}));
+  for (const auto& [what, p] : refused) {
+    SCOPED_TRACE(what);
+    std::string field;
+    try {
+      check_executable(p);
+      ADD_FAILURE() << "accepted by the executor";
+      continue;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      field = m.substr(0, m.find(':'));
+    }
+    const auto v = sweep::stack_violation(p);
+    ASSERT_TRUE(v.has_value()) << "the sweep keeps a plan the executor refuses (" << field << ")";
+    EXPECT_EQ(v->field, field);
+  }
+  for (const Plan& p :
+       {base, mplan_plan(tiny_plan({.llama = true})),
+        mplan_plan(tiny_plan({.pp = 4,
+                              .vpp = 2,
+                              .schedule = ScheduleKind::kInterleaved,
+                              .recompute = Recompute::kFull,
+                              .distributed_optimizer = true}))}) {
+    EXPECT_NO_THROW(check_executable(p));
+    EXPECT_EQ(sweep::stack_violation(p), std::nullopt);
+  }
 }
 
 }  // namespace
