@@ -6,7 +6,8 @@
 // and full (uniform, block) recomputation — gives the losses, gradient norms and EVERY gradient of
 // the single-rank run, computed on each rank alone (SelfCommWorld), and the same loss curve over
 // several AdamW steps. A layout runs when the world size is tp·pp·dp (ctest runs this binary with
-// -np 1, 2, 4 and 8).
+// -np 1, 2, 4 and 8). At dp 2, the distributed optimizer's weights and f32 master weights after
+// several steps equal the plain optimizer's.
 // Stated tolerances, relative to the largest element of each reference tensor:
 //   f32 activations: 2e-5 (gradients), 1e-5 (losses, first gradient norm), 1e-4 (gradient norms
 //   after AdamW steps, which amplify last-bit differences of near-zero gradients): summation
@@ -72,6 +73,70 @@ TEST_P(TrainerInvariance, LossesAndEveryGradientMatchTheSingleRankRun) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TrainerInvariance, ::testing::ValuesIn(invariance_layouts()),
                          [](const auto& info) { return testing::layout_name(info.param); });
+
+// Every parameter after kInvarianceSteps AdamW steps of the tiny plan at dp 2 (f32), on this
+// rank: the model's weights (after the distributed optimizer's parameter all-gather) and the
+// optimizer's f32 master weights, whose shards are gathered over the data-parallel group.
+struct FinalParams {
+  std::vector<float> initial, weights, master;
+  std::vector<ParamSpec> specs;
+};
+
+FinalParams train_dp2(bool distributed_optimizer, int me) {
+  Plan plan = tiny_plan({.dp = 2, .distributed_optimizer = distributed_optimizer});
+  MpiCommWorld world(trainer_groups(plan.parallel, me));
+  CpuBackend be;
+  Trainer t(plan, be, world,
+            TrainerOptions{DType::kF32, testing::kInvarianceSeed, testing::kInvarianceBucketElems});
+  FinalParams r;
+  r.initial = testing::read(be, t.model().weights());
+  for (int k = 0; k < testing::kInvarianceSteps; ++k) t.step();
+  r.weights = testing::read(be, t.model().weights());
+  r.specs = t.model().params().specs;
+  const Optimizer& o = t.optimizer();
+  const std::vector<float> packed = testing::read(be, o.master());
+  r.master.assign(r.weights.size(), 0.0f);  // zero where another rank owns the element
+  for (const ShardRange& s : o.owned())
+    for (int64_t flat = s.begin; flat < s.end; ++flat)
+      r.master[static_cast<size_t>(flat)] = packed[static_cast<size_t>(o.packed_of(flat))];
+  if (distributed_optimizer)  // disjoint shards: the sum is the gather
+    MPI_Allreduce(MPI_IN_PLACE, r.master.data(), static_cast<int>(r.master.size()), MPI_FLOAT,
+                  MPI_SUM, static_cast<MpiComm&>(world.group("dp")).handle());
+  return r;
+}
+
+// The distributed optimizer updates each shard as the plain optimizer updates the whole: after
+// several steps every parameter is the same, to f32's 1e-5 relative to each tensor's largest
+// element (the reductions differ in order only: reduce-scatter against all-reduce, and the norm
+// summed over shards).
+TEST(Trainer, DistributedOptimizerEndsWithThePlainOptimizersWeights) {
+  int world_size = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (world_size != 2) GTEST_SKIP() << "needs 2 ranks";
+  const FinalParams plain = train_dp2(false, me);
+  const FinalParams dist = train_dp2(true, me);
+  // The same tensors; the distributed optimizer pads its flat buffers to whole shards, so each
+  // tensor is compared at its own offset in each run.
+  ASSERT_EQ(plain.specs.size(), dist.specs.size());
+  for (size_t i = 0; i < plain.specs.size(); ++i) {
+    const ParamSpec& p = plain.specs[i];
+    const ParamSpec& d = dist.specs[i];
+    SCOPED_TRACE(p.name);
+    ASSERT_EQ(p.name, d.name);
+    ASSERT_EQ(p.local_numel(), d.local_numel());
+    auto slice = [](const ParamSpec& s, const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + s.offset, v.begin() + s.offset + s.local_numel());
+    };
+    const std::vector<float> want = slice(p, plain.weights);
+    double scale = 1e-12;
+    for (float x : want) scale = std::max(scale, std::abs(static_cast<double>(x)));
+    EXPECT_TRUE(testing::all_close(slice(d, dist.weights), want, 1e-5, 1e-5 * scale));
+    EXPECT_TRUE(
+        testing::all_close(slice(d, dist.master), slice(p, plain.master), 1e-5, 1e-5 * scale));
+    EXPECT_NE(want, slice(p, plain.initial));  // the steps moved every tensor
+  }
+}
 
 TEST(Trainer, SameSeedGivesBitwiseSameLosses) {
   int world_size = 0, me = 0;
