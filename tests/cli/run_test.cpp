@@ -442,6 +442,21 @@ TEST_F(RunCommand, TraceHasTheSimulatorsNamesAndTheBreakdownItsPrediction) {
   nlohmann::json j = nlohmann::json::parse(slurp(json));
   ASSERT_TRUE(j["breakdown"][0].contains("predicted")) << j["breakdown"].dump();
   EXPECT_GT(j["breakdown"][0]["predicted"]["compute_s"].get<double>(), 0);
+  // The error of each part: (predicted - measured) / measured, null where nothing was measured.
+  const nlohmann::json& st = j["breakdown"][0];
+  for (const char* part :
+       {"compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "total"}) {
+    SCOPED_TRACE(part);
+    const double pred = st["predicted"][std::string(part) + "_s"].get<double>();
+    const double meas = st["measured"][std::string(part) + "_s"].get<double>();
+    ASSERT_TRUE(st["error"].contains(part)) << st.dump();
+    if (meas > 0) {
+      EXPECT_NEAR(st["error"][part].get<double>(), (pred - meas) / meas, 1e-12);
+    } else {
+      EXPECT_TRUE(st["error"][part].is_null());
+    }
+  }
+  EXPECT_TRUE(st["error"]["tp_comm"].is_null());  // no tensor parallelism: nothing measured
   EXPECT_GT(j["prediction"]["iteration_time_s"].get<double>(), 0);
   EXPECT_NE(r.out.find("predicted"), std::string::npos);
 }
