@@ -52,7 +52,8 @@ std::optional<Violation> stack_violation(const Plan& plan) {
     return Violation{"model.window_size",
                      cat("mplan's executor has no sliding-window attention", who)};
   if (p.use_megatron_fsdp)
-    return Violation{"parallel.use_megatron_fsdp", cat("mplan's executor has no Megatron-FSDP", who)};
+    return Violation{"parallel.use_megatron_fsdp",
+                     cat("mplan's executor has no Megatron-FSDP", who)};
   if (p.num_distributed_optimizer_instances != 1)
     return Violation{"parallel.num_distributed_optimizer_instances",
                      cat("mplan's executor has no partial distributed optimizer", who)};
