@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <optional>
 
 #include "cli/command_registry.hpp"
 #include "cli/output.hpp"
+#include "src/batch/microbatch_calculator.hpp"
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
 #include "src/interop/megatron/megatron_import.hpp"
@@ -130,7 +132,6 @@ void print_summary(std::ostream& os, const MegatronImport& r) {
   const ModelSpec& m = plan.model;
   const ParallelConfig& p = plan.parallel;
   const TrainingConfig& t = plan.training;
-  const int64_t per_step = p.micro_batch_size * p.dp;
   os << "  model     " << m.name
      << (r.matched_preset.empty() ? " (no preset has this shape)" : " (matches the preset)") << ": "
      << m.num_layers << " layers, hidden " << m.hidden_size << ", " << m.num_attention_heads
@@ -149,8 +150,9 @@ void print_summary(std::ostream& os, const MegatronImport& r) {
     os << "; the script launches " << r.script_world_size;
   os << "\n";
   os << "  batch     micro " << p.micro_batch_size << ", global " << p.global_batch_size;
-  if (p.global_batch_size % per_step == 0)
-    os << " (" << p.global_batch_size / per_step << " micro-batches per step)";
+  if (const std::optional<int64_t> m =
+          microbatches_if_valid(p.global_batch_size, p.micro_batch_size, p.dp))
+    os << " (" << *m << " micro-batches per step)";
   if (t.rampup_batch_size)
     os << "; ramp-up from " << t.rampup_batch_size->start << " by "
        << t.rampup_batch_size->increment << " over " << t.rampup_batch_size->samples << " samples";

@@ -412,7 +412,23 @@ Json breakdown_json(double compute, double tp, double pp, double dp, double bubb
           {"total_s", compute + tp + pp + dp + bubble + opt}};
 }
 
-// Per stage, measured (mean over the stage's ranks) beside predicted, printed and as JSON.
+// (predicted - measured) / measured of each part, the total last, as the printed error row;
+// null where nothing was measured.
+Json breakdown_error_json(const std::array<double, 6>& pred, const std::array<double, 6>& meas) {
+  auto err = [](double p, double m) { return m > 0 ? Json((p - m) / m) : Json(nullptr); };
+  double pt = 0, mt = 0;
+  for (size_t f = 0; f < 6; ++f) pt += pred[f], mt += meas[f];
+  return {{"compute", err(pred[0], meas[0])},
+          {"tp_comm", err(pred[1], meas[1])},
+          {"pp_comm", err(pred[2], meas[2])},
+          {"dp_comm", err(pred[3], meas[3])},
+          {"bubble", err(pred[4], meas[4])},
+          {"optimizer", err(pred[5], meas[5])},
+          {"total", err(pt, mt)}};
+}
+
+// Per stage, measured (mean over the stage's ranks) beside predicted and the error of each part,
+// printed and as JSON.
 Json report_breakdown(const Setup& s, const std::vector<double>& per_rank, int world) {
   const Plan& plan = s.plan;
   const int64_t pp = plan.parallel.pp;
@@ -447,6 +463,7 @@ Json report_breakdown(const Setup& s, const std::vector<double>& per_rank, int w
       const double tp = b.tp_comm_s + b.cp_comm_s + b.ep_comm_s;
       std::array<double, 6> p{b.compute_s, tp, b.pp_comm_s, b.dp_comm_s, b.bubble_s, b.optimizer_s};
       j["predicted"] = breakdown_json(p[0], p[1], p[2], p[3], p[4], p[5]);
+      j["error"] = breakdown_error_json(p, {m[0], m[1], m[2], m[3], m[4], m[5]});
       std::vector<std::string> pred = {"", "predicted"}, e = {"", "error"};
       double pt = 0, mt = 0;
       for (int f = 0; f < 6; ++f) {

@@ -1,4 +1,5 @@
-// `mplan validate PLAN.json`: parse a plan and list every broken rule (exit 2), or print "valid"
+// `mplan validate PLAN.json`: parse a plan and list every broken rule (exit 2; for
+// training.implementation mplan, also what the executor does not run), or print "valid"
 // with the sizes derived from it and whether it fits in GPU memory (simulated peak against the
 // GPU's memory): exit 0 when it fits, 1 when it is valid but does not fit.
 #include <iostream>
@@ -8,6 +9,8 @@
 #include "cli/output.hpp"
 #include "sim/plan_sim/simulate.hpp"
 #include "sim/plan_sim/simulation_size.hpp"
+#include "sim/sweep/stack_rules.hpp"
+#include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
 #include "src/plan/plan.hpp"
 #include "src/plan/validate.hpp"
@@ -58,6 +61,10 @@ std::string memory_text(const MemoryFit& m) {
 void run_validate(const ValidateOptions& o) {
   Plan plan = load_plan(o.plan_path);
   auto violations = validate(plan);
+  // A plan for mplan's executor is also checked against what the executor runs, as the sweep's
+  // --stack mplan counts it (what `mplan run` would refuse).
+  if (violations.empty() && plan.training.implementation == Implementation::kMplan)
+    if (auto v = sweep::stack_violation(plan)) violations.push_back(*v);
   const ParallelConfig& p = plan.parallel;
   std::optional<MemoryFit> fit;
   if (violations.empty()) fit = memory_fit(plan);
@@ -70,7 +77,7 @@ void run_validate(const ValidateOptions& o) {
     j["world_size"] = plan.world_size();
     j["num_nodes"] = plan.num_nodes();
     if (violations.empty()) {
-      j["num_microbatches"] = p.global_batch_size / (p.micro_batch_size * p.dp);
+      j["num_microbatches"] = num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp);
       j["memory"] = memory_json(*fit);
     }
     std::cout << j.dump(2) << "\n";
@@ -79,8 +86,9 @@ void run_validate(const ValidateOptions& o) {
               << plan.num_nodes() << " node" << (plan.num_nodes() > 1 ? "s" : "") << " of "
               << plan.cluster.name << "): tp " << p.tp << " cp " << p.cp << " ep " << p.ep
               << " etp " << p.etp << " pp " << p.pp << " vpp " << p.vpp << " dp " << p.dp << "; "
-              << p.global_batch_size / (p.micro_batch_size * p.dp) << " micro-batches of "
-              << p.micro_batch_size << " per step, schedule " << to_string(p.schedule) << "\n"
+              << num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp)
+              << " micro-batches of " << p.micro_batch_size << " per step, schedule "
+              << to_string(p.schedule) << "\n"
               << memory_text(*fit) << "\n";
   } else {
     std::cout << o.plan_path << ": " << violations.size() << " broken rule"

@@ -2,8 +2,10 @@
 #include "exec/model/activations.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "src/common/error.hpp"
+#include "src/model/recompute_group.hpp"
 
 namespace mplan::exec {
 
@@ -19,23 +21,15 @@ ChunkShape chunk_shape(const ParallelConfig& p, int64_t num_layers, bool has_emb
   c.storage.assign(n, LayerStorage::kFull);
   c.group_first.assign(n, -1);
   c.group_last.assign(n, -1);
-  if (p.recompute != Recompute::kFull) return c;
-  const int64_t group = std::max<int64_t>(1, p.recompute_num_layers);
   for (int64_t i = 0; i < num_layers; ++i) {
+    // Full recomputation's groups (src/model/recompute_group): each keeps only its input.
+    const std::optional<RecomputeGroup> g = full_recompute_group(p, num_layers, i);
+    if (!g) continue;
     const size_t k = static_cast<size_t>(i);
-    if (p.recompute_method == RecomputeMethod::kUniform) {
-      // transformer_block.py _checkpointed_forward, "uniform": groups of `group` layers, each
-      // keeping its input.
-      const int64_t first = i / group * group;
-      c.group_first[k] = static_cast<int32_t>(first);
-      c.group_last[k] = static_cast<int32_t>(std::min(first + group, num_layers) - 1);
-      c.storage[k] = i == first ? LayerStorage::kCheckpoint : LayerStorage::kNone;
-    } else if (i < group) {  // "block": the chunk's first `group` layers, one by one
-      c.group_first[k] = c.group_last[k] = static_cast<int32_t>(i);
-      c.storage[k] = LayerStorage::kCheckpoint;
-    }
-    if (c.group_first[k] >= 0)
-      c.max_group = std::max<int64_t>(c.max_group, c.group_last[k] - c.group_first[k] + 1);
+    c.group_first[k] = static_cast<int32_t>(g->first);
+    c.group_last[k] = static_cast<int32_t>(g->last);
+    c.storage[k] = i == g->first ? LayerStorage::kCheckpoint : LayerStorage::kNone;
+    c.max_group = std::max(c.max_group, g->size());
   }
   return c;
 }

@@ -12,6 +12,7 @@
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
 #include "src/parallel/rank_grid.hpp"
+#include "src/plan/plan_rules.hpp"
 
 namespace mplan::exec {
 
@@ -25,16 +26,30 @@ void check_executable(const Plan& plan) {
         cat("parallel.ep: expert parallelism is not supported by the executor (ep = ", p.ep, ")"));
   if (plan.training.precision == Precision::kFp16)
     throw Error("training.precision: fp16 (with loss scaling) is not supported; use bf16 or fp32");
+  // The executor accumulates and reduces gradients in f32 and keeps f32 master weights and Adam
+  // moments: a plan asking for less would run, but not as it says.
+  if (plan.training.precision != Precision::kFp32 && !plan.training.grads_in_fp32)
+    throw Error(
+        "training.grads_in_fp32: bf16 main gradients (Megatron's --grad-reduce-in-bf16) are not "
+        "supported by the executor, which accumulates and reduces gradients in fp32; set it to "
+        "true");
+  const OptimizerPrecision& op = plan.training.optimizer_precision;
+  for (const auto& [field, dtype] : {std::pair{"main_params_dtype", op.main_params_dtype},
+                                     std::pair{"exp_avg_dtype", op.exp_avg_dtype},
+                                     std::pair{"exp_avg_sq_dtype", op.exp_avg_sq_dtype}})
+    if (dtype != OptimStateDtype::kFp32)
+      throw Error(cat("training.", field, ": ", to_string(dtype),
+                      " (Megatron's precision-aware optimizer) is not supported by the executor, "
+                      "which keeps master weights and Adam moments in fp32; use fp32"));
   if (plan.training.fp8_format != Fp8Format::kNone || plan.training.fp4_format != Fp4Format::kNone)
     throw Error(cat(plan.training.fp8_format != Fp8Format::kNone ? "training.fp8_format"
                                                                  : "training.fp4_format",
                     ": fp8 / fp4 GEMMs are not supported by the executor (the simulator and the "
                     "Megatron-LM export take them); use bf16"));
   if (plan.model.mla || plan.model.mtp_num_layers > 0 || plan.model.window_size)
-    throw Error(cat("model: ",
-                    plan.model.mla                  ? "multi-latent attention"
-                    : plan.model.mtp_num_layers > 0 ? "multi-token prediction"
-                                                    : "sliding-window attention",
+    throw Error(cat(plan.model.mla                  ? "model.mla: multi-latent attention"
+                    : plan.model.mtp_num_layers > 0 ? "model.mtp_num_layers: multi-token prediction"
+                                                    : "model.window_size: sliding-window attention",
                     " is not supported by the executor (the simulator and the Megatron-LM export "
                     "take it)"));
   if (p.use_megatron_fsdp)
@@ -156,7 +171,8 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
   runner_ = std::make_unique<PipelineRunner>(*model_, pp_, tracer_.get(), &progress_);
 
   // Evaluation runs the final batch size (Megatron's evaluate()).
-  max_micro = std::max(max_micro, p.global_batch_size / (p.micro_batch_size * p.dp));
+  max_micro =
+      std::max(max_micro, mplan::num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp));
   data_capacity_ = max_micro;
   inputs_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
   targets_ = be_.alloc(DType::kI32, {max_micro, d.seq, d.micro_batch}, "data");
@@ -197,14 +213,7 @@ void Trainer::restore_counters(int64_t iterations, int64_t consumed_samples,
 const Schedule& Trainer::schedule(int64_t microbatches, bool forward_only) {
   auto it = schedules_.find({microbatches, forward_only});
   if (it != schedules_.end()) return it->second;
-  const ParallelConfig& p = plan_.parallel;
-  ScheduleSpec spec;
-  spec.kind = p.schedule;
-  spec.pp = p.pp;
-  spec.vpp = p.vpp;
-  spec.microbatches = microbatches;
-  spec.group_size =
-      p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage : 0;
+  ScheduleSpec spec = schedule_spec_of(plan_, microbatches);
   spec.forward_only = forward_only;
   return schedules_.emplace(std::pair{microbatches, forward_only}, make_schedule(spec))
       .first->second;
@@ -353,7 +362,7 @@ StepResult Trainer::step(bool apply_update) {
 EvalResult Trainer::evaluate(const TokenSource& source, int64_t first_sample, int64_t iterations) {
   const GptDims& d = model_->dims();
   const ParallelConfig& p = plan_.parallel;
-  const int64_t M = p.global_batch_size / (p.micro_batch_size * p.dp);
+  const int64_t M = mplan::num_microbatches(p.global_batch_size, p.micro_batch_size, p.dp);
   const int64_t T = d.tokens();
   MPLAN_CHECK(M >= 1 && M <= data_capacity_ && iterations >= 0, "evaluation of ", iterations, " x ",
               M, " micro-batches");

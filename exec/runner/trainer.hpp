@@ -38,8 +38,10 @@
 namespace mplan::exec {
 
 // Throws mplan::Error (naming the field) when the executor cannot run `plan`: context or expert
-// parallelism, fp16, or a model that is not a GPT of the reference kind (a valid plan is assumed:
-// call validate() first).
+// parallelism, fp16, fp8 / fp4, bf16 main gradients (grads_in_fp32 false), optimizer state in a
+// dtype other than fp32 (the precision-aware optimizer), Megatron-FSDP, partial distributed
+// optimizers, or a model that is not a GPT of the reference kind (a valid plan is assumed: call
+// validate() first). Nothing is allocated before it.
 void check_executable(const Plan& plan);
 
 // The activation dtype of a plan's precision (bf16 -> bf16, fp32 -> f32).

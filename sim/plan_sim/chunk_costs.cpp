@@ -8,9 +8,11 @@
 #include "sim/plan_sim/chunk_costs.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
+#include "src/model/recompute_group.hpp"
 #include "src/parallel/grad_buckets.hpp"
 
 namespace mplan::sim {
@@ -30,7 +32,6 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
   table.vpp = p.vpp;
   const bool full = p.recompute == Recompute::kFull;
   const bool selective = p.recompute == Recompute::kSelective;
-  const int64_t group = std::max<int64_t>(1, p.recompute_num_layers);
   for (int64_t c = 0; c < p.vpp; ++c) {
     const LayerRange range = chunk_layers(m.num_layers, p, stage, c);
     ChunkCosts ch;
@@ -85,17 +86,16 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
         u.recompute_attention = true;
         recompute = lc.attn_fwd.cost;
         ch.recompute_bytes = std::max(ch.recompute_bytes, lc.act_full_bytes - lc.act_bytes);
-      } else if (full && p.recompute_method == RecomputeMethod::kUniform) {
+      } else if (const std::optional<RecomputeGroup> g =
+                     full ? full_recompute_group(p, range.count, local) : std::nullopt) {
+        // Full recomputation (src/model/recompute_group): the group keeps its input and runs
+        // again when the backward reaches its last layer.
         recomputed_layer = true;
-        // The group of `group` layers that starts at a multiple of `group` in the chunk is
-        // recomputed when the backward reaches its last layer.
-        const int64_t g_first = local / group * group;
-        const int64_t g_last = std::min(g_first + group, range.count) - 1;
-        if (local == g_last) {
-          u.recompute_first = static_cast<int32_t>(range.first + g_first);
-          u.recompute_count = static_cast<int32_t>(g_last - g_first + 1);
+        if (local == g->last) {
+          u.recompute_first = static_cast<int32_t>(range.first + g->first);
+          u.recompute_count = static_cast<int32_t>(g->size());
           int64_t bytes = 0;
-          for (int64_t k = g_first; k <= g_last; ++k) {
+          for (int64_t k = g->first; k <= g->last; ++k) {
             const LayerCosts& rk = layer_of(costs, plan, range.first + k);
             recompute += rk.fwd.cost;
             bytes += rk.act_full_bytes;
@@ -103,17 +103,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
           }
           ch.recompute_bytes = std::max(ch.recompute_bytes, bytes);
         }
-        if (local == g_first) ch.act_bytes += lc.ckpt_bytes;  // the group's input
-      } else if (full) {  // block: the first `group` layers of the chunk, one by one
-        recomputed_layer = local < group;
-        if (recomputed_layer) {
-          u.recompute_first = static_cast<int32_t>(l);
-          u.recompute_count = 1;
-          u.recompute_moe = u.moe ? 1 : 0;
-          recompute = lc.fwd.cost;
-          ch.act_bytes += lc.ckpt_bytes;
-          ch.recompute_bytes = std::max(ch.recompute_bytes, lc.act_full_bytes);
-        }
+        if (local == g->first) ch.act_bytes += lc.ckpt_bytes;  // the group's input
       }
       if (!recomputed_layer) ch.act_bytes += full ? lc.act_full_bytes : lc.act_bytes;
       u.bwd = recompute + lc.bwd.cost;

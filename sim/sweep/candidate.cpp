@@ -2,9 +2,14 @@
 // plan file's defaults, so that parse(to_json(to_parallel(c))) == to_parallel(c).
 #include "sim/sweep/candidate.hpp"
 
+#include "src/batch/microbatch_calculator.hpp"
 #include "src/common/error.hpp"
 
 namespace mplan::sweep {
+
+int64_t num_microbatches(const Candidate& c, int64_t global_batch_size) {
+  return microbatches_if_valid(global_batch_size, c.micro_batch_size, c.dp).value_or(0);
+}
 
 ParallelConfig to_parallel(const Candidate& c, int64_t global_batch_size) {
   ParallelConfig p;

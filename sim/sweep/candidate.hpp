@@ -29,6 +29,10 @@ struct Candidate {
 // plan file's defaults (order tp-cp-ep-dp-pp, overlapped grad reduce and param gather).
 ParallelConfig to_parallel(const Candidate& c, int64_t global_batch_size);
 
+// Micro-batches per iteration of a candidate (src/batch's count: global batch / (micro-batch x
+// dp)); 0 when the global batch does not divide into them.
+int64_t num_microbatches(const Candidate& c, int64_t global_batch_size);
+
 // Short layout label for tables: "tp8 pp16 dp1", with cp, ep, etp, vpp and the uneven split
 // only when they matter ("tp4 cp2 pp8 vpp3 dp4", "pp16 (7+..+7)").
 std::string layout_label(const Candidate& c);

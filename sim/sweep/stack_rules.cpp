@@ -29,6 +29,34 @@ std::optional<Violation> stack_violation(const Plan& plan) {
     return Violation{"model.moe", cat("mplan's executor runs dense models only", who)};
   if (plan.training.precision == Precision::kFp16)
     return Violation{"training.precision", cat("mplan's executor has no fp16 training", who)};
+  if (plan.training.precision != Precision::kFp32 && !plan.training.grads_in_fp32)
+    return Violation{"training.grads_in_fp32",
+                     cat("mplan's executor has no bf16 main gradients", who)};
+  const OptimizerPrecision& op = plan.training.optimizer_precision;
+  for (const auto& [field, dtype] : {std::pair{"main_params_dtype", op.main_params_dtype},
+                                     std::pair{"exp_avg_dtype", op.exp_avg_dtype},
+                                     std::pair{"exp_avg_sq_dtype", op.exp_avg_sq_dtype}})
+    if (dtype != OptimStateDtype::kFp32)
+      return Violation{cat("training.", field),
+                       cat("mplan's executor keeps optimizer state in fp32", who)};
+  if (plan.training.fp8_format != Fp8Format::kNone)
+    return Violation{"training.fp8_format", cat("mplan's executor has no fp8 GEMMs", who)};
+  if (plan.training.fp4_format != Fp4Format::kNone)
+    return Violation{"training.fp4_format", cat("mplan's executor has no fp4 GEMMs", who)};
+  if (plan.model.mla)
+    return Violation{"model.mla", cat("mplan's executor has no multi-latent attention", who)};
+  if (plan.model.mtp_num_layers > 0)
+    return Violation{"model.mtp_num_layers",
+                     cat("mplan's executor has no multi-token prediction", who)};
+  if (plan.model.window_size)
+    return Violation{"model.window_size",
+                     cat("mplan's executor has no sliding-window attention", who)};
+  if (p.use_megatron_fsdp)
+    return Violation{"parallel.use_megatron_fsdp",
+                     cat("mplan's executor has no Megatron-FSDP", who)};
+  if (p.num_distributed_optimizer_instances != 1)
+    return Violation{"parallel.num_distributed_optimizer_instances",
+                     cat("mplan's executor has no partial distributed optimizer", who)};
   if (plan.model.position_embedding == PositionEmbedding::kRope) {
     const int64_t rot = static_cast<int64_t>(plan.model.rotary_percent *
                                              static_cast<double>(plan.model.kv_channels));

@@ -232,8 +232,7 @@ void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, 
     st.done.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  p.cost = static_cast<int64_t>(c.pp) * c.vpp *
-           (gbs / (static_cast<int64_t>(c.micro_batch_size) * c.dp));
+  p.cost = static_cast<int64_t>(c.pp) * c.vpp * num_microbatches(c, gbs);
   out.pending.push_back(p);
 }
 

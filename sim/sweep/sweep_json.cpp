@@ -8,11 +8,6 @@
 
 namespace mplan::sweep {
 
-int64_t num_microbatches(const Candidate& c, int64_t global_batch_size) {
-  const int64_t per_step = static_cast<int64_t>(c.micro_batch_size) * c.dp;
-  return per_step > 0 ? global_batch_size / per_step : 0;
-}
-
 Json evaluated_to_json(const Evaluated& e, int64_t global_batch_size, int64_t rank) {
   const Candidate& c = e.candidate;
   const Figures& f = e.figures;

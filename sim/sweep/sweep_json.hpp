@@ -13,9 +13,6 @@ namespace mplan::sweep {
 
 inline constexpr int kSweepSchemaVersion = 1;
 
-// Number of micro-batches per iteration of a candidate: global batch / (micro-batch x dp).
-int64_t num_microbatches(const Candidate& c, int64_t global_batch_size);
-
 // One candidate with its figures: {rank (when ranked), layout {tp, cp, ep, etp, pp, vpp, dp,
 // first_stage_layers, last_stage_layers}, micro_batch_size, num_microbatches, sequence_parallel,
 // recompute, distributed_optimizer, schedule, iteration_time_s, tokens_per_s,

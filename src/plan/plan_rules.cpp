@@ -15,11 +15,16 @@ std::optional<ScheduleSpec> schedule_spec_of(const Plan& plan) {
   const std::optional<int64_t> m =
       microbatches_if_valid(p.global_batch_size, p.micro_batch_size, p.dp);
   if (!m) return std::nullopt;
+  return schedule_spec_of(plan, *m);
+}
+
+ScheduleSpec schedule_spec_of(const Plan& plan, int64_t microbatches) {
+  const ParallelConfig& p = plan.parallel;
   ScheduleSpec s;
   s.kind = p.schedule;
   s.pp = p.pp;
   s.vpp = p.vpp;
-  s.microbatches = *m;
+  s.microbatches = microbatches;
   s.group_size =
       p.schedule == ScheduleKind::kInterleaved ? p.microbatch_group_size_per_vp_stage : 0;
   return s;

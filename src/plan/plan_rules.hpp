@@ -16,6 +16,10 @@ namespace mplan {
 // The schedule a plan runs; nullopt when the batch does not divide into micro-batches.
 std::optional<ScheduleSpec> schedule_spec_of(const Plan& plan);
 
+// The schedule of an iteration of `microbatches` micro-batches (a step of a batch-size ramp-up;
+// the final batch is schedule_spec_of(plan)).
+ScheduleSpec schedule_spec_of(const Plan& plan, int64_t microbatches);
+
 // Appends the broken schedule rules of `plan` to `out` (field names as in the plan file).
 void append_schedule_violations(const Plan& plan, std::vector<Violation>& out);
 

@@ -301,14 +301,15 @@ void check_batch(const Plan& plan, Collector& c) {
     c.out.push_back({BatchFieldNames{}.name(e->field), std::move(e->message)});
     batch_ok = false;
   }
-  const int64_t md = p.micro_batch_size * p.dp;
-  // The final (or only) global batch size: ConstantNumMicroBatchesCalculator's rule, which a
-  // ramp-up run meets once it reaches the final size.
-  if (batch_ok && spec.rampup && p.global_batch_size % md != 0) {
-    c.add("parallel.global_batch_size", "global batch size (", p.global_batch_size,
-          ") is not divisible by micro batch size (", p.micro_batch_size,
-          ") times data parallel size (", p.dp, ")");
-    batch_ok = false;
+  // The final global batch size: ConstantNumMicroBatchesCalculator's rules, which a ramp-up run
+  // meets once it reaches the final size.
+  if (batch_ok && spec.rampup) {
+    MicrobatchSpec final_batch = spec;
+    final_batch.rampup.reset();
+    if (auto e = check_microbatch_spec(final_batch)) {
+      c.out.push_back({BatchFieldNames{}.name(e->field), std::move(e->message)});
+      batch_ok = false;
+    }
   }
   std::optional<MicrobatchCalculator> calc;
   if (batch_ok && spec.rampup) {

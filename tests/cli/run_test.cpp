@@ -348,6 +348,36 @@ TEST_F(RunCommand, CheckpointsOfAnotherRunOrModelAreRefused) {
       << r.out;
 }
 
+// Plan fields the executor does not implement are refused before anything is allocated, naming
+// the field and why (exit 2), rather than run in fp32 anyway.
+TEST_F(RunCommand, RefusesPrecisionFieldsItDoesNotImplement) {
+  const struct {
+    const char* fields;
+    const char* error;
+  } cases[] = {
+      {R"({"grads_in_fp32": false})",
+       "mplan: error: training.grads_in_fp32: bf16 main gradients (Megatron's "
+       "--grad-reduce-in-bf16) are not supported by the executor, which accumulates and reduces "
+       "gradients in fp32; set it to true"},
+      {R"({"use_precision_aware_optimizer": true, "exp_avg_dtype": "bf16",
+           "exp_avg_sq_dtype": "bf16"})",
+       "mplan: error: training.exp_avg_dtype: bf16 (Megatron's precision-aware optimizer) is not "
+       "supported by the executor, which keeps master weights and Adam moments in fp32; use fp32"},
+      {R"({"use_precision_aware_optimizer": true, "main_params_dtype": "fp16"})",
+       "mplan: error: training.main_params_dtype: fp16 (Megatron's precision-aware optimizer) is "
+       "not supported by the executor"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json plan = nlohmann::json::parse(slurp(kTinyGpt));
+    plan["training"].update(nlohmann::json::parse(c.fields));
+    Result r = run("run " + write_temp("run_precision.json", plan.dump()) +
+                   " --backend cpu --iters 2 --warmup 0");
+    EXPECT_EQ(r.code, 2) << c.fields;
+    EXPECT_NE(r.out.find(c.error), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(RunCommand, RefusesAPlanForAnotherWorldSize) {
   Result r = run("run " + shipped_plan("tiny-gpt-tp2-sp") + " --backend cpu");
   EXPECT_EQ(r.code, 2);
@@ -412,6 +442,21 @@ TEST_F(RunCommand, TraceHasTheSimulatorsNamesAndTheBreakdownItsPrediction) {
   nlohmann::json j = nlohmann::json::parse(slurp(json));
   ASSERT_TRUE(j["breakdown"][0].contains("predicted")) << j["breakdown"].dump();
   EXPECT_GT(j["breakdown"][0]["predicted"]["compute_s"].get<double>(), 0);
+  // The error of each part: (predicted - measured) / measured, null where nothing was measured.
+  const nlohmann::json& st = j["breakdown"][0];
+  for (const char* part :
+       {"compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "total"}) {
+    SCOPED_TRACE(part);
+    const double pred = st["predicted"][std::string(part) + "_s"].get<double>();
+    const double meas = st["measured"][std::string(part) + "_s"].get<double>();
+    ASSERT_TRUE(st["error"].contains(part)) << st.dump();
+    if (meas > 0) {
+      EXPECT_NEAR(st["error"][part].get<double>(), (pred - meas) / meas, 1e-12);
+    } else {
+      EXPECT_TRUE(st["error"][part].is_null());
+    }
+  }
+  EXPECT_TRUE(st["error"]["tp_comm"].is_null());  // no tensor parallelism: nothing measured
   EXPECT_GT(j["prediction"]["iteration_time_s"].get<double>(), 0);
   EXPECT_NE(r.out.find("predicted"), std::string::npos);
 }

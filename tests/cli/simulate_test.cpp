@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -180,10 +181,18 @@ TEST(SimulateCli, OneTimeStyleAndTheTinyPlansSimulate) {
   Result b = run("simulate " + write_temp("big.json", big.dump(2)) + " --allow-oom");
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_THAT(b.out, ::testing::ContainsRegex("iteration time +[0-9]+\\.[0-9][0-9] s\n"));
-  for (const char* tiny : {"tiny-gpt", "tiny-gpt-tp2-sp", "tiny-gpt-tp2-dp2"}) {
-    Result t = run("simulate " + shipped_plan(tiny));
-    EXPECT_EQ(t.code, 0) << tiny << ": " << t.err;
+  // Every CPU test plan (configs/plans/tiny-gpt*.json), so that `mplan run --backend cpu` on it
+  // prints the prediction beside the measurement and checks the memory.
+  int tiny_plans = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(MPLAN_SOURCE_DIR) + "/configs/plans")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("tiny-gpt", 0) != 0) continue;
+    ++tiny_plans;
+    Result t = run("simulate " + e.path().string());
+    EXPECT_EQ(t.code, 0) << name << ": " << t.err;
   }
+  EXPECT_GE(tiny_plans, 4);
 }
 
 TEST(SimulateCli, PlansTooLargeToSimulateExitTwo) {

@@ -88,6 +88,31 @@ TEST(ValidateCli, RecipesTheGpuCannotRunExitTwo) {
   std::remove(path.c_str());
 }
 
+// A plan for mplan's executor (training.implementation mplan) breaks a rule where the executor
+// does not run it, as `mplan run` and the sweep's --stack mplan refuse it; for Megatron-LM the
+// same plan is valid.
+TEST(ValidateCli, WhatTheExecutorDoesNotRunIsBrokenForTheMplanStack) {
+  Json p = Json::parse(mplan::cli_test::slurp(kShippedPlan));
+  p["training"]["grads_in_fp32"] = false;
+  p["training"]["implementation"] = "megatron-te";
+  std::string path = write_temp("bf16_grads.json", p.dump(2));
+  Result megatron = run("validate " + path);
+  EXPECT_EQ(megatron.code, 0) << megatron.out << megatron.err;
+  p["training"]["implementation"] = "mplan";
+  path = write_temp("bf16_grads.json", p.dump(2));
+  Result r = run("validate " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.out, HasSubstr("1 broken rule:\n  training.grads_in_fp32: mplan's executor has "
+                               "no bf16 main gradients (training.implementation mplan)"));
+  Result j = run("validate " + path + " --json");
+  EXPECT_EQ(j.code, 2);
+  EXPECT_EQ(Json::parse(j.out)["violations"][0]["field"], "training.grads_in_fp32");
+  p["training"]["grads_in_fp32"] = true;
+  path = write_temp("bf16_grads.json", p.dump(2));
+  EXPECT_EQ(run("validate " + path).code, 0);
+  std::remove(path.c_str());
+}
+
 TEST(ValidateCli, MalformedPlanNamesTheFieldAndExitsTwo) {
   Json p = llama_plan();
   p["parallel"]["tp"] = "2";

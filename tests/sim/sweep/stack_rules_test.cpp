@@ -1,5 +1,6 @@
 // Tests of the stack rules: Megatron-LM refuses zb-h1 and gpipe, mplan's executor what its
-// check_executable refuses (cp, ep, MoE, fp16), and each stack runs the plain 1F1B plan.
+// check_executable refuses (cp, ep, MoE, fp16, bf16 main gradients, optimizer state other than
+// fp32), and each stack runs the plain 1F1B plan.
 #include "sim/sweep/stack_rules.hpp"
 
 #include <gtest/gtest.h>
@@ -49,8 +50,17 @@ TEST(StackRules, TheExecutorRefusesWhatItCannotRun) {
   Plan moe = reference(Implementation::kMplan);
   moe.model.moe = MoeSpec{};
   EXPECT_EQ(stack_violation(moe)->field, "model.moe");
+  Plan bf16_grads = reference(Implementation::kMplan);
+  bf16_grads.training.grads_in_fp32 = false;
+  EXPECT_EQ(stack_violation(bf16_grads)->field, "training.grads_in_fp32");
+  Plan moments = reference(Implementation::kMplan);
+  moments.training.optimizer_precision = {true, OptimStateDtype::kFp32, OptimStateDtype::kBf16,
+                                          OptimStateDtype::kBf16};
+  EXPECT_EQ(stack_violation(moments)->field, "training.exp_avg_dtype");
+  moments.training.optimizer_precision.exp_avg_dtype = OptimStateDtype::kFp32;
+  EXPECT_EQ(stack_violation(moments)->field, "training.exp_avg_sq_dtype");
   // Megatron-LM runs all of them.
-  for (Plan p : {cp, ep, fp16, moe}) {
+  for (Plan p : {cp, ep, fp16, moe, bf16_grads, moments}) {
     p.training.implementation = Implementation::kMegatronTe;
     EXPECT_EQ(stack_violation(p), std::nullopt);
   }

@@ -29,6 +29,10 @@ TEST(PlanRules, SpecOfPlan) {
   EXPECT_EQ(s->microbatches, 16);
   EXPECT_EQ(s->pp, 4);
   EXPECT_EQ(s->vpp, 2);
+  // An iteration of a ramp-up: the same schedule over fewer micro-batches.
+  ScheduleSpec ramp = *s;
+  ramp.microbatches = 8;
+  EXPECT_EQ(schedule_spec_of(p, 8), ramp);
   EXPECT_FALSE(
       schedule_spec_of(
           plan_with(R"({"pp": 2, "dp": 2, "micro_batch_size": 3, "global_batch_size": 32})"))
