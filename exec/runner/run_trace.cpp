@@ -5,13 +5,16 @@ namespace mplan::exec {
 
 namespace {
 
-const char* category(SpanKind k) {
-  switch (k) {
+// The simulator's categories (sim/des/program.cpp): compute, send, recv, collective.
+const char* category(const TraceSpan& s) {
+  switch (s.kind) {
     case SpanKind::kPass:
-    case SpanKind::kOptimizer:
       return "compute";
+    case SpanKind::kOptimizer:
+      // The gradient-norm all-reduce is a collective there; the breakdown counts it as optimizer.
+      return s.name == "grad_norm_ar" ? "collective" : "compute";
     case SpanKind::kP2p:
-      return "p2p";
+      return s.name.rfind("send", 0) == 0 ? "send" : "recv";
     case SpanKind::kTp:
     case SpanKind::kDpComm:
     case SpanKind::kDpExposed:
@@ -56,7 +59,7 @@ Json rank_trace_events(const std::vector<Tracer::Timed>& spans, int pid,
     if (s.bytes > 0) args["bytes"] = s.bytes;
     events.push_back({{"ph", "X"},
                       {"name", s.name},
-                      {"cat", category(s.kind)},
+                      {"cat", category(s)},
                       {"pid", pid},
                       {"tid", static_cast<int>(s.stream)},
                       {"ts", static_cast<double>(t.begin_ns) / 1000.0},

@@ -2,7 +2,9 @@
 # it exits 0, prints the measured, predicted and error rows of the time breakdown for every
 # pipeline stage and the memory check, and its --json document carries, per stage, the measured
 # and predicted breakdown and the error of each part, the prediction and the predicted peak
-# memory. Variables: MPIEXEC, NP_FLAG, NP, MPLAN, PLAN, STAGES, JSON, TRACE.
+# memory; its trace has the events of `mplan simulate --trace` of the same plan, by name and
+# category (the executor's own waits, dp_wait and param_wait, aside).
+# Variables: MPIEXEC, NP_FLAG, NP, MPLAN, PLAN, STAGES, JSON, TRACE.
 foreach(v MPIEXEC NP_FLAG NP MPLAN PLAN STAGES JSON TRACE)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check_mplan_run.cmake: -D${v}=... is missing")
@@ -70,3 +72,38 @@ if(NOT v GREATER 0)
   message(FATAL_ERROR "prediction.iteration_time_s is ${v}")
 endif()
 message("mplan run: ${STAGES} stages, each with its measured and predicted breakdown and errors")
+
+# The measured trace and the simulated one: the same event names, each in the same category.
+function(trace_kinds file out)
+  file(READ "${file}" doc)
+  string(JSON n LENGTH "${doc}" traceEvents)
+  math(EXPR n "${n} - 1")
+  set(kinds "")
+  foreach(i RANGE ${n})
+    string(JSON ph GET "${doc}" traceEvents ${i} ph)
+    if(NOT ph STREQUAL "X")
+      continue()
+    endif()
+    string(JSON name GET "${doc}" traceEvents ${i} name)
+    string(JSON cat GET "${doc}" traceEvents ${i} cat)
+    if(NOT name MATCHES "^(dp_wait|param_wait)$")
+      list(APPEND kinds "${name}:${cat}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES kinds)
+  list(SORT kinds)
+  set(${out} "${kinds}" PARENT_SCOPE)
+endfunction()
+set(sim_trace "${TRACE}.simulated.json")
+execute_process(COMMAND "${MPLAN}" simulate "${PLAN}" --trace "${sim_trace}"
+                OUTPUT_QUIET RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mplan simulate --trace exited ${rc}")
+endif()
+trace_kinds("${TRACE}" measured)
+trace_kinds("${sim_trace}" simulated)
+if(NOT measured STREQUAL simulated)
+  message(FATAL_ERROR "trace events differ (name:category)\n  measured:  ${measured}\n"
+                      "  simulated: ${simulated}")
+endif()
+message("traces: the same events as the simulator's: ${measured}")

@@ -37,6 +37,8 @@ TEST(RunTrace, EventsInTheSimulatorsSchema) {
   EXPECT_EQ(x[0]["dur"].get<double>(), 2.0);
   EXPECT_EQ(x[0]["args"]["microbatch"], 2);
   EXPECT_EQ(x[0]["args"]["chunk"], 1);
+  EXPECT_EQ(x[0]["cat"], "compute");
+  EXPECT_EQ(x[1]["cat"], "recv");  // the simulator's categories: compute, send, recv, collective
   EXPECT_EQ(x[1]["tid"], 5);
   EXPECT_EQ(x[1]["args"]["peer"], 3);
   const Json doc = run_trace_document({e, e});
