@@ -132,9 +132,8 @@ void check_pipeline_split_options(const Plan& plan, Collector& c) {
           "(decoder_first/last_pipeline_num_layers, account_for_embedding/loss_in_pipeline_split)");
       return;
     }
-    // The model's MTP layers join here when the model describes them; none today.
     if (auto problem = pipeline_layout_problem(*p.pipeline_model_parallel_layout, p.pp, p.vpp,
-                                               m.num_layers, 0))
+                                               m.num_layers, m.mtp_num_layers))
       c.add("parallel.pipeline_model_parallel_layout", *problem);
     return;
   }

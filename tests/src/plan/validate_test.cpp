@@ -315,6 +315,13 @@ TEST(Validate, LayoutRules) {
   expect_only(with_layout(2, "Et*16|t*16Lm"), f, "The last layer must be loss");
   expect_only(with_layout(2, "Et*16|t*16mL"), f,
               "Number of mtp layers in layout (1) must match mtp_num_layers (0)");
+  // The model's MTP layers are counted: one `m` for mtp_num_layers 1, in the last stage.
+  Plan mtp = with_layout(2, "Et*16|t*16mL");
+  mtp.model.mtp_num_layers = 1;
+  EXPECT_EQ(all(validate(mtp)), "");
+  mtp = with_layout(2, "Et*16|t*16L");
+  mtp.model.mtp_num_layers = 1;
+  expect_only(mtp, f, "Number of mtp layers in layout (0) must match mtp_num_layers (1)");
   Plan v = with_layout(4, "E|(t*8|)*4(|)*2L");
   v.parallel.vpp = 3;
   expect_has(v, f, "virtual_pipeline_model_parallel_size conflicts with");
