@@ -114,6 +114,20 @@ TEST(Validate, MaxPositionEmbeddingsCoverTheSequence) {
               "max_position_embeddings (4096) must be greater than or equal to seq_length (8192).");
 }
 
+TEST(Validate, RotaryDimsAreAnEvenNumber) {
+  Plan p = base();               // llama3-8b: RoPE over heads of 128
+  p.model.rotary_percent = 0.3;  // int(38.4) = 38, as Megatron truncates
+  EXPECT_EQ(all(validate(p)), "");
+  p.model.rotary_percent = 0.2890625;  // int(37.0): an odd number
+  expect_only(p, "model.rotary_percent",
+              "int(rotary_percent x kv_channels) must be an even number of dims >= 2 (RoPE "
+              "rotates pairs), got int(0.289062 x 128) = 37");
+  p.model.rotary_percent = 0.001;  // int(0.128) = 0: nothing rotated
+  expect_only(p, "model.rotary_percent", "= 0");
+  p.model.position_embedding = PositionEmbedding::kLearned;  // the rule is RoPE's
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 // ---- cluster --------------------------------------------------------------------------------
 
 TEST(Validate, GpuCountIsWholeNodes) {
