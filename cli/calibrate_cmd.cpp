@@ -24,7 +24,7 @@
 #include "exec/calibrate/calibration_shapes.hpp"
 #include "exec/calibrate/cuda/gpu_calibration.hpp"
 #include "exec/cuda/cuda_backend.hpp"
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 #include "exec/mpi/mpi_runtime.hpp"
 #endif
 

@@ -31,7 +31,7 @@ fi
 bin=build-gpu/bin
 mkdir -p "$bin"
 cp build-gpu/cli/mplan build-gpu/exec/cuda/tools/mplan_gpu_bench \
-   build-gpu/tests/exec/gpu/mplan_gpu_tests build-gpu/tests/exec/gpu/mplan_gpu_mpi_tests "$bin/"
+   build-gpu/tests/exec/cuda/mplan_gpu_tests build-gpu/tests/exec/cuda/mplan_gpu_mpi_tests "$bin/"
 echo "built at revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(elapsed)"
 
 OUT="$out/checks" bash exec/cuda/tools/run_gpu_checks.sh "$bin" | grep -vE '^(gemm|layernorm|add|gelu|bias|embedding|position|xent|sum|grad|adamw|cast) '

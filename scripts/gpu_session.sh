@@ -40,7 +40,7 @@ fi
 bin="$work/bin"
 mkdir -p "$bin"
 cp "$work/build/cli/mplan" "$work/build/exec/cuda/tools/mplan_gpu_bench" \
-   "$work/build/tests/exec/gpu/mplan_gpu_tests" "$work/build/tests/exec/gpu/mplan_gpu_mpi_tests" "$bin/"
+   "$work/build/tests/exec/cuda/mplan_gpu_tests" "$work/build/tests/exec/cuda/mplan_gpu_mpi_tests" "$bin/"
 echo "built in $(( $(date +%s) - start )) s at revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 status=0
 if [ "$checks" = 1 ]; then

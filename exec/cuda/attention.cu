@@ -150,6 +150,115 @@ __device__ __forceinline__ void warp_mma_abt(const bf16* ta, int a_row0, const b
   }
 }
 
+// S = A·B^T as warp_mma_abt, with the k-loop software-pipelined by hand (fragments of step k + 1
+// load while step k multiplies; two buffers, rolled by pairs): fully unrolled, the compiler's
+// own look-ahead loads pass 255 registers in the forward with two 32-key updates per step.
+template <int KT, int NP>
+__device__ __forceinline__ void warp_mma_abt_pipelined(const bf16* ta, int a_row0, const bf16* tb,
+                                                       int b_row0, int ld,
+                                                       float (&acc)[2][2 * NP][4]) {
+  uint32_t qa[2][2][4], kb[2][NP][4];
+  auto load_k_step = [&](int kk, int buf) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) load_a(ta, ld, a_row0 + mt * 16, kk * 16, qa[buf][mt]);
+#pragma unroll
+    for (int np = 0; np < NP; ++np) load_b_nk(tb, ld, b_row0 + np * 16, kk * 16, kb[buf][np]);
+  };
+  load_k_step(0, 0);
+#pragma unroll 1
+  for (int kk = 0; kk < KT; kk += 2) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
+#pragma unroll
+      for (int np = 0; np < NP; ++np)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(acc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
+          mma_bf16(acc[mt][2 * np + 1], qa[u][mt], kb[u][np][2], kb[u][np][3]);
+        }
+    }
+  }
+}
+
+// One online-softmax update of a warp's 32 query rows (from wq0) over the SUB keys from kh, in
+// log2 units: masks key > row and key >= s when need_mask, rescales O and the running max and
+// sum, and packs P = exp2(S - max) into A fragments (k-step j of the P·V product in pa[j]).
+template <int SUB, int DP>
+__device__ __forceinline__ void warp_softmax_update(float (&sc)[2][SUB / 8][4], bool need_mask,
+                                                    int kh, int wq0, int s, float scale_log2,
+                                                    float (&row_m)[2][2], float (&row_l)[2][2],
+                                                    float (&o)[2][DP / 8][4],
+                                                    uint32_t (&pa)[SUB / 16][2][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < SUB / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = sc[mt][nt][e] * scale_log2;
+        if (need_mask) {
+          const int key = kh + nt * 8 + 2 * t + (e & 1);
+          const int row = wq0 + mt * 16 + g + 8 * (e >> 1);
+          if (key > row || key >= s) v = -INFINITY;
+        }
+        sc[mt][nt][e] = v;
+      }
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = row_m[mt][r];
+#pragma unroll
+      for (int nt = 0; nt < SUB / 8; ++nt)
+        mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
+      const float alpha = exp2f(row_m[mt][r] - base[r]);
+      row_m[mt][r] = mx;
+      row_l[mt][r] *= alpha;
+#pragma unroll
+      for (int nt = 0; nt < DP / 8; ++nt) {
+        o[mt][nt][2 * r] *= alpha;
+        o[mt][nt][2 * r + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < SUB / 8; ++nt) {
+      float e[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) e[i] = exp2f(sc[mt][nt][i] - base[i >> 1]);
+      row_l[mt][0] += e[0] + e[1];
+      row_l[mt][1] += e[2] + e[3];
+      // acc_to_a's layout: n-tile nt is half (nt & 1) of k-step nt / 2.
+      pa[nt >> 1][mt][2 * (nt & 1)] = pack_bf16(e[0], e[1]);
+      pa[nt >> 1][mt][2 * (nt & 1) + 1] = pack_bf16(e[2], e[3]);
+    }
+  }
+}
+
+// O += P·V for a warp's two 16-row m-tiles: P in A fragments (k-step j in pa[j]), V the SUB key
+// rows from v_row0 of a tile stored (key, d); each V fragment feeds both m-tiles.
+template <int SUB, int KT>
+__device__ __forceinline__ void warp_pv(const uint32_t (&pa)[SUB / 16][2][4], const bf16* cV,
+                                        int v_row0, int ld, float (&o)[2][2 * KT][4]) {
+#pragma unroll
+  for (int j = 0; j < SUB / 16; ++j) {
+#pragma unroll
+    for (int dp = 0; dp < KT; ++dp) {
+      uint32_t b[4];
+      load_b_kn(cV, ld, v_row0 + j * 16, dp * 16, b);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma_bf16(o[mt][2 * dp], pa[j][mt], b[0], b[1]);
+        mma_bf16(o[mt][2 * dp + 1], pa[j][mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Forward. grid (b·heads, query blocks); block 128 threads; 2 blocks per SM.
 constexpr int kFwdWarps = 4;
@@ -230,96 +339,17 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
       if constexpr (SUB == 64) {
         warp_mma_abt<KT, NP>(sQ, warp * 32, cK, half * SUB, ld, sc);
       } else {
-        uint32_t qa[2][2][4], kb[2][NP][4];
-        auto load_k_step = [&](int kk, int buf) {
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) load_a(sQ, ld, warp * 32 + mt * 16, kk * 16, qa[buf][mt]);
-#pragma unroll
-          for (int np = 0; np < NP; ++np)
-            load_b_nk(cK, ld, half * SUB + np * 16, kk * 16, kb[buf][np]);
-        };
-        load_k_step(0, 0);
-#pragma unroll 1
-        for (int kk = 0; kk < KT; kk += 2) {
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            if (kk + u + 1 < KT) load_k_step(kk + u + 1, (u + 1) & 1);
-#pragma unroll
-            for (int np = 0; np < NP; ++np)
-#pragma unroll
-              for (int mt = 0; mt < 2; ++mt) {
-                mma_bf16(sc[mt][2 * np], qa[u][mt], kb[u][np][0], kb[u][np][1]);
-                mma_bf16(sc[mt][2 * np + 1], qa[u][mt], kb[u][np][2], kb[u][np][3]);
-              }
-          }
-        }
+        warp_mma_abt_pipelined<KT, NP>(sQ, warp * 32, cK, half * SUB, ld, sc);
       }
 
       // Online softmax in log2 units (only the diagonal and the sequence tail are masked); P is
       // packed to bf16 A fragments straight from the accumulators (no shared memory).
       const bool need_mask = kh + SUB - 1 > wq0 || kh + SUB > s;
       uint32_t pa[SUB / 16][2][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int nt = 0; nt < SUB / 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float v = sc[mt][nt][e] * scale_log2;
-            if (need_mask) {
-              const int key = kh + nt * 8 + 2 * t + (e & 1);
-              const int row = wq0 + mt * 16 + g + 8 * (e >> 1);
-              if (key > row || key >= s) v = -INFINITY;
-            }
-            sc[mt][nt][e] = v;
-          }
-        }
-        float base[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = row_m[mt][r];
-#pragma unroll
-          for (int nt = 0; nt < SUB / 8; ++nt)
-            mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
-          const float alpha = exp2f(row_m[mt][r] - base[r]);
-          row_m[mt][r] = mx;
-          row_l[mt][r] *= alpha;
-#pragma unroll
-          for (int nt = 0; nt < DP / 8; ++nt) {
-            o[mt][nt][2 * r] *= alpha;
-            o[mt][nt][2 * r + 1] *= alpha;
-          }
-        }
-#pragma unroll
-        for (int nt = 0; nt < SUB / 8; ++nt) {
-          float e[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) e[i] = exp2f(sc[mt][nt][i] - base[i >> 1]);
-          row_l[mt][0] += e[0] + e[1];
-          row_l[mt][1] += e[2] + e[3];
-          // acc_to_a's layout: n-tile nt is half (nt & 1) of k-step nt / 2.
-          pa[nt >> 1][mt][2 * (nt & 1)] = pack_bf16(e[0], e[1]);
-          pa[nt >> 1][mt][2 * (nt & 1) + 1] = pack_bf16(e[2], e[3]);
-        }
-      }
+      warp_softmax_update<SUB, DP>(sc, need_mask, kh, wq0, s, scale_log2, row_m, row_l, o, pa);
 
       // O += P·V; each V fragment feeds both m-tiles.
-#pragma unroll
-      for (int j = 0; j < SUB / 16; ++j) {
-#pragma unroll
-        for (int dp = 0; dp < KT; ++dp) {
-          uint32_t b[4];
-          load_b_kn(cV, ld, half * SUB + j * 16, dp * 16, b);
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma_bf16(o[mt][2 * dp], pa[j][mt], b[0], b[1]);
-            mma_bf16(o[mt][2 * dp + 1], pa[j][mt], b[2], b[3]);
-          }
-        }
-      }
+      warp_pv<SUB, KT>(pa, cV, half * SUB, ld, o);
     }
   }
 
@@ -372,6 +402,112 @@ struct BwdCfg {
                                     + 2 * kBwdQ * kBwdLdp * 2            // P, dS
                                     + 4 * kBwdQ * 4;                     // 2 × (lse, dsum)
 };
+
+// P = exp2(S·scale·log2 e − lse·log2 e) and dS = P ∘ (dP − dsum) of one warp's 32 queries (from
+// q_row0 of the step at q0) × 32 keys (from k_col0 of the block at k0), zero where key > query,
+// query >= s or key >= s when need_mask, to shared memory as bf16 (rows of ldp).
+__device__ __forceinline__ void warp_p_ds_to_shared(const float (&sacc)[2][4][4],
+                                                    const float (&pacc)[2][4][4], const float* cL,
+                                                    const float* cD, int q_row0, int k_col0, int q0,
+                                                    int k0, int s, bool need_mask, float scale_log2,
+                                                    bf16* sP, bf16* sdS) {
+  constexpr int ldp = kBwdLdp;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int lr = q_row0 + mt * 16 + g + 8 * rr;  // row within the step
+      const int row = q0 + lr;
+      const float l2 = cL[lr] * kLog2e, dd = cD[lr];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int lk = k_col0 + nt * 8 + 2 * t;  // key within the block
+        float p[2], ds[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float pe = exp2f(sacc[mt][nt][2 * rr + e] * scale_log2 - l2);
+          const int key = k0 + lk + e;
+          if (need_mask && (key > row || row >= s || key >= s)) pe = 0.0f;
+          p[e] = pe;
+          ds[e] = pe * (pacc[mt][nt][2 * rr + e] - dd);
+        }
+        *reinterpret_cast<uint32_t*>(sP + lr * ldp + lk) = pack_bf16(p[0], p[1]);
+        *reinterpret_cast<uint32_t*>(sdS + lr * ldp + lk) = pack_bf16(ds[0], ds[1]);
+      }
+    }
+  }
+}
+
+// acc += A^T·B over one k-step of 16 for one warp: A^T's 32 rows from m0 of a tile stored (k, m)
+// (P or dS, rows of lda), B the HD columns from n0 of a tile stored (k, n) (dO or Q).
+template <int HD>
+__device__ __forceinline__ void warp_mma_atb_step(const bf16* ta, int lda, int m0, int k0,
+                                                  const bf16* tb, int ldb, int n0,
+                                                  float (&acc)[2][HD / 8][4]) {
+  uint32_t a[2][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) load_a_kmajor(ta, lda, m0 + mt * 16, k0, a[mt]);
+#pragma unroll
+  for (int np = 0; np < HD / 16; ++np) {
+    uint32_t b[4];
+    load_b_kn(tb, ldb, k0, n0 + np * 16, b);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      mma_bf16(acc[mt][2 * np], a[mt], b[0], b[1]);
+      mma_bf16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+    }
+  }
+}
+
+// dQ_part = dS·K for one warp's C::kDqRows queries (from q_row0 of the step at q0) × C::kDqCols
+// columns (from col0), k = the 128 keys of the block at k0; stored into this split's f32 buffer
+// (first: the split's first key block) or added there with red.global by this fixed thread.
+template <class C, int DP>
+__device__ __forceinline__ void warp_dq_part(const bf16* sdS, const bf16* sK, int q_row0, int col0,
+                                             int q0, int k0, int s, bool first, float* part) {
+  constexpr int ld = C::ld, ldp = kBwdLdp;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  constexpr int MT = C::kDqRows / 16, NT = C::kDqCols / 8;
+  float dq[MT][NT][4];
+  zero(dq);
+  const int row_hi = q0 + q_row0 + C::kDqRows - 1;  // this warp's last row
+#pragma unroll
+  for (int kk = 0; kk < kBwdKeys / 16; ++kk) {
+    if (k0 + kk * 16 > row_hi) break;  // dS is zero from here on for these rows
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) load_a(sdS, ldp, q_row0 + mt * 16, kk * 16, a[mt]);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t b[4];
+      load_b_kn(sK, ld, kk * 16, col0 + np * 16, b);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(dq[mt][2 * np], a[mt], b[0], b[1]);
+        mma_bf16(dq[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = q0 + q_row0 + mt * 16 + g + 8 * rr;
+      if (row >= s) continue;
+      float* dst = part + static_cast<int64_t>(row) * DP + col0 + 2 * t;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        if (first) {
+          *reinterpret_cast<float2*>(dst + nt * 8) =
+              make_float2(dq[mt][nt][2 * rr], dq[mt][nt][2 * rr + 1]);
+        } else {
+          red_add_f32x2(dst + nt * 8, dq[mt][nt][2 * rr], dq[mt][nt][2 * rr + 1]);
+        }
+      }
+    }
+  }
+}
 
 template <int DP>
 __global__ void __launch_bounds__(kBwdThreads, 1)
@@ -472,110 +608,21 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 
       // ---- P = exp2(S·scale·log2e - lse·log2e), dS = P ∘ (dP - dsum); both to shared as bf16.
       const bool need_mask = k0 + kBwdKeys - 1 > q0 || q0 + kBwdQ > s || k0 + kBwdKeys > s;
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int lr = wq * 32 + mt * 16 + g + 8 * rr;  // row within the step
-          const int row = q0 + lr;
-          const float l2 = cL[lr] * kLog2e, dd = cD[lr];
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-            const int lk = wk * 32 + nt * 8 + 2 * t;  // key within the block
-            float p[2], ds[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float pe = exp2f(sacc[mt][nt][2 * rr + e] * scale_log2 - l2);
-              if (need_mask) {
-                const int key = k0 + lk + e;
-                if (key > row || row >= s || key >= s) pe = 0.0f;
-              }
-              p[e] = pe;
-              ds[e] = pe * (pacc[mt][nt][2 * rr + e] - dd);
-            }
-            *reinterpret_cast<uint32_t*>(sP + lr * ldp + lk) = pack_bf16(p[0], p[1]);
-            *reinterpret_cast<uint32_t*>(sdS + lr * ldp + lk) = pack_bf16(ds[0], ds[1]);
-          }
-        }
-      }
+      warp_p_ds_to_shared(sacc, pacc, cL, cD, wq * 32, wk * 32, q0, k0, s, need_mask, scale_log2,
+                          sP, sdS);
       __syncthreads();  // P and dS complete
 
       // ---- dV += P^T·dO, dK += dS^T·Q: 32 keys × DP/2 per warp; k = the 64 queries.
       if (k0 + wk2 * 32 <= q0 + kBwdQ - 1) {  // else P, dS are zero for this warp's keys
 #pragma unroll
         for (int kq = 0; kq < kBwdQ / 16; ++kq) {
-          uint32_t a[2][4];
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) load_a_kmajor(sP, ldp, wk2 * 32 + mt * 16, kq * 16, a[mt]);
-#pragma unroll
-          for (int np = 0; np < HD / 16; ++np) {
-            uint32_t b[4];
-            load_b_kn(cdO, ld, kq * 16, wd * HD + np * 16, b);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_bf16(dv[mt][2 * np], a[mt], b[0], b[1]);
-              mma_bf16(dv[mt][2 * np + 1], a[mt], b[2], b[3]);
-            }
-          }
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
-            load_a_kmajor(sdS, ldp, wk2 * 32 + mt * 16, kq * 16, a[mt]);
-#pragma unroll
-          for (int np = 0; np < HD / 16; ++np) {
-            uint32_t b[4];
-            load_b_kn(cQ, ld, kq * 16, wd * HD + np * 16, b);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma_bf16(dk[mt][2 * np], a[mt], b[0], b[1]);
-              mma_bf16(dk[mt][2 * np + 1], a[mt], b[2], b[3]);
-            }
-          }
+          warp_mma_atb_step<HD>(sP, ldp, wk2 * 32, kq * 16, cdO, ld, wd * HD, dv);
+          warp_mma_atb_step<HD>(sdS, ldp, wk2 * 32, kq * 16, cQ, ld, wd * HD, dk);
         }
       }
 
       // ---- dQ_part = dS·K: C::kDqRows queries × C::kDqCols per warp; k = the 128 keys.
-      {
-        constexpr int MT = C::kDqRows / 16, NT = C::kDqCols / 8;
-        float dq[MT][NT][4];
-        zero(dq);
-        const int row_hi = q0 + wq3 * C::kDqRows + C::kDqRows - 1;  // this warp's last row
-#pragma unroll
-        for (int kk = 0; kk < kBwdKeys / 16; ++kk) {
-          if (k0 + kk * 16 > row_hi) break;  // dS is zero from here on for these rows
-          uint32_t a[MT][4];
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-            load_a(sdS, ldp, wq3 * C::kDqRows + mt * 16, kk * 16, a[mt]);
-#pragma unroll
-          for (int np = 0; np < NT / 2; ++np) {
-            uint32_t b[4];
-            load_b_kn(sK, ld, kk * 16, wd3 * C::kDqCols + np * 16, b);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma_bf16(dq[mt][2 * np], a[mt], b[0], b[1]);
-              mma_bf16(dq[mt][2 * np + 1], a[mt], b[2], b[3]);
-            }
-          }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int row = q0 + wq3 * C::kDqRows + mt * 16 + g + 8 * rr;
-            if (row >= s) continue;
-            float* dst = part + static_cast<int64_t>(row) * DP + wd3 * C::kDqCols + 2 * t;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              if (first) {
-                *reinterpret_cast<float2*>(dst + nt * 8) =
-                    make_float2(dq[mt][nt][2 * rr], dq[mt][nt][2 * rr + 1]);
-              } else {
-                red_add_f32x2(dst + nt * 8, dq[mt][nt][2 * rr], dq[mt][nt][2 * rr + 1]);
-              }
-            }
-          }
-        }
-      }
+      warp_dq_part<C, DP>(sdS, sK, wq3 * C::kDqRows, wd3 * C::kDqCols, q0, k0, s, first, part);
     }
 
     // ---- dK (times scale) and dV of this key block: staged through sK / sV.
@@ -749,8 +796,8 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
   }
 #if MPLAN_HAVE_HOPPER_ATTENTION
   if (use_hopper(sh, kernels)) {
-    launch_hopper_attention_forward(sh, static_cast<const bf16*>(qkv), static_cast<bf16*>(out),
-                                    lse, scale * kLog2e, stream);
+    launch_hopper_attention_forward(sh, static_cast<const bf16*>(qkv), static_cast<bf16*>(out), lse,
+                                    scale * kLog2e, stream);
     return;
   }
 #endif
@@ -808,10 +855,9 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
     constexpr int DP = decltype(dpc)::value;
 #if MPLAN_HAVE_HOPPER_ATTENTION
     if (hopper) {
-      launch_hopper_attention_backward(sh, static_cast<const bf16*>(qkv),
-                                       static_cast<const bf16*>(dout), lse, dsum,
-                                       static_cast<bf16*>(dqkv), dq_part, splits, scale * kLog2e,
-                                       scale, stream);
+      launch_hopper_attention_backward(
+          sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
+          static_cast<bf16*>(dqkv), dq_part, splits, scale * kLog2e, scale, stream);
     }
 #endif
     if (!hopper) {

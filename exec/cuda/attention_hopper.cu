@@ -94,8 +94,10 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 }
 
 // ------------------------------------------------------------------------------------------
-// Forward. grid (query blocks of 128, heaviest first; b·heads): the blocks of one head run
-// together and share its K and V in L2. 256 threads; 1 block per SM. Three stages each of K and
+// Forward. grid (b·heads, query blocks of 128): the heaviest query blocks of every head first,
+// which balances the causal work across the SMs (ordering the blocks of one head together for
+// L2 reuse of its K and V cost 30 % at the reference shape: reports/attention-hopper.md).
+// 256 threads; 1 block per SM. Three stages each of K and
 // V: step j loads K_{j+2} and V_{j+1} while O += P_{j-1}·V_{j-1} (issued after S_j = Q·K_j^T)
 // still reads V_{j-1}, so each warpgroup's softmax of S_j overlaps its own previous P·V on the
 // tensor cores (FlashAttention-3's intra-warpgroup pipelining) and every tile is requested two
@@ -115,19 +117,19 @@ constexpr int fwd_smem_bytes() {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
-    hopper_fwd_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ out,
-                      float* __restrict__ lse, Dims dm, float scale_log2) {
+    hopper_fwd_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ out, float* __restrict__ lse,
+                      Dims dm, float scale_log2) {
   constexpr int kTile = fwd_tile_bytes<D>();
   constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
   static_assert(kFwdM == kFwdN, "a warpgroup with no live key in a step is not handled");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sQ = align1024(smem_raw);
-  unsigned char* sK = sQ + kTile;                // kFwdStages tiles
-  unsigned char* sV = sK + kFwdStages * kTile;   // kFwdStages tiles
+  unsigned char* sK = sQ + kTile;               // kFwdStages tiles
+  unsigned char* sV = sK + kFwdStages * kTile;  // kFwdStages tiles
 
-  const int bh = blockIdx.y;
+  const int bh = blockIdx.x;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * kFwdM;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kFwdM;
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int s = dm.s;
@@ -297,8 +299,8 @@ constexpr int kBwdM = 64;   // queries per step
 
 template <int D>
 struct BwdSmem {
-  static constexpr int kTileK = kBwdN * D * 2;  // K or V
-  static constexpr int kTileQ = kBwdM * D * 2;  // Q or dO, one stage
+  static constexpr int kTileK = kBwdN * D * 2;   // K or V
+  static constexpr int kTileQ = kBwdM * D * 2;   // Q or dO, one stage
   static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries)
   static constexpr int kDqLd = 68;               // f32 per staged dQ row (64 + 4: fewer conflicts)
   static constexpr int kDq = 2 * kBwdM * kDqLd * 4;  // a staged dQ tile per warpgroup
@@ -306,6 +308,109 @@ struct BwdSmem {
   static constexpr int kBytes =
       1024 + 2 * kTileK + 2 * kStages * kTileQ + kDs + kDq + 2 * kStages * kBwdM * 4;
 };
+
+// P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × 16
+// queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s, packed as
+// the A fragments (k = queries) of dV += P^T·dO. cL: the step's lse.
+__device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const float* cL,
+                                                float scale_log2, bool need_mask, int key0, int q0,
+                                                int s, uint32_t (&pa)[4][4]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int qc = 8 * j + 2 * t;  // this thread's query columns qc, qc + 1 of the step
+    const float2 l2 = *reinterpret_cast<const float2*>(cL + qc);
+    float pv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = e & 1;
+      const float lse_log2 = (c ? l2.y : l2.x) * kLog2e;
+      float p = exp2f(sc[4 * j + e] * scale_log2 - lse_log2);
+      const int key = key0 + 8 * (e >> 1), query = q0 + qc + c;
+      if (need_mask && (key > query || query >= s)) p = 0.0f;
+      pv[e] = p;
+    }
+    pa[j >> 1][2 * (j & 1)] = pack_bf16(pv[0], pv[1]);
+    pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(pv[2], pv[3]);
+  }
+}
+
+// dS^T = P^T ∘ (dP^T − dsum) as the A fragments of dK += dS^T·Q, and into the shared dS^T tile
+// (keys × queries, swizzled) at key rows kl, kl + 8 of the block. cD: the step's dsum.
+__device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], const float (&dp)[32],
+                                                 const float* cD, int kl, unsigned char* sdS,
+                                                 uint32_t (&da)[4][4]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int qc = 8 * j + 2 * t;
+    const float2 dd = *reinterpret_cast<const float2*>(cD + qc);
+    const uint32_t lo = pa[j >> 1][2 * (j & 1)], hi = pa[j >> 1][2 * (j & 1) + 1];
+    const float pv[4] = {bf16_lo(lo), bf16_hi(lo), bf16_lo(hi), bf16_hi(hi)};
+    float dsv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dsv[e] = pv[e] * (dp[4 * j + e] - ((e & 1) ? dd.y : dd.x));
+    da[j >> 1][2 * (j & 1)] = pack_bf16(dsv[0], dsv[1]);
+    da[j >> 1][2 * (j & 1) + 1] = pack_bf16(dsv[2], dsv[3]);
+    *reinterpret_cast<uint32_t*>(sdS + sw128_offset(kBwdN, kl, qc)) = da[j >> 1][2 * (j & 1)];
+    *reinterpret_cast<uint32_t*>(sdS + sw128_offset(kBwdN, kl + 8, qc)) =
+        da[j >> 1][2 * (j & 1) + 1];
+  }
+}
+
+// One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) out to global memory: staged
+// in `stage` (64 rows of kLd f32), then one bulk copy (first: the split's first key block) or
+// bulk reduction per row of 256 bytes to dst + row · ld, rows < rows_left. A row is touched
+// once per key block and the previous key block's operations are complete (the caller's
+// bulk_wait), so the additions into each element happen in key-block order: deterministic.
+template <int kLd>
+__device__ __forceinline__ void bwd_send_dq(const float (&dq)[32], float* stage, int wg, float* dst,
+                                            int ld, int rows_left, bool first) {
+  const int tw = threadIdx.x & 127, warp = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
+  if (tw < kBwdM) bulk_wait_read<0>();  // the previous step's copies have read the tile
+  wg_barrier(wg);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float* row_stage = stage + (warp * 16 + g + 8 * rr) * kLd + 2 * t;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      *reinterpret_cast<float2*>(row_stage + 8 * j) =
+          make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
+  }
+  fence_proxy_async_shared();
+  wg_barrier(wg);
+  if (tw < kBwdM && tw < rows_left) {
+    float* row_dst = dst + static_cast<int64_t>(tw) * ld;
+    const float* src = stage + tw * kLd;
+    if (first) {
+      bulk_store_f32(row_dst, src, 64 * 4);
+    } else {
+      bulk_reduce_add_f32(row_dst, src, 64 * 4);
+    }
+    bulk_commit();
+  }
+}
+
+// dK (times scale) and dV of this thread's keys key0, key0 + 8 (< s) from the accumulators.
+template <int N>  // accumulator registers: head dim / 2
+__device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const float (&dv)[N],
+                                                const Plane& pdk, const Plane& pdv, int key0, int s,
+                                                float scale) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int key = key0 + 8 * rr;
+    if (key >= s) continue;
+    const int64_t off = static_cast<int64_t>(key) * pdk.row_stride + 2 * t;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+      *reinterpret_cast<uint32_t*>(const_cast<bf16*>(pdk.base) + off + 8 * j) =
+          pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale);
+      *reinterpret_cast<uint32_t*>(const_cast<bf16*>(pdv.base) + off + 8 * j) =
+          pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
+    }
+  }
+}
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -320,17 +425,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sK = align1024(smem_raw);
   unsigned char* sV = sK + S::kTileK;
-  unsigned char* sQ = sV + S::kTileK;        // kStages stages
-  unsigned char* sdO = sQ + S::kStages * S::kTileQ;   // kStages stages
-  unsigned char* sdS = sdO + S::kStages * S::kTileQ;  // (keys, queries), queries contiguous
+  unsigned char* sQ = sV + S::kTileK;                   // kStages stages
+  unsigned char* sdO = sQ + S::kStages * S::kTileQ;     // kStages stages
+  unsigned char* sdS = sdO + S::kStages * S::kTileQ;    // (keys, queries), queries contiguous
   float* sDq = reinterpret_cast<float*>(sdS + S::kDs);  // per warpgroup: 64 × kDqLd f32
-  float* sL = sDq + 2 * kBwdM * S::kDqLd;              // kStages stages of lse
-  float* sD = sL + S::kStages * kBwdM;                 // kStages stages of dsum
+  float* sL = sDq + 2 * kBwdM * S::kDqLd;               // kStages stages of lse
+  float* sD = sL + S::kStages * kBwdM;                  // kStages stages of dsum
 
   const int bh = blockIdx.x, split = blockIdx.y;
   const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
   const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
   const Plane pk = dm.qkv_plane(qkv, bi, hh, 1);
@@ -400,8 +504,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float* cL = sL + st * kBwdM;
       const float* cD = sD + st * kBwdM;
 
-      // The order keeps at most 176 registers of tiles live beside the 128 of dK and dV:
-      // S^T = K·Q^T; P^T into A fragments; dV += P^T·dO issued while dP^T = V·dO^T runs;
+      // The order keeps at most 48 registers of tiles live beside the 128 of dK and dV (no two
+      // f32 tiles at once): S^T = K·Q^T; P^T into A fragments; dV += P^T·dO issued while
+      // dP^T = V·dO^T runs;
       // dS^T = P^T ∘ (dP^T − dsum) into A fragments and shared memory; dK += dS^T·Q.
       // Tiles are 64 keys × 64 queries per warpgroup; the masks: key > query, query >= s.
       const bool need_mask = wg_key0 + 63 > q0 || q0 + kBwdM > s;
@@ -421,25 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_wait<0>();
           fence_regs(sc);
         }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int qc = 8 * j + 2 * t;  // this thread's query columns qc, qc + 1 of the step
-          const float2 l2 = *reinterpret_cast<const float2*>(cL + qc);
-          float pv[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = e & 1;
-            const float lse_log2 = (c ? l2.y : l2.x) * kLog2e;
-            float p = exp2f(sc[4 * j + e] * scale_log2 - lse_log2);
-            if (need_mask) {
-              const int key = key0 + 8 * (e >> 1), query = q0 + qc + c;
-              if (key > query || query >= s) p = 0.0f;
-            }
-            pv[e] = p;
-          }
-          pa[j >> 1][2 * (j & 1)] = pack_bf16(pv[0], pv[1]);
-          pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(pv[2], pv[3]);
-        }
+        bwd_p_fragments(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
       }
       {
         float dp[32];
@@ -461,24 +548,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           fence_regs(dv);
           fence_regs(pa);
         }
-        const int kl = wg * 64 + warp * 16 + g;  // key row of the block
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int qc = 8 * j + 2 * t;
-          const float2 dd = *reinterpret_cast<const float2*>(cD + qc);
-          const uint32_t lo = pa[j >> 1][2 * (j & 1)], hi = pa[j >> 1][2 * (j & 1) + 1];
-          const float pv[4] = {bf16_lo(lo), bf16_hi(lo), bf16_lo(hi), bf16_hi(hi)};
-          float dsv[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            dsv[e] = pv[e] * (dp[4 * j + e] - ((e & 1) ? dd.y : dd.x));
-          da[j >> 1][2 * (j & 1)] = pack_bf16(dsv[0], dsv[1]);
-          da[j >> 1][2 * (j & 1) + 1] = pack_bf16(dsv[2], dsv[3]);
-          *reinterpret_cast<uint32_t*>(sdS + sw128_offset(kBwdN, kl, qc)) =
-              da[j >> 1][2 * (j & 1)];
-          *reinterpret_cast<uint32_t*>(sdS + sw128_offset(kBwdN, kl + 8, qc)) =
-              da[j >> 1][2 * (j & 1) + 1];
-        }
+        bwd_ds_fragments(pa, dp, cD, wg * 64 + warp * 16 + g, sdS, da);
       }
       {
         wgmma_fence();
@@ -507,56 +577,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_regs(dk);
       fence_regs(da);
       if (dq_worker) {
-        // dQ rows go out as bulk copies (the first key block of the split) or bulk reductions
-        // (the later ones) of 256 bytes from a staged tile: a row is touched once per key
-        // block, and the previous key block's operations are complete (bulk_wait below), so
-        // the additions into each element happen in key-block order: deterministic.
         fence_regs(dq);
-        const int tw = threadIdx.x & 127;
-        float* stage = sDq + wg * kBwdM * S::kDqLd;
-        if (tw < kBwdM) bulk_wait_read<0>();  // the previous step's copies have read the tile
-        wg_barrier(wg);
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          float* row_stage = stage + (warp * 16 + g + 8 * rr) * S::kDqLd + 2 * t;
-#pragma unroll
-          for (int j = 0; j < kDqN / 8; ++j)
-            *reinterpret_cast<float2*>(row_stage + 8 * j) =
-                make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
-        }
-        fence_proxy_async_shared();
-        wg_barrier(wg);
-        if (tw < kBwdM && q0 + tw < s) {
-          float* dst = part + static_cast<int64_t>(q0 + tw) * DP + dq_col0;
-          const float* src = stage + tw * S::kDqLd;
-          if (first) {
-            bulk_store_f32(dst, src, kDqN * 4);
-          } else {
-            bulk_reduce_add_f32(dst, src, kDqN * 4);
-          }
-          bulk_commit();
-        }
+        bwd_send_dq<S::kDqLd>(dq, sDq + wg * kBwdM * S::kDqLd, wg,
+                              part + static_cast<int64_t>(q0) * DP + dq_col0, DP, s - q0, first);
       }
     }
-    bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
+    bulk_wait<0>();      // this key block's dQ operations are complete before the next one's
     cp_async_wait<0>();  // (only empty groups are left)
 
-    // dK (times scale) and dV of this warpgroup's 64 keys, straight from the accumulators.
-    const Plane pdk = dm.qkv_plane(dqkv, bi, hh, 1);
-    const Plane pdv = dm.qkv_plane(dqkv, bi, hh, 2);
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int key = key0 + 8 * rr;
-      if (key >= s) continue;
-      const int64_t off = static_cast<int64_t>(key) * pdk.row_stride + 2 * t;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(const_cast<bf16*>(pdk.base) + off + 8 * j) =
-            pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale);
-        *reinterpret_cast<uint32_t*>(const_cast<bf16*>(pdv.base) + off + 8 * j) =
-            pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
-      }
-    }
+    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, hh, 1), dm.qkv_plane(dqkv, bi, hh, 2), key0, s,
+                    scale);
     __syncthreads();  // sK, sV, sdS free for the next key block
   }
 }
@@ -576,14 +606,14 @@ Dims dims_of(const AttentionShape& sh) {
 
 bool hopper_attention_shape_ok(const AttentionShape& sh) {
   return (sh.d == 64 || sh.d == 128) && sh.s >= 1 && sh.s < (1 << 30) &&
-         sh.b * sh.heads <= 65535;  // the forward's grid y
+         sh.b * sh.heads < (int64_t{1} << 31);
 }
 
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
                                      float* lse, float scale_log2, cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const dim3 grid(static_cast<unsigned>((sh.s + kFwdM - 1) / kFwdM),
-                  static_cast<unsigned>(sh.b * sh.heads));
+  const dim3 grid(static_cast<unsigned>(sh.b * sh.heads),
+                  static_cast<unsigned>((sh.s + kFwdM - 1) / kFwdM));
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(qkv, out, lse, dm, scale_log2);

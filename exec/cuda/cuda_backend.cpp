@@ -9,7 +9,7 @@
 
 #include "exec/cuda/gemm_lt.hpp"
 #include "exec/cuda/kernels.hpp"
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::cuda {
 namespace {

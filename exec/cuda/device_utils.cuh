@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "exec/backend.hpp"
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 
 // After a <<<>>> launch: a bad launch configuration aborts the job at once (errors while the
 // kernel runs surface at the next checked synchronizing call).

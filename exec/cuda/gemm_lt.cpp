@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "exec/cuda/kernels.hpp"
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::cuda {
 

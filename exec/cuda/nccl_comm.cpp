@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Tests of `mplan calibrate` that need no GPU: its help names the options and examples, and a
 // missing --out is refused (exit 2). The measurement itself is the gpu-labelled test
-// tests/exec/gpu/calibrate_gpu_test.cpp.
+// tests/exec/cuda/calibrate_gpu_test.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

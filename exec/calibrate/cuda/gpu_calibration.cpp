@@ -19,7 +19,7 @@
 
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/nccl_comm.hpp"
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::calibrate {
 

@@ -3,7 +3,7 @@
 // overhead, the clock under sustained load) and NCCL between the ranks of one host (all-reduce,
 // all-gather, reduce-scatter, all-to-all, send/recv; a GEMM beside an all-reduce). Everything is
 // timed with CUDA events or after a stream synchronize; any CUDA, cuBLAS, NCCL or MPI failure
-// aborts the job with rank, host and file:line (exec/mpi/fatal.hpp), and a time that is not
+// aborts the job with rank, host and file:line (exec/cuda/cuda_check.hpp), and a time that is not
 // positive and finite is a fatal error too: nothing is recorded from a broken measurement.
 #pragma once
 

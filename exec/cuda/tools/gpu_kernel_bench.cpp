@@ -22,7 +22,7 @@
 #include "exec/cuda/cuda_backend.hpp"
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/tools/op_checks.hpp"
-#include "exec/mpi/fatal.hpp"
+#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // OpChecker: every CudaBackend op against the CpuBackend on fresh random inputs, shared by the
-// GPU tests (tests/exec/gpu) and mplan_gpu_bench. Each check uploads the same host data to both
+// GPU tests (tests/exec/cuda) and mplan_gpu_bench. Each check uploads the same host data to both
 // backends (same dtypes, so both round outputs to bf16 at the same points), poisons outputs with
 // NaN (accumulated outputs get random initial values instead), runs the op on both and compares
 // every output element: pass when no element is NaN and |got - ref| <= atol + rtol·|ref| with

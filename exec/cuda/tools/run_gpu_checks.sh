@@ -31,8 +31,8 @@ if [ -z "$bin" ]; then
     exit 1
   fi
   mkdir -p build-gpu/bin
-  cp build-gpu/exec/cuda/tools/mplan_gpu_bench build-gpu/tests/exec/gpu/mplan_gpu_tests \
-     build-gpu/tests/exec/gpu/mplan_gpu_mpi_tests build-gpu/bin/
+  cp build-gpu/exec/cuda/tools/mplan_gpu_bench build-gpu/tests/exec/cuda/mplan_gpu_tests \
+     build-gpu/tests/exec/cuda/mplan_gpu_mpi_tests build-gpu/bin/
   bin=build-gpu/bin
   echo "built in $(( $(date +%s) - start )) s"
 fi

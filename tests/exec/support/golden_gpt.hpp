@@ -1,5 +1,5 @@
 // The golden GPT check, shared by the CPU (tests/exec/model/gpt_model_test.cpp) and CUDA
-// (tests/exec/gpu/gpt_model_gpu_test.cpp) backends: StageModel on one rank against golden.json,
+// (tests/exec/cuda/gpt_model_gpu_test.cpp) backends: StageModel on one rank against golden.json,
 // written by tests/exec/oracle/make_golden.py with PyTorch in float64 (logits, loss, every
 // gradient, the gradient norm, three AdamW steps with clipping). Tolerances are the caller's.
 #pragma once

@@ -7,7 +7,7 @@
 
 #include "exec/cuda/nccl_comm.hpp"
 #include "exec/mpi/mpi_runtime.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "src/common/json_reader.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec {
 namespace {

@@ -1,7 +1,7 @@
 // LtGemm through CudaBackend::gemm against the CPU backend: every transpose combination, bf16
 // and f32 outputs, beta = 1 accumulation into f32 (weight gradients), alpha, odd sizes, the f32
 // activation path, and the bias / bias+GeLU epilogues both fused (cuBLASLt) and unfused.
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
 namespace {

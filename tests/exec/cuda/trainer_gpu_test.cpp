@@ -14,7 +14,7 @@
 #include "exec/cuda/cuda_backend.hpp"
 #include "exec/cuda/nccl_comm.hpp"
 #include "exec/mpi/mpi_runtime.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 #include "tests/exec/support/invariance.hpp"
 #include "tests/exec/support/self_comm.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "exec/cpu/bf16.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "exec/cuda/nccl_comm.hpp"
 #include "exec/host_values.hpp"
-#include "exec/mpi/fatal.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "exec/cuda/cuda_check.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
 namespace {

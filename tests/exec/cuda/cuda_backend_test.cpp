@@ -4,8 +4,8 @@
 // own duties: memory accounting, streams and events, and a step that allocates nothing.
 #include <vector>
 
-#include "exec/mpi/fatal.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "exec/cuda/cuda_check.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
 namespace {

@@ -20,7 +20,7 @@
 #include "exec/runner/trainer.hpp"
 #include "src/common/embedded_configs.hpp"
 #include "src/plan/validate.hpp"
-#include "tests/exec/gpu/gpu_test_support.hpp"
+#include "tests/exec/cuda/gpu_test_support.hpp"
 #include "tests/exec/support/golden_gpt.hpp"
 #include "tests/exec/support/self_comm.hpp"
 #include "tests/exec/support/test_tensors.hpp"
