@@ -13,6 +13,7 @@
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
 #include "src/plan/plan.hpp"
+#include "src/plan/validate.hpp"
 
 namespace mplan::exec::calibrate {
 namespace {
@@ -143,6 +144,9 @@ AccuracyRow predict_row(const RunReport& r, const std::optional<ClusterSpec>& cl
                     " but the plan '", plan_path, "' now says ", to_string(p.recompute)));
   if (cluster) plan.cluster = *cluster;
   plan.training.implementation = Implementation::kMplan;  // the runs are mplan's executor's
+  // A plan that breaks a rule cannot be simulated (nor can it have been run).
+  if (const std::vector<Violation> broken = validate(plan); !broken.empty())
+    throw Error(cat(plan_path, ": ", to_string(broken.front())));
   sim::SimOptions so;
   so.dropout = false;  // as `mplan run` predicts: the executor has no dropout
   const sim::SimulationResult res = sim::simulate(plan, so);

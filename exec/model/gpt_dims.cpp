@@ -33,12 +33,10 @@ GptDims gpt_dims(const ModelSpec& m, int64_t micro_batch, int64_t tp, int64_t tp
   d.bias = m.add_bias_linear;
   if (d.rope) {
     // Megatron's RotaryEmbedding: dim = int(kv_channels · rotary_percent), pairs (i, i + dim/2).
+    // validate() owns the rule that this is an even number >= 2 (src/plan/validate).
     d.rot_dim = static_cast<int64_t>(m.rotary_percent * static_cast<double>(d.head_dim));
-    if (d.rot_dim < 2 || d.rot_dim % 2 != 0)
-      throw Error(
-          cat("model.rotary_percent: int(rotary_percent x kv_channels) must be an even "
-              "number of dims, got int(",
-              m.rotary_percent, " x ", d.head_dim, ") = ", d.rot_dim));
+    MPLAN_CHECK(d.rot_dim >= 2 && d.rot_dim % 2 == 0, "rotary dims int(", m.rotary_percent, " x ",
+                d.head_dim, ") = ", d.rot_dim, " not an even number >= 2");
     d.rotary_base = static_cast<float>(m.rotary_base);
   }
   if (!d.rope)

@@ -1,10 +1,9 @@
 // Stack rules. Megatron-LM's schedules: 1F1B and its interleaved form
 // (megatron/core/pipeline_parallel/schedules.py); zero-bubble and GPipe orders are mplan's own.
 // The executor's refusals mirror exec/runner/trainer.cpp's check_executable and
-// exec/model/gpt_dims.cpp (kept in step by tests/sim/sweep/stack_rules_test.cpp).
+// exec/model/gpt_dims.cpp (kept in step by tests/sim/sweep/stack_rules_test.cpp); the rotary
+// dimension's rule is validate()'s, for every stack.
 #include "sim/sweep/stack_rules.hpp"
-
-#include <cmath>
 
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
@@ -57,13 +56,6 @@ std::optional<Violation> stack_violation(const Plan& plan) {
   if (p.num_distributed_optimizer_instances != 1)
     return Violation{"parallel.num_distributed_optimizer_instances",
                      cat("mplan's executor has no partial distributed optimizer", who)};
-  if (plan.model.position_embedding == PositionEmbedding::kRope) {
-    const int64_t rot = static_cast<int64_t>(plan.model.rotary_percent *
-                                             static_cast<double>(plan.model.kv_channels));
-    if (rot < 2 || rot % 2 != 0)
-      return Violation{"model.rotary_percent",
-                       cat("mplan's executor needs an even rotary dimension", who)};
-  }
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)
       if (chunk_layers(plan.model.num_layers, p, s, c).count < 1)

@@ -36,6 +36,18 @@ void check_model(const Plan& plan, Collector& c) {
   if (m.max_position_embeddings < m.seq_length)
     c.add("model.max_position_embeddings", "max_position_embeddings (", m.max_position_embeddings,
           ") must be greater than or equal to seq_length (", m.seq_length, ").");
+  // RoPE rotates pairs of dims (i, i + dim/2) of the first dim = int(kv_channels x rotary_percent)
+  // of each head, as Megatron's RotaryEmbedding truncates; MLA rotates its own
+  // qk_pos_emb_head_dim part instead.
+  if (m.position_embedding == PositionEmbedding::kRope && !m.mla) {
+    const auto rot_dim =
+        static_cast<int64_t>(m.rotary_percent * static_cast<double>(m.kv_channels));
+    if (rot_dim < 2 || rot_dim % 2 != 0)
+      c.add("model.rotary_percent",
+            "int(rotary_percent x kv_channels) must be an even number of dims >= 2 (RoPE rotates "
+            "pairs), got int(",
+            m.rotary_percent, " x ", m.kv_channels, ") = ", rot_dim);
+  }
 }
 
 // Limits that keep a plan physical (docs/plan-file.md, "Rules across fields"): no cluster has a
@@ -132,9 +144,8 @@ void check_pipeline_split_options(const Plan& plan, Collector& c) {
           "(decoder_first/last_pipeline_num_layers, account_for_embedding/loss_in_pipeline_split)");
       return;
     }
-    // The model's MTP layers join here when the model describes them; none today.
     if (auto problem = pipeline_layout_problem(*p.pipeline_model_parallel_layout, p.pp, p.vpp,
-                                               m.num_layers, 0))
+                                               m.num_layers, m.mtp_num_layers))
       c.add("parallel.pipeline_model_parallel_layout", *problem);
     return;
   }

@@ -1,6 +1,7 @@
 // Tests of `mplan accuracy` run as a program: two synthetic run reports of shipped plans give the
 // table on stdout and accuracy.md / .json / .svg in --out-dir with the measured values as given;
-// --cluster changes the predictions; an unreadable report or a changed plan exits 2 naming it.
+// --cluster changes the predictions; an unreadable report, a changed plan or one that breaks a rule
+// exits 2 naming it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -75,6 +76,15 @@ TEST(AccuracyCli, BadInputExits2NamingIt) {
   EXPECT_THAT(c.err, HasSubstr("parallel.micro_batch_size"));
   Result none = run("accuracy");
   EXPECT_EQ(none.code, 2);
+  // A plan that breaks a rule (24 layers on 128 pipeline stages) is named with the rule, never
+  // simulated (an internal check failed in the simulator).
+  const std::string broken =
+      write_temp("pp128.json", R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
+          "parallel": {"pp": 128, "dp": 1, "micro_batch_size": 4, "global_batch_size": 4}})");
+  Result b = run("accuracy " + write_temp("run-pp128.json", report(broken, 4, 500.0, 1L << 30)));
+  EXPECT_EQ(b.code, 2) << b.err;
+  EXPECT_THAT(b.err, HasSubstr("pp128.json: parallel."));
+  EXPECT_EQ(mplan::cli_test::count_lines(b.err), 1u) << b.err;
 }
 
 }  // namespace

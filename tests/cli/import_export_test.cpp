@@ -203,6 +203,12 @@ TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
         "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $1 --hidden-size 64 "
         "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --micro-batch-size "
         "1\n");
+  write("divide.sh",
+        "GPUS=8\nNODES=0\ntorchrun --nproc_per_node $((GPUS / NODES)) pretrain_gpt.py "
+        "--num-layers 2\n");
+  write("overflow.sh",
+        "# bash wraps this around to 0\nL=$((4611686018427387904 * 4))\n"
+        "torchrun pretrain_gpt.py --num-layers $L\n");
   write("order.json", R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
       "parallel": {"dp": 4, "micro_batch_size": 4, "global_batch_size": 64, "order": "tp-dp-cp-ep-pp"}})");
   struct Case {
@@ -212,6 +218,9 @@ TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
       {"import --megatron positional.sh",
        "--num-layers: its value ($1) depends on $1, which has no value here; give it with --var "
        "1=VALUE"},
+      {"import --megatron divide.sh", "divide.sh: line 3: $((GPUS / NODES)): division by zero"},
+      {"import --megatron overflow.sh",
+       "overflow.sh: line 2: $((4611686018427387904 * 4)): the result overflows 64-bit integers"},
       {"import --megatron missing.sh", "--megatron: cannot read file 'missing.sh'"},
       {"import --megatron positional.sh --var 'x y=1'", "--var: expected NAME=VALUE"},
       {"import --megatron positional.sh --cluster nowhere",

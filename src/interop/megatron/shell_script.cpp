@@ -17,6 +17,32 @@
 namespace mplan {
 namespace {
 
+// How deep compound commands, ${...} inside ${...}, test and arithmetic parentheses may nest
+// (launch scripts nest a few levels): every recursion of the reader over the script's nesting
+// counts its levels, so that no script exhausts the stack.
+constexpr int kMaxNesting = 64;
+
+// How much text all substitutions of a script may produce together: launch scripts produce a few
+// kilobytes; a value that doubles itself on every line would exhaust memory.
+constexpr size_t kMaxExpandedBytes = size_t{64} << 20;
+
+// One level of such a recursion, for the scope of the call; past kMaxNesting an Error names the
+// line and what is nested.
+class Nesting {
+ public:
+  Nesting(int& depth, int line, const char* what) : depth_(depth) {
+    if (depth_ >= kMaxNesting)
+      throw Error(cat("line ", line, ": ", what, " nested deeper than ", kMaxNesting, " levels"));
+    ++depth_;
+  }
+  ~Nesting() { --depth_; }
+  Nesting(const Nesting&) = delete;
+  Nesting& operator=(const Nesting&) = delete;
+
+ private:
+  int& depth_;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Lexer
 
@@ -451,6 +477,7 @@ class Parser {
  private:
   std::vector<Token> t_;
   size_t p_ = 0;
+  int depth_ = 0;  // compound commands being parsed
 
   bool at_end() const { return p_ >= t_.size(); }
   bool at_op(const char* op) const {
@@ -548,6 +575,7 @@ class Parser {
   Statement parse_command() {
     if (at_end()) throw Error(cat("line ", line(), ": a command is missing at the end"));
     int ln = line();
+    Nesting nesting(depth_, ln, "commands");
     if (at_word("if")) return parse_if();
     if (at_word("for") || at_word("select")) {
       std::string kw = *t_[p_].word.plain();
@@ -723,6 +751,111 @@ std::optional<int64_t> parse_int(const std::string& s) {
   return s[0] == '-' ? -v : v;
 }
 
+// Bash's integer arithmetic on the text of $((...)) once its variables are substituted: + - * / %,
+// unary signs and parentheses, decimal and octal (leading 0) constants, in 64 bits. Bash stops a
+// script on a division by zero and wraps a result beyond 64 bits around; both are an Error naming
+// the expression and its line here, as is nesting past kMaxNesting. Text outside this subset
+// leaves the value unknown (nullopt).
+class Arithmetic {
+ public:
+  Arithmetic(const std::string& text, int line, std::string shown)
+      : s_(text), line_(line), shown_(std::move(shown)) {}
+
+  std::optional<int64_t> value() {
+    std::optional<int64_t> v = sum();
+    skip_ws();
+    if (p_ != s_.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  const std::string& s_;
+  size_t p_ = 0;
+  int line_;
+  std::string shown_;
+  int depth_ = 0;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(cat("line ", line_, ": ", shown_, ": ", what));
+  }
+  void skip_ws() {
+    while (p_ < s_.size() && (is_blank(s_[p_]) || s_[p_] == '\n')) ++p_;
+  }
+  int64_t checked(bool overflowed, int64_t v) const {
+    if (overflowed) fail("the result overflows 64-bit integers (bash would wrap it around)");
+    return v;
+  }
+  std::optional<int64_t> constant() {
+    const size_t b = p_;
+    while (p_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[p_]))) ++p_;
+    if (p_ == b) return std::nullopt;
+    const std::string digits = s_.substr(b, p_ - b);
+    const int base = digits.size() > 1 && digits[0] == '0' ? 8 : 10;
+    int64_t v = 0;
+    for (char c : digits) {
+      const int d = c - '0';
+      if (d >= base) fail(cat(digits, ": value too great for base (octal, a leading 0)"));
+      if (v > (INT64_MAX - d) / base) fail(cat(digits, ": the constant overflows 64-bit integers"));
+      v = v * base + d;
+    }
+    return v;
+  }
+  std::optional<int64_t> atom() {
+    skip_ws();
+    if (p_ >= s_.size()) return std::nullopt;
+    if (s_[p_] == '-' || s_[p_] == '+' || s_[p_] == '(') {
+      Nesting nesting(depth_, line_, "arithmetic signs and parentheses");
+      const char c = s_[p_++];
+      std::optional<int64_t> v = c == '(' ? sum() : atom();
+      if (v && c == '(') {
+        skip_ws();
+        if (p_ >= s_.size() || s_[p_] != ')') return std::nullopt;
+        ++p_;
+      }
+      if (!v || c != '-') return v;
+      return checked(*v == INT64_MIN, v == INT64_MIN ? 0 : -*v);
+    }
+    return constant();
+  }
+  std::optional<int64_t> product() {
+    std::optional<int64_t> v = atom();
+    while (v) {
+      skip_ws();
+      if (p_ >= s_.size() || (s_[p_] != '*' && s_[p_] != '/' && s_[p_] != '%')) break;
+      const char op = s_[p_++];
+      const std::optional<int64_t> r = atom();
+      if (!r) return std::nullopt;
+      int64_t out = 0;
+      if (op == '*') {
+        v = checked(__builtin_mul_overflow(*v, *r, &out), out);
+        continue;
+      }
+      if (*r == 0) fail("division by zero");
+      if (*r == -1) {  // INT64_MIN / -1 overflows; any x % -1 is 0
+        v = op == '%' ? 0 : checked(*v == INT64_MIN, *v == INT64_MIN ? 0 : -*v);
+        continue;
+      }
+      v = op == '/' ? *v / *r : *v % *r;
+    }
+    return v;
+  }
+  std::optional<int64_t> sum() {
+    std::optional<int64_t> v = product();
+    while (v) {
+      skip_ws();
+      if (p_ >= s_.size() || (s_[p_] != '+' && s_[p_] != '-')) break;
+      const char op = s_[p_++];
+      const std::optional<int64_t> r = product();
+      if (!r) return std::nullopt;
+      int64_t out = 0;
+      v = checked(
+          op == '+' ? __builtin_add_overflow(*v, *r, &out) : __builtin_sub_overflow(*v, *r, &out),
+          out);
+    }
+    return v;
+  }
+};
+
 class Evaluator {
  public:
   explicit Evaluator(const ShellReadOptions& o) : opt_(o) {}
@@ -738,6 +871,9 @@ class Evaluator {
   std::map<std::string, std::vector<ShellField>> vars_;
   std::set<std::string> overridden_noted_;
   std::vector<std::string> last_unknown_;  // what the last unknown test depended on
+  int depth_ = 0;                          // substitutions and test parentheses being expanded
+  int test_line_ = 0;                      // the line of the test being evaluated
+  size_t expanded_bytes_ = 0;              // text produced by substitutions so far
 
   void note(int line, const std::string& what) {
     out_.notes.push_back(cat("line ", line, ": ", what));
@@ -828,7 +964,20 @@ class Evaluator {
     return join(all);
   }
 
+  // Every substitution's text counts against kMaxExpandedBytes, so that a value that doubles
+  // itself line after line (X=$X$X) ends in an Error, not in exhausted memory.
   Expansion expand_param(const std::string& inner, int line) {
+    Nesting nesting(depth_, line, "substitutions ${...}");
+    Expansion e = substitute(inner, line);
+    for (const ShellField& f : e.values) expanded_bytes_ += f.text.size();
+    if (expanded_bytes_ > kMaxExpandedBytes)
+      throw Error(cat("line ", line, ": ", shorten("${" + inner + "}"),
+                      ": the script's substitutions produce more than ", kMaxExpandedBytes >> 20,
+                      " MiB of text (a value that doubles itself?)"));
+    return e;
+  }
+
+  Expansion substitute(const std::string& inner, int line) {
     Expansion e;
     std::string display = "${" + inner + "}";
     if (inner.empty()) {
@@ -1005,65 +1154,13 @@ class Evaluator {
     }
     std::string shown = "$((" + expr + "))";
     if (!unknown.empty()) return {shown, unknown};
-    size_t pos = 0;
-    std::optional<int64_t> v = arith_sum(flat, pos);
-    while (pos < flat.size() && is_blank(flat[pos])) ++pos;
-    if (!v || pos != flat.size()) {
+    std::optional<int64_t> v = Arithmetic(flat, line, shorten(shown)).value();
+    if (!v) {
       note(line, cat("arithmetic ", shown, " is not evaluated; its value is unknown"));
       return {shown, {shown}};
     }
     return {std::to_string(*v), {}};
   }
-  static void skip_ws(const std::string& s, size_t& p) {
-    while (p < s.size() && (is_blank(s[p]) || s[p] == '\n')) ++p;
-  }
-  static std::optional<int64_t> arith_atom(const std::string& s, size_t& p) {
-    skip_ws(s, p);
-    if (p >= s.size()) return std::nullopt;
-    if (s[p] == '-' || s[p] == '+') {
-      bool neg = s[p] == '-';
-      ++p;
-      auto v = arith_atom(s, p);
-      if (!v) return v;
-      return neg ? -*v : *v;
-    }
-    if (s[p] == '(') {
-      ++p;
-      auto v = arith_sum(s, p);
-      skip_ws(s, p);
-      if (!v || p >= s.size() || s[p] != ')') return std::nullopt;
-      ++p;
-      return v;
-    }
-    size_t b = p;
-    while (p < s.size() && std::isdigit(static_cast<unsigned char>(s[p]))) ++p;
-    return parse_int(s.substr(b, p - b));
-  }
-  static std::optional<int64_t> arith_product(const std::string& s, size_t& p) {
-    auto v = arith_atom(s, p);
-    while (v) {
-      skip_ws(s, p);
-      if (p >= s.size() || (s[p] != '*' && s[p] != '/' && s[p] != '%')) break;
-      char op = s[p++];
-      auto r = arith_atom(s, p);
-      if (!r || ((op == '/' || op == '%') && *r == 0)) return std::nullopt;
-      v = op == '*' ? *v * *r : op == '/' ? *v / *r : *v % *r;
-    }
-    return v;
-  }
-  static std::optional<int64_t> arith_sum(const std::string& s, size_t& p) {
-    auto v = arith_product(s, p);
-    while (v) {
-      skip_ws(s, p);
-      if (p >= s.size() || (s[p] != '+' && s[p] != '-')) break;
-      char op = s[p++];
-      auto r = arith_product(s, p);
-      if (!r) return std::nullopt;
-      v = op == '+' ? *v + *r : *v - *r;
-    }
-    return v;
-  }
-
   // Word splitting of a value that holds placeholders ("--cache $PWD/x"): split on whitespace
   // outside the placeholders; a piece depends on the placeholders it overlaps.
   template <class Cut, class Add>
@@ -1392,6 +1489,7 @@ class Evaluator {
         args.pop_back();
       }
       size_t p = 0;
+      test_line_ = s.line;
       Tri t = test_or(args, p, prog == "[[");
       if (p != args.size()) {
         note(s.line, "test not understood: its result is unknown");
@@ -1436,6 +1534,7 @@ class Evaluator {
     return v;
   }
   Tri test_not(const std::vector<ShellField>& a, size_t& p, bool dbl) {
+    Nesting nesting(depth_, test_line_, "test operators ! and (");
     if (p < a.size() && a[p].text == "!" && a[p].resolved()) {
       ++p;
       return tri_not(test_not(a, p, dbl));

@@ -43,7 +43,9 @@ struct ShellScript {
 };
 
 // Reads `text`. Throws Error "line N: <what is wrong>" on a syntax error (unterminated quote,
-// array or substitution; `if` without `fi`).
+// array or substitution; `if` without `fi`), on arithmetic that bash would stop at or wrap
+// around ("$((GPUS / NODES)): division by zero", a result beyond 64 bits), on nesting deeper
+// than 64 levels, and on substitutions that together produce more than 64 MiB of text.
 ShellScript read_shell_script(const std::string& text, const ShellReadOptions& options = {});
 
 }  // namespace mplan

@@ -1,5 +1,7 @@
-// mplan_cli_fuzz: a seeded mutation fuzzer of plan files and command-line flags. Each mutant runs
-// run_mplan() (the whole `mplan` command line) in a forked child with its output discarded, and
+// mplan_cli_fuzz: a seeded mutation fuzzer of plan files, launch scripts (`mplan import`), run
+// reports (`mplan accuracy`) and command-line flags of every command but calibrate and preprocess.
+// Each mutant runs run_mplan() (the whole `mplan` command line) in a forked child with its output
+// discarded, and
 // must end with exit code 0, 1 or 2 — never 3 (a broken invariant), another code, an escaped
 // exception ("mplan: failed: ..."), a signal, or a hang (the child's alarm). Invariant: the
 // mutants depend only on --seed and the shipped configs, so a failure is reproduced by its seed and
@@ -26,7 +28,6 @@
 
 #include "cli/mplan_app.hpp"
 #include "src/common/json_reader.hpp"
-
 
 // AddressSanitizer's build flag: GCC defines __SANITIZE_ADDRESS__, clang answers __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
@@ -56,13 +57,25 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// The shipped plans (configs/plans and its folders) with their model and cluster written out, so
-// mutations reach every field.
+// The files of `dir` (and its folders) that end in `ext`, in name order.
+std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ext) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The shipped plans (configs/plans and its folders) and the fuzzer's own seeds of the newest plan
+// fields (tests/cli/fuzz/seeds: MLA, MTP, fp8/fp4 recipes, pipeline layouts and splits, Megatron-
+// FSDP, the precision-aware optimizer, implementations, ramp-up) with their model and cluster
+// written out, so mutations reach every field.
 std::vector<Json> seed_plans(const fs::path& source) {
   std::vector<Json> plans;
-  for (const auto& e : fs::recursive_directory_iterator(source / "configs/plans")) {
-    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
-    Json p = Json::parse(read_file(e.path()));
+  std::vector<fs::path> files = files_in(source / "configs/plans", ".json");
+  for (const fs::path& f : files_in(source / "tests/cli/fuzz/seeds", ".json")) files.push_back(f);
+  for (const fs::path& f : files) {
+    Json p = Json::parse(read_file(f));
     for (const char* kind : {"model", "cluster"}) {
       if (!p[kind].is_string()) continue;
       const std::string dir = std::string(kind) + "s";
@@ -83,9 +96,38 @@ std::vector<Json> seed_plans(const fs::path& source) {
   return plans;
 }
 
-// Command lines whose flags are mutated ("{out}" is the child's scratch file).
-const std::vector<std::vector<std::string>>& seed_commands() {
-  static const std::vector<std::vector<std::string>> cmds = {
+// Megatron-LM launch scripts for `mplan import`: the importer's fixtures and the CLI's.
+std::vector<std::string> seed_scripts(const fs::path& source) {
+  std::vector<std::string> scripts;
+  for (const char* dir : {"tests/src/interop/megatron/fixtures", "tests/cli/fixtures"})
+    for (const fs::path& f : files_in(source / dir, ".sh")) scripts.push_back(read_file(f));
+  return scripts;
+}
+
+// Command lines whose flags are mutated ("{out}" is the child's scratch file, "{outdir}" a scratch
+// folder, "{report}" a run report of a shipped plan for `mplan accuracy`). `mplan run` trains the
+// tiny CPU plans only, and its flags take only small edge values (a mutant trains for seconds).
+std::vector<std::vector<std::string>> seed_commands(const fs::path& source) {
+  const std::string plans = (source / "configs/plans").string() + "/";
+  const std::string scripts = (source / "tests/src/interop/megatron/fixtures").string() + "/";
+  const std::string seeds = (source / "tests/cli/fuzz/seeds").string() + "/";
+  std::vector<std::vector<std::string>> cmds = {
+      {"export", "--megatron", plans + "gpt3-1.3b-tp2-pp2.json", "--format", "args",
+       "--train-iters", "100", "--stack", "megatron-local", "--out", "{out}"},
+      {"export", "--megatron", seeds + "llama3-8b-b200-mxfp8-fsdp.json", "--format", "json",
+       "--legacy-rampup"},
+      {"export", "--megatron", seeds + "deepseek-v3-mla-mtp-fp8.json", "--stack", "megatron",
+       "--out", "{out}"},
+      {"import", "--megatron", scripts + "deepseek_v3_flex_pp16.sh", "--cluster", "dgx-h100",
+       "--var", "NUM_NODES=4", "--gpus", "64", "--out", "{out}"},
+      {"import", "--megatron", scripts + "llama3_8b_gb200_mxfp8.sh", "--vocab-size", "128256",
+       "--name", "fuzz", "--json", "--out", "{out}"},
+      {"accuracy", "{report}", "--cluster", "h200x4", "--out-dir", "{outdir}", "--title", "t"},
+      {"run", plans + "tiny-gpt.json", "--backend", "cpu", "--iters", "2", "--warmup", "1",
+       "--train-iters", "3", "--eval-interval", "2", "--eval-iters", "1", "--lr", "0.001", "--json",
+       "{out}"},
+      {"run", plans + "tiny-gpt-tp2-sp.json", "--backend", "cpu", "--iters", "1", "--warmup", "0",
+       "--seed", "7", "--lr-decay-style", "cosine", "--clip-grad", "1"},
       {"sweep", "--gpus", "8", "--model", "gpt3-1.3b", "--cluster", "dgx-h100", "--global-batch",
        "64", "--top", "3", "--out", "{out}"},
       {"sweep", "--gpus", "16", "--model", "llama3-8b", "--cluster", "dgx-h100", "--fix", "tp=2",
@@ -103,6 +145,17 @@ const std::vector<std::vector<std::string>>& seed_commands() {
        "64", "64", "1000000", "--consumed-samples", "0", "500000"},
   };
   return cmds;
+}
+
+// A run report of `plan` as `mplan run --json` writes it ("{plan}" is the plan file's path).
+Json run_report(const Json& plan) {
+  Json r = {
+      {"schema_version", 2},
+      {"plan", "{plan}"},
+      {"summary", {{"median_ms", 1234.5}}},
+      {"memory", {{"ranks", Json::array({{{"rank", 0}, {"device_peak_bytes", 40L << 30}}})}}}};
+  r["parallel"] = plan.is_object() && plan.contains("parallel") ? plan["parallel"] : Json();
+  return r;
 }
 
 // ---- Mutations ------------------------------------------------------------------------------
@@ -141,6 +194,14 @@ const std::vector<std::string>& edge_texts() {
                                              "9223372036854775808",
                                              "18446744073709551616",
                                              "1099511627776"};
+  return v;
+}
+
+// The edges for `mplan run`'s flags: none asks for more than a few iterations.
+const std::vector<std::string>& small_edge_texts() {
+  static const std::vector<std::string> v = {
+      "0",   "-1",    "1",    "2",     "3",    "-0",         "0.5",        "nan",
+      "inf", "1e999", "\"\"", "\"x\"", "true", "2147483648", "4294967296", "9223372036854775808"};
   return v;
 }
 
@@ -257,13 +318,14 @@ std::string render(const Json& plan) {
 // A flag value mutation of a command line: an edge value, a dropped or repeated flag, garbage.
 std::vector<std::string> mutate_command(std::vector<std::string> args, Rng& rng) {
   const int n = 1 + static_cast<int>(rng() % 3);
+  const std::vector<std::string>& edges = args[0] == "run" ? small_edge_texts() : edge_texts();
   for (int k = 0; k < n && args.size() > 1; ++k) {
     const size_t i = 1 + rng() % (args.size() - 1);
     switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
       case 0:
       case 1:
       case 2: {
-        std::string e = pick(rng, edge_texts());
+        std::string e = pick(rng, edges);
         if (e.size() >= 2 && e.front() == '"') e = e.substr(1, e.size() - 2);
         if (args[i].rfind("--", 0) != 0) args[i] = e;
         break;
@@ -283,12 +345,77 @@ std::vector<std::string> mutate_command(std::vector<std::string> args, Rng& rng)
   return args;
 }
 
+// Bash nesting `depth` deep around a statement: arithmetic, substitutions, subshells, groups,
+// tests.
+std::string nested_bash(Rng& rng) {
+  struct Form {
+    const char *open, *inner, *close;
+  };
+  static const std::vector<Form> forms = {
+      {"$((", "1", "))"},   {"(", "1", ")"},       {"${X:-", "1", "}"},
+      {"( ", "true", " )"}, {"{ ", "true;", " }"}, {"if true; then ", "true;", " fi;"}};
+  const Form& f = pick(rng, forms);
+  const size_t depth = pick(rng, std::vector<size_t>{63, 64, 65, 1000, 20000});
+  std::string s;
+  for (size_t i = 0; i < depth; ++i) s += f.open;
+  s += f.inner;
+  for (size_t i = 0; i < depth; ++i) s += f.close;
+  if (f.inner[0] == '1') return "N=" + (f.open[0] == '(' ? "$((" + s + "))" : s);
+  return s;
+}
+
+// A mutation of a launch script: a number or a line changed, deep nesting, arithmetic that bash
+// stops at or wraps around, a value that doubles itself, or a text-level mutation.
+std::string mutate_script(std::string text, Rng& rng) {
+  if (text.empty()) text = "\n";
+  const size_t at = text.find('\n', rng() % text.size());
+  const size_t line_end = at == std::string::npos ? text.size() : at;
+  const size_t line_start = text.rfind('\n', line_end == 0 ? 0 : line_end - 1);
+  const size_t b = line_start == std::string::npos || line_start >= line_end ? 0 : line_start + 1;
+  switch (std::uniform_int_distribution<int>(0, 6)(rng)) {
+    case 0: {  // a number becomes an edge value
+      const size_t p = text.find_first_of("0123456789", rng() % text.size());
+      if (p == std::string::npos) break;
+      const size_t e = text.find_first_not_of("0123456789", p);
+      text.replace(p, (e == std::string::npos ? text.size() : e) - p, pick(rng, edge_texts()));
+      break;
+    }
+    case 1:  // a line dropped
+      text.erase(b, line_end - b);
+      break;
+    case 2:  // a line repeated
+      text.insert(b, text.substr(b, line_end - b) + "\n");
+      break;
+    case 3:
+      text.insert(b, nested_bash(rng) + "\n");
+      break;
+    case 4:
+      text.insert(b, pick(rng, std::vector<std::string>{
+                                   "GPUS_PER_NODE=$((8 / 0))\n", "NNODES=$((1 % 0))\n",
+                                   "N=$((9223372036854775807 + 1))\n", "N=$((09))\n",
+                                   "N=$((-9223372036854775807 - 1))\nM=$((N / -1))\n"}));
+      break;
+    case 5: {  // a value doubling itself
+      std::string d = "X=a\n";
+      for (int k = 0; k < 64; ++k) d += "X=$X$X\n";
+      text.insert(b, d);
+      break;
+    }
+    default:
+      text = mutate_text(text, rng);
+      break;
+  }
+  return text;
+}
+
 // ---- Running one mutant ---------------------------------------------------------------------
 
 struct Mutant {
   std::string label;              // "validate", "sweep", ...
-  std::vector<std::string> args;  // "{plan}" is the mutant plan file, "{out}" a scratch file
+  std::vector<std::string> args;  // "{plan}": the mutant plan file; "{script}", "{report}" alike
   std::string plan_text;          // empty: no plan file
+  std::string script_text;        // empty: no launch script
+  std::string report_text;        // empty: no run report ("{plan}" in it: the plan file's path)
 };
 
 enum class Outcome { kExit0, kExit1, kExit2, kBadExit, kEscaped, kSignal, kHang };
@@ -316,22 +443,33 @@ bool allowed(Outcome o) {
 }
 
 struct Scratch {
-  fs::path dir, plan, out, err;
+  fs::path dir, plan, script, report, out, outdir, err;
 };
 
 std::vector<std::string> expand(const Mutant& m, const Scratch& s) {
+  const std::map<std::string, std::string> paths = {{"{plan}", s.plan.string()},
+                                                    {"{script}", s.script.string()},
+                                                    {"{report}", s.report.string()},
+                                                    {"{out}", s.out.string()},
+                                                    {"{outdir}", s.outdir.string()}};
   std::vector<std::string> a{"mplan"};
-  for (std::string x : m.args) {
-    if (x == "{plan}") x = s.plan.string();
-    if (x == "{out}") x = s.out.string();
-    a.push_back(x);
-  }
+  for (const std::string& x : m.args) a.push_back(paths.count(x) ? paths.at(x) : x);
   return a;
+}
+
+// Writes the mutant's files into the scratch folder.
+void write_inputs(const Mutant& m, const Scratch& s) {
+  if (!m.plan_text.empty()) std::ofstream(s.plan, std::ios::binary) << m.plan_text;
+  if (!m.script_text.empty()) std::ofstream(s.script, std::ios::binary) << m.script_text;
+  std::string report = m.report_text;
+  for (size_t p; (p = report.find("{plan}")) != std::string::npos;)
+    report.replace(p, 6, s.plan.string());
+  if (!report.empty()) std::ofstream(s.report, std::ios::binary) << report;
 }
 
 // Runs run_mplan in a child: stdout discarded, stderr to a file, memory and time capped.
 Outcome run_child(const Mutant& m, const Scratch& s, int timeout_s, std::string& err) {
-  if (!m.plan_text.empty()) std::ofstream(s.plan, std::ios::binary) << m.plan_text;
+  write_inputs(m, s);
   const std::vector<std::string> args = expand(m, s);
   std::fflush(nullptr);
   const pid_t pid = ::fork();
@@ -369,19 +507,49 @@ Outcome run_child(const Mutant& m, const Scratch& s, int timeout_s, std::string&
 
 // ---- The campaign ---------------------------------------------------------------------------
 
-Mutant make_mutant(const std::vector<Json>& plans, Rng& rng) {
+struct Seeds {
+  std::vector<Json> plans;
+  std::vector<std::string> scripts;
+  std::vector<std::vector<std::string>> commands;
+};
+
+// A mutated command line; `mplan accuracy` gets a run report of a shipped plan.
+Mutant command_mutant(const Seeds& seeds, Rng& rng) {
   Mutant m;
-  if (rng() % 4 == 0) {  // a command line
-    const std::vector<std::string>& base = pick(rng, seed_commands());
-    m.args = mutate_command(base, rng);
-    if (m.args.front() == "sweep") {  // bounded by the sweep's own guard, never mutated
-      m.args.push_back("--time-limit");
-      m.args.push_back("10");
-    }
-    m.label = m.args.front();
-    return m;
+  m.args = mutate_command(pick(rng, seeds.commands), rng);
+  if (m.args.front() == "sweep") {  // bounded by the sweep's own guard, never mutated
+    m.args.push_back("--time-limit");
+    m.args.push_back("10");
   }
-  Json plan = pick(rng, plans);
+  if (std::find(m.args.begin(), m.args.end(), "{report}") != m.args.end()) {
+    const Json& plan = pick(rng, seeds.plans);
+    m.plan_text = render(plan);
+    m.report_text = run_report(plan).dump(1);
+  }
+  m.label = m.args.front();
+  return m;
+}
+
+// A mutated launch script through `mplan import`.
+Mutant script_mutant(const Seeds& seeds, Rng& rng) {
+  Mutant m;
+  m.script_text = pick(rng, seeds.scripts);
+  const int mutations = 1 + static_cast<int>(rng() % 3);
+  for (int k = 0; k < mutations; ++k) m.script_text = mutate_script(m.script_text, rng);
+  static const std::vector<std::vector<std::string>> uses = {
+      {"import", "--megatron", "{script}", "--out", "{out}"},
+      {"import", "--megatron", "{script}", "--json", "--var", "1=8", "--out", "{out}"},
+  };
+  m.args = pick(rng, uses);
+  m.label = "import SCRIPT";
+  return m;
+}
+
+Mutant make_mutant(const Seeds& seeds, Rng& rng) {
+  if (rng() % 4 == 0) return command_mutant(seeds, rng);
+  if (rng() % 6 == 0) return script_mutant(seeds, rng);
+  Mutant m;
+  Json plan = pick(rng, seeds.plans);
   const int tree_mutations = 1 + static_cast<int>(rng() % 3);
   for (int k = 0; k < tree_mutations; ++k) mutate_tree(plan, rng);
   m.plan_text = render(plan);
@@ -394,8 +562,16 @@ Mutant make_mutant(const std::vector<Json>& plans, Rng& rng) {
       {"simulate", "{plan}", "--full-grid", "--allow-oom"},
       {"show-schedule", "--plan", "{plan}"},
       {"compare", "{plan}", "{plan}"},
+      {"export", "--megatron", "{plan}", "--format", "args"},
+      {"export", "--megatron", "{plan}", "--out", "{out}"},
+      {"accuracy", "{report}"},
   };
   m.args = pick(rng, uses);
+  if (m.args.front() == "accuracy") {  // a report of the mutant, sometimes mutated itself
+    Json report = run_report(plan);
+    if (rng() % 2 == 0) mutate_tree(report, rng);
+    m.report_text = render(report);
+  }
   m.label = m.args.front() + " PLAN";
   return m;
 }
@@ -406,13 +582,25 @@ struct Tally {
   int64_t failures = 0;
 };
 
+// NAME.args with NAME.json (the plan), NAME.sh (the script) and NAME.report (the run report,
+// naming NAME.json beside it) in the form of tests/cli/fixtures/crashers.
 void save_crasher(const fs::path& dir, uint64_t seed, int64_t index, const Mutant& m) {
   fs::create_directories(dir);
   const std::string stem = "seed" + std::to_string(seed) + "_" + std::to_string(index);
+  const std::map<std::string, std::string> names = {{"{plan}", "$PLAN"},
+                                                    {"{out}", "$OUT"},
+                                                    {"{outdir}", "$OUT"},
+                                                    {"{script}", "$FIXTURES/" + stem + ".sh"},
+                                                    {"{report}", "$FIXTURES/" + stem + ".report"}};
   std::ofstream args(dir / (stem + ".args"));
-  for (const std::string& a : m.args)
-    args << (a == "{plan}" ? "$PLAN" : a == "{out}" ? "$OUT" : a) << "\n";
+  for (const std::string& a : m.args) args << (names.count(a) ? names.at(a) : a) << "\n";
   if (!m.plan_text.empty()) std::ofstream(dir / (stem + ".json"), std::ios::binary) << m.plan_text;
+  if (!m.script_text.empty())
+    std::ofstream(dir / (stem + ".sh"), std::ios::binary) << m.script_text;
+  std::string report = m.report_text;
+  for (size_t p; (p = report.find("{plan}")) != std::string::npos;)
+    report.replace(p, 6, stem + ".json");
+  if (!report.empty()) std::ofstream(dir / (stem + ".report"), std::ios::binary) << report;
 }
 
 void print_summary(const Tally& t, int64_t mutants, double seconds, uint64_t seed) {
@@ -446,12 +634,15 @@ int main(int argc, char** argv) {
   app.add_option("--source", source, "The source tree (its configs/)");
   CLI11_PARSE(app, argc, argv);
 
-  const std::vector<Json> plans = seed_plans(source);
+  const Seeds seeds{seed_plans(source), seed_scripts(source), seed_commands(source)};
   Scratch s;
   s.dir = fs::temp_directory_path() / ("mplan_fuzz_" + std::to_string(::getpid()));
   fs::create_directories(s.dir);
   s.plan = s.dir / "plan.json";
+  s.script = s.dir / "train.sh";
+  s.report = s.dir / "run.json";
   s.out = s.dir / "out";
+  s.outdir = s.dir / "outdir";
   s.err = s.dir / "stderr.txt";
   fs::current_path(s.dir);  // a sweep's default best.json lands here
 
@@ -463,7 +654,7 @@ int main(int argc, char** argv) {
   };
   int64_t i = 0;
   for (; i < mutants && (seconds <= 0 || elapsed() < seconds); ++i) {
-    const Mutant m = make_mutant(plans, rng);
+    const Mutant m = make_mutant(seeds, rng);
     std::string err;
     const Outcome o = run_child(m, s, timeout_s, err);
     ++tally.by_label[m.label][to_string(o)];

@@ -55,8 +55,8 @@ TEST(GptDims, LlamaFamilyShards) {
 TEST(GptDims, RefusesModelsOfAnotherKind) {
   expect_refused(load_model("mixtral-8x7b"), "model.moe");
   ModelSpec m = load_model("llama3-8b");
-  m.rotary_percent = 0.2890625;  // int(37.0) dims: an odd number
-  expect_refused(m, "model.rotary_percent");
+  m.rotary_percent = 0.2890625;  // int(37.0) dims, odd: validate()'s rule, an invariant here
+  EXPECT_THROW(gpt_dims(m, 1, 1, 0, false), InternalError);
   m.rotary_percent = 0.3;  // int(38.4) = 38, as Megatron truncates
   EXPECT_EQ(gpt_dims(m, 1, 1, 0, false).rot_dim, 38);
   // 16 heads by tp 3: validate()'s rule, a broken invariant here.

@@ -114,6 +114,20 @@ TEST(Validate, MaxPositionEmbeddingsCoverTheSequence) {
               "max_position_embeddings (4096) must be greater than or equal to seq_length (8192).");
 }
 
+TEST(Validate, RotaryDimsAreAnEvenNumber) {
+  Plan p = base();               // llama3-8b: RoPE over heads of 128
+  p.model.rotary_percent = 0.3;  // int(38.4) = 38, as Megatron truncates
+  EXPECT_EQ(all(validate(p)), "");
+  p.model.rotary_percent = 0.2890625;  // int(37.0): an odd number
+  expect_only(p, "model.rotary_percent",
+              "int(rotary_percent x kv_channels) must be an even number of dims >= 2 (RoPE "
+              "rotates pairs), got int(0.289062 x 128) = 37");
+  p.model.rotary_percent = 0.001;  // int(0.128) = 0: nothing rotated
+  expect_only(p, "model.rotary_percent", "= 0");
+  p.model.position_embedding = PositionEmbedding::kLearned;  // the rule is RoPE's
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 // ---- cluster --------------------------------------------------------------------------------
 
 TEST(Validate, GpuCountIsWholeNodes) {
@@ -315,6 +329,13 @@ TEST(Validate, LayoutRules) {
   expect_only(with_layout(2, "Et*16|t*16Lm"), f, "The last layer must be loss");
   expect_only(with_layout(2, "Et*16|t*16mL"), f,
               "Number of mtp layers in layout (1) must match mtp_num_layers (0)");
+  // The model's MTP layers are counted: one `m` for mtp_num_layers 1, in the last stage.
+  Plan mtp = with_layout(2, "Et*16|t*16mL");
+  mtp.model.mtp_num_layers = 1;
+  EXPECT_EQ(all(validate(mtp)), "");
+  mtp = with_layout(2, "Et*16|t*16L");
+  mtp.model.mtp_num_layers = 1;
+  expect_only(mtp, f, "Number of mtp layers in layout (0) must match mtp_num_layers (1)");
   Plan v = with_layout(4, "E|(t*8|)*4(|)*2L");
   v.parallel.vpp = 3;
   expect_has(v, f, "virtual_pipeline_model_parallel_size conflicts with");

@@ -1,12 +1,10 @@
 // Tests of the nesting-depth scanner on small functions whose depth is counted by hand, and the
 // tree check: no function in src/, sim/, cli/, exec/, tests/, bench/ or tools/ nested deeper than
-// six blocks, except the ones listed in kKnownDeep (to be split by their owners; each may not
-// get deeper than listed).
+// six blocks.
 #include "tools/codecheck/nesting_depth.hpp"
 
 #include <gtest/gtest.h>
 
-#include <iostream>
 #include <string>
 
 namespace mplan::codecheck {
@@ -132,40 +130,13 @@ TEST(NestingDepth, SevenDeepIsOverTheLimit) {
   EXPECT_GT(f.depth, kMaxDepth);
 }
 
-// Functions over the limit that belong to work in progress elsewhere (sim/sweep and the CUDA
-// kernels are being rewritten by their owners), with the depth they have now: they may not get
-// deeper, and leave this list once split.
-struct KnownDeep {
-  const char* file;
-  const char* function;
-  int depth;
-};
-constexpr KnownDeep kKnownDeep[] = {
-    {"exec/cuda/attention.cu", "flash_fwd_kernel", 7},
-    {"exec/cuda/attention.cu", "flash_bwd_kernel", 8},
-    {"sim/sweep/candidate_space.cpp", "enumerate_candidates", 11},
-};
-
 TEST(NestingDepth, NoFunctionInTheTreeIsNestedDeeperThanSix) {
-  auto deep = deep_functions(MPLAN_SOURCE_DIR,
-                             {"src", "sim", "cli", "exec", "tests", "bench", "tools"}, kMaxDepth);
-  for (const DeepFunction& d : deep) {
-    const KnownDeep* known = nullptr;
-    for (const KnownDeep& k : kKnownDeep)
-      if (d.file == k.file && d.function.name == k.function) known = &k;
-    if (known && d.function.depth <= known->depth) continue;
+  const auto deep = deep_functions(
+      MPLAN_SOURCE_DIR, {"src", "sim", "cli", "exec", "tests", "bench", "tools"}, kMaxDepth);
+  for (const DeepFunction& d : deep)
     ADD_FAILURE() << d.file << ":" << d.function.line << ": " << d.function.name << " is nested "
                   << d.function.depth << " blocks deep (line " << d.function.deepest_line
-                  << "); the limit is " << kMaxDepth
-                  << (known ? ", and it was listed at " + std::to_string(known->depth) : "");
-  }
-  for (const KnownDeep& k : kKnownDeep) {
-    bool still = false;
-    for (const DeepFunction& d : deep) still |= d.file == k.file && d.function.name == k.function;
-    if (!still)
-      std::cout << "note: " << k.file << ": " << k.function
-                << " is no longer over the limit; remove it from kKnownDeep\n";
-  }
+                  << "); the limit is " << kMaxDepth;
 }
 
 }  // namespace

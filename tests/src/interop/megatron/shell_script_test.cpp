@@ -96,6 +96,86 @@ TEST(ShellScript, Arithmetic) {
   EXPECT_THAT(texts(sh.commands[0]), ElementsAre("cmd", "16", "9", "2"));
 }
 
+TEST(ShellScript, ArithmeticAsBashComputesIt) {
+  // Octal constants, the sign of a remainder, INT64_MIN % -1, the largest 64-bit constant.
+  auto sh = read(
+      "cmd $((010 + 1)) $((-7 % 3)) $(( (-9223372036854775807 - 1) % -1 ))"
+      " $((9223372036854775807))\n");
+  EXPECT_THAT(texts(sh.commands[0]), ElementsAre("cmd", "9", "-1", "0", "9223372036854775807"));
+}
+
+TEST(ShellScript, ArithmeticBashStopsAtOrWrapsIsAnError) {
+  auto error = [](const std::string& script) {
+    try {
+      read(script);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // bash: "division by 0", and the script stops.
+  EXPECT_EQ(error("NODES=0\nGPUS=8\nN=$((GPUS / NODES))\ncmd $N\n"),
+            "line 3: $((GPUS / NODES)): division by zero");
+  EXPECT_EQ(error("cmd $((1 % 0))\n"), "line 1: $((1 % 0)): division by zero");
+  // bash wraps these around to a negative number.
+  const std::string wraps = "the result overflows 64-bit integers (bash would wrap it around)";
+  EXPECT_EQ(error("cmd $((9223372036854775807 * 2))\n"),
+            "line 1: $((9223372036854775807 * 2)): " + wraps);
+  EXPECT_EQ(error("cmd $((9223372036854775807 + 1))\n"),
+            "line 1: $((9223372036854775807 + 1)): " + wraps);
+  EXPECT_EQ(error("cmd $(( (-9223372036854775807 - 1) / -1 ))\n"),
+            "line 1: $(( (-9223372036854775807 - 1) / -1 )): " + wraps);
+  EXPECT_THAT(error("cmd $((99999999999999999999))\n"),
+              HasSubstr("99999999999999999999: the constant overflows 64-bit integers"));
+  EXPECT_THAT(error("cmd $((09))\n"), HasSubstr("09: value too great for base"));
+}
+
+TEST(ShellScript, NestingIsBoundedNotAStackOverflow) {
+  auto nested = [](const std::string& open, const std::string& inner, const std::string& close,
+                   int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += open;
+    s += inner;
+    for (int i = 0; i < n; ++i) s += close;
+    return s;
+  };
+  // Within the limit each form is read; far beyond it, one line names what is nested.
+  EXPECT_THAT(texts(read("cmd $((" + nested("(", "1", ")", 20) + "))").commands[0]),
+              ElementsAre("cmd", "1"));
+  EXPECT_THAT(texts(read(nested("( ", "cmd ${A:-${B:-${C:-1}}}", " )", 20)).commands[0]),
+              ElementsAre("cmd", "1"));
+  const int deep = 5000;
+  EXPECT_THAT([&] { read("X=$((" + nested("(", "1", ")", deep) + "))"); },
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("arithmetic signs and parentheses nested deeper than 64 levels")));
+  EXPECT_THAT([&] { read("X=$((" + std::string(deep, '-') + "1))\n"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("nested deeper than 64 levels")));
+  EXPECT_THAT([&] { read(nested("(", "true", ")", deep)); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("commands nested deeper than 64 levels")));
+  EXPECT_THAT([&] { read(nested("{ ", "true;", " }", deep)); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("commands nested deeper than 64 levels")));
+  EXPECT_THAT([&] { read(nested("if true; then\n", "X=1\n", "fi\n", 1000)); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("commands nested deeper than 64 levels")));
+  EXPECT_THAT(
+      [&] { read("X=" + nested("${Y:-", "1", "}", 1000) + "\ncmd $X\n"); },
+      ::testing::ThrowsMessage<Error>(HasSubstr("substitutions ${...} nested deeper than 64")));
+  EXPECT_THAT([&] { read("[[ " + nested("( ", "-n x", " )", deep) + " ]]"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("test operators ! and ( nested deeper")));
+  EXPECT_THAT([&] { read("[[ " + nested("! ", "-n x", "", deep) + " ]]"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("nested deeper than 64 levels")));
+}
+
+TEST(ShellScript, SubstitutionsThatDoubleAValueEndInAnError) {
+  // Doubling 20 times (1 MiB) is read; 64 times would be 2^64 bytes.
+  std::string doubling = "X=a\n";
+  for (int i = 0; i < 20; ++i) doubling += "X=$X$X\n";
+  EXPECT_EQ(read(doubling + "cmd ${#X}\n").commands[0].words[1].text, "1048576");
+  for (int i = 20; i < 64; ++i) doubling += "X=$X$X\n";
+  EXPECT_THAT([&] { read(doubling + "cmd $X\n"); },
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("line 27: ${X}: the script's substitutions produce more than 64 MiB")));
+}
+
 TEST(ShellScript, ArithmeticOnAnUnknownStaysUnknown) {
   auto sh = read("W=$(($GPUS*2))\ncmd $W\n");
   ASSERT_EQ(sh.commands[0].words.size(), 2u);
