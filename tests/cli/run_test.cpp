@@ -278,6 +278,10 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
   const std::string ckpt = temp_path("run_bad_ckpt");
   std::filesystem::remove_all(ckpt);
   std::filesystem::create_directories(ckpt + "/notes");
+  const std::string absent = temp_path("run_bad_absent_ckpt"), empty = temp_path("run_bad_empty");
+  std::filesystem::remove_all(absent);
+  std::filesystem::remove_all(empty);
+  std::filesystem::create_directories(empty);
   const std::vector<Case> cases = {
       {" --train-iters 0", "mplan: error: --train-iters: must be >= 1, got 0"},
       {" --lr -1", "mplan: error: --lr: must be >= 0, got -1"},
@@ -304,6 +308,15 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
       {" --data-path " + temp_path("absent"), "mplan: error: " + temp_path("absent")},
       {" --load " + ckpt, "mplan: error: --load: " + ckpt +
                               " has no latest_checkpointed_iteration.txt but is not empty"},
+      // Nothing to resume from, and not the --save directory: never a silent fresh start.
+      {" --load " + absent, "mplan: error: --load: " + absent +
+                                " does not exist; --load must name a directory with a checkpoint "
+                                "(latest_checkpointed_iteration.txt)"},
+      {" --load " + empty, "mplan: error: --load: " + empty +
+                               " holds no checkpoint; --load must name a directory with a "
+                               "checkpoint"},
+      {" --load " + absent + " --save " + empty + " --save-interval 1",
+       "mplan: error: --load: " + absent + " does not exist"},
       {" --seed -3", "mplan: error: --seed: must be >= 0, got -3"},
       {" --weight-decay -0.1", "mplan: error: --weight-decay: must be >= 0, got -0.1"},
       {" --clip-grad -1", "mplan: error: --clip-grad: must be >= 0, got -1"},
@@ -314,6 +327,21 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos) << c.args;
   }
+}
+
+// --load naming the --save directory (spelled another way) that holds nothing yet: a fresh start,
+// said so, and the checkpoint lands there.
+TEST_F(RunCommand, LoadOfTheSaveDirectoryStartsFresh) {
+  const std::string ckpt = temp_path("run_fresh_ckpt");
+  std::filesystem::remove_all(ckpt);
+  Result r = run("run " + kTinyGpt + " --backend cpu --iters 2 --warmup 0 --save " + ckpt +
+                 "/ --save-interval 2 --load " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: --load " + ckpt +
+                       ": no checkpoint there, starting fresh (it is the --save directory)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "2\n");
 }
 
 TEST_F(RunCommand, CheckpointsOfAnotherRunOrModelAreRefused) {
