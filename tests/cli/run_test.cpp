@@ -221,11 +221,14 @@ TEST_F(RunCommand, DataOfAnotherVocabularyStopsTheRun) {
   Result r =
       run("run " + kTinyGpt + " --backend cpu --iters 2 --split 1,0,0 --eval-iters 0 --data-path " +
           prefix + "_text_document");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--data-path: token 900 in the batch starting at sample 0 is outside the "
-                       "model's vocabulary [0, 256)"),
+  // One id out of range among many: found before training, exit 2.
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --data-path: " + prefix +
+                       "_text_document.bin holds token ids up to 900, but model.vocab_size is "
+                       "256: every id must be < vocab_size"),
             std::string::npos)
       << r.out;
+  EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos);
 }
 
 // Runs `mplan ARGS` under `ulimit -f BLOCKS` (SIGXFSZ ignored: writes past it fail with EFBIG,
@@ -327,6 +330,58 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos) << c.args;
   }
+}
+
+// Before training: the data's token ids and the tokenizer's vocabulary against the model's
+// vocab_size (256 for the tiny GPT), each an error naming the field and the rule.
+TEST_F(RunCommand, VocabularyIsCheckedAgainstTheData) {
+  // Ids up to 299, preprocessed for a vocabulary of 300.
+  std::string jsonl;
+  for (int d = 0; d < 60; ++d) {
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += (i ? " " : "") + std::to_string((d * 37 + i * 11) % 300);
+    jsonl += "{\"text\": \"" + text + "\"}\n";
+  }
+  const std::string prefix = temp_path("run_vocab300");
+  Result p = run("preprocess --input " + write_temp("run_vocab300.jsonl", jsonl) +
+                 " --output-prefix " + prefix + " --tokenizer-type NullTokenizer --vocab-size 300");
+  ASSERT_EQ(p.code, 0) << p.out;
+  const std::string data = prefix + "_text_document";
+  const std::string flags = " --backend cpu --iters 2 --split 1,0,0 --eval-iters 0";
+  Result r = run("run " + kTinyGpt + flags + " --data-path " + data);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --data-path: " + data +
+                       ".bin holds token ids up to 299, but model.vocab_size is 256: every id "
+                       "must be < vocab_size"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos);
+  // The same data under a model of 300 tokens trains.
+  nlohmann::json plan = nlohmann::json::parse(slurp(kTinyGpt));
+  plan["model"]["vocab_size"] = 300;
+  Result ok =
+      run("run " + write_temp("run_vocab300.json", plan.dump()) + flags + " --data-path " + data);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  // A vocabulary file of 257 tokens (ids 0 .. 256) for the model's 256, on data that fits it.
+  std::string vocab = "{";
+  for (int i = 0; i < 257; ++i)
+    vocab += (i ? ", \"t" : "\"t") + std::to_string(i) + "\": " + std::to_string(i);
+  vocab += "}";
+  plan = nlohmann::json::parse(slurp(kTinyGpt));
+  plan["training"]["vocab_file"] = write_temp("run_vocab257.json", vocab);
+  const std::string small = corpus("run_vocab_corpus");
+  r = run("run " + write_temp("run_vocab257_plan.json", plan.dump()) + flags + " --data-path " +
+          small);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: model.vocab_size: 256 is smaller than the 257 tokens of "
+                       "--vocab-file "),
+            std::string::npos)
+      << r.out;
+  plan["training"]["vocab_file"] = temp_path("run_vocab_absent.json");
+  r = run("run " + write_temp("run_vocab257_plan.json", plan.dump()) + flags + " --data-path " +
+          small);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --vocab-file"), std::string::npos) << r.out;
 }
 
 // --load naming the --save directory (spelled another way) that holds nothing yet: a fresh start,
