@@ -194,6 +194,20 @@ TrainingConfig training_with_flags(const RunOptions& o, const TrainingConfig& pl
   }
 }
 
+// Whether two paths name one directory, existing or not ("" names none): "ckpt", "./ckpt/" and
+// its absolute path are one.
+bool same_directory(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  auto resolved = [](const std::string& p) {
+    std::filesystem::path n = std::filesystem::path(p).lexically_normal();
+    if (!n.has_filename() && n.has_parent_path()) n = n.parent_path();  // "ckpt/" -> "ckpt"
+    std::error_code ec;
+    const std::filesystem::path c = std::filesystem::weakly_canonical(n, ec);
+    return ec ? n : c;
+  };
+  return resolved(a) == resolved(b);
+}
+
 // Every check that must pass before anything is allocated. Throws Error naming the flag/field,
 // or DoesNotFit.
 Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
@@ -229,16 +243,27 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
   s.log_interval = s.benchmark && !o.log_interval ? 1 : t.log_interval;
   if (o.seed && *o.seed < 0) throw Error(cat("--seed: must be >= 0, got ", *o.seed));
 
-  // --load: a checkpoint, or nothing (a fresh start, said so); its seed is the run's RNG state.
+  // --load: a checkpoint; its seed is the run's RNG state. Nothing to load is a fresh start
+  // (said so) only where --load is also the --save directory (Megatron-LM's `--save X --load X`,
+  // the segments of a run); elsewhere it is an error, never a silent fresh start from a typo.
   int64_t start = 0;
   if (!t.load.empty()) {
     int unfinished = 0;
     s.load = find_checkpoint(t.load, s.plan, /*verify_checksums=*/root, &unfinished);
     if (!s.load) {
-      s.notes.push_back(
-          cat("--load ", t.load, ": no checkpoint there",
-              unfinished > 0 ? cat(" (", unfinished, " unfinished saves ignored)") : std::string(),
-              ", starting fresh"));
+      const std::string ignored =
+          unfinished > 0 ? cat(" (", unfinished, " unfinished saves ignored)") : std::string();
+      if (!same_directory(t.load, t.save)) {
+        std::error_code ec;
+        throw Error(cat("--load: ", t.load,
+                        std::filesystem::exists(t.load, ec) ? " holds no checkpoint" + ignored
+                                                            : std::string(" does not exist"),
+                        "; --load must name a directory with a checkpoint (", kLatestCheckpointFile,
+                        "): leave it out to start fresh, or give it as --save too to start "
+                        "fresh there and resume later"));
+      }
+      s.notes.push_back(cat("--load ", t.load, ": no checkpoint there", ignored,
+                            ", starting fresh (it is the --save directory)"));
     } else {
       const CheckpointState& c = s.load->state;
       start = c.iteration;
@@ -842,7 +867,8 @@ void add_run(CLI::App& app) {
   group("--save", opts->save, "Checkpoint directory to write (Megatron's layout)");
   group("--save-interval", opts->save_interval, "Save every N iterations (and at the end)");
   group("--load", opts->load,
-        "Checkpoint directory to resume from (empty or absent: a fresh start, said so)");
+        "Checkpoint directory to resume from (must hold one unless it is the --save "
+        "directory: then empty or absent is a fresh start, said so)");
   group("--log-interval", opts->log_interval,
         "Print Megatron's log line every N iterations (default: the plan's; 1 for benchmarks)");
   group("--tensorboard-dir", opts->tensorboard_dir,

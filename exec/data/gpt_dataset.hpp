@@ -55,6 +55,7 @@ class GptDataset final : public TokenSource {
   void sample(int64_t index, std::span<int32_t> out) const override;
 
   DataSplit split() const { return split_; }
+  const IndexedDataset& indexed() const { return *dataset_; }
   int64_t num_epochs() const { return num_epochs_; }
   int64_t num_samples_requested() const { return num_samples_; }
   IndexCacheStatus cache_status() const { return cache_status_; }

@@ -2,6 +2,8 @@
 #include "exec/data/indexed_dataset.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 
 #include "src/common/error.hpp"
 
@@ -112,6 +114,47 @@ IndexedDataset::IndexedDataset(const std::string& prefix)
                     num_tokens_, " tokens of ", to_string(dtype_), " = ", num_tokens_ * item,
                     " bytes (", bin_.size() < num_tokens_ * item ? "truncated" : "not its data",
                     ")"));
+}
+
+std::pair<int64_t, int64_t> IndexedDataset::token_id_range() const {
+  int64_t lo = 0, hi = -1;
+  if (num_tokens_ == 0) return {lo, hi};
+  const std::byte* p = bin_.bytes().data();
+  auto scan = [&]<class T>(T) {
+    T a = std::numeric_limits<T>::max(), b = std::numeric_limits<T>::lowest();
+    for (int64_t i = 0; i < num_tokens_; ++i) {
+      T v;
+      std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+      a = std::min(a, v);
+      b = std::max(b, v);
+    }
+    lo = static_cast<int64_t>(a);
+    hi = static_cast<int64_t>(b);
+  };
+  switch (dtype_) {
+    case TokenDtype::kUint8:
+      scan(uint8_t{});
+      break;
+    case TokenDtype::kInt8:
+      scan(int8_t{});
+      break;
+    case TokenDtype::kInt16:
+      scan(int16_t{});
+      break;
+    case TokenDtype::kUint16:
+      scan(uint16_t{});
+      break;
+    case TokenDtype::kInt32:
+      scan(int32_t{});
+      break;
+    case TokenDtype::kInt64:
+      scan(int64_t{});
+      break;
+    case TokenDtype::kFloat32:
+    case TokenDtype::kFloat64:
+      MPLAN_CHECK(false, "float tokens are refused when the dataset is opened");
+  }
+  return {lo, hi};
 }
 
 void IndexedDataset::read(int64_t sequence, int64_t offset, std::span<int32_t> out) const {

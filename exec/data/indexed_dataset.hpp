@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "exec/data/mapped_file.hpp"
 
@@ -56,6 +57,10 @@ class IndexedDataset {
 
   // Tokens [offset, offset + out.size()) of sequence `sequence`, as int32 (Megatron's get()).
   void read(int64_t sequence, int64_t offset, std::span<int32_t> out) const;
+
+  // The smallest and largest token id in the .bin, by one pass over it ({0, -1} when it holds
+  // no tokens).
+  std::pair<int64_t, int64_t> token_id_range() const;
 
   // File sizes in bytes.
   int64_t idx_bytes() const { return idx_.size(); }

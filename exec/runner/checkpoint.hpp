@@ -62,10 +62,11 @@ struct CheckpointInfo {
   std::vector<std::string> notes;  // e.g. vocabulary padding that differs from this layout's
 };
 
-// --load DIR. nullopt when DIR is absent, empty, or holds only unfinished saves (a fresh start);
-// `ignored` (may be null) then counts the unfinished saves. Otherwise the checkpoint the marker
-// names, checked against `plan`'s model: Error naming --load and the file when the marker or its
-// directory is missing, partial, corrupt (sizes, headers, checksums) or holds another model.
+// --load DIR. nullopt when DIR is absent, empty, or holds only unfinished saves (nothing to load;
+// `mplan run` starts fresh only where DIR is also --save); `ignored` (may be null) then counts
+// the unfinished saves. Otherwise the checkpoint the marker names, checked against `plan`'s
+// model: Error naming --load and the file when the marker or its directory is missing, partial,
+// corrupt (sizes, headers, checksums) or holds another model.
 // The file checksums are verified when `verify_checksums` (one rank reading everything is enough).
 std::optional<CheckpointInfo> find_checkpoint(const std::string& dir, const Plan& plan,
                                               bool verify_checksums = true, int* ignored = nullptr);

@@ -1,12 +1,61 @@
 // TrainingData: synthetic tokens, or Megatron's GPT datasets sized for the run.
 #include "exec/runner/training_data.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "exec/data/synthetic_token_source.hpp"
+#include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
 
 namespace mplan::exec {
+
+namespace {
+
+// The number of tokens in a GPT-2 vocabulary JSON (token -> id), as Megatron-LM's
+// GPT2BPETokenizer counts it (len(encoder)).
+int64_t vocab_file_tokens(const std::string& path) {
+  nlohmann::json vocab;
+  try {
+    vocab = nlohmann::json::parse(read_text_file(path, "--vocab-file"));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(cat("--vocab-file: ", path, " is not valid JSON (", e.what(), ")"));
+  }
+  if (!vocab.is_object() || vocab.empty())
+    throw Error(cat("--vocab-file: ", path, " is not a vocabulary (a JSON object of token -> id)"));
+  return static_cast<int64_t>(vocab.size());
+}
+
+}  // namespace
+
+void check_vocabulary(const Plan& plan, const std::vector<const IndexedDataset*>& datasets) {
+  const int64_t vocab = plan.model.vocab_size;
+  const TrainingConfig& t = plan.training;
+  if (!t.vocab_file.empty()) {
+    const int64_t tokens = vocab_file_tokens(t.vocab_file);
+    if (vocab < tokens)
+      throw Error(cat("model.vocab_size: ", vocab, " is smaller than the ", tokens,
+                      " tokens of --vocab-file ", t.vocab_file,
+                      "; it must hold every id the tokenizer gives (set it to at least ", tokens,
+                      ")"));
+  }
+  for (const IndexedDataset* d : datasets) {
+    // Ids of an unsigned dtype narrower than the vocabulary cannot leave it: no pass needed.
+    if ((d->dtype() == TokenDtype::kUint8 && vocab >= 256) ||
+        (d->dtype() == TokenDtype::kUint16 && vocab >= 65536))
+      continue;
+    const auto [lo, hi] = d->token_id_range();
+    if (lo < 0)
+      throw Error(cat("--data-path: ", d->prefix(), ".bin holds the token id ", lo,
+                      "; token ids must be in [0, model.vocab_size = ", vocab, ")"));
+    if (hi >= vocab)
+      throw Error(cat("--data-path: ", d->prefix(), ".bin holds token ids up to ", hi,
+                      ", but model.vocab_size is ", vocab, ": every id must be < vocab_size (",
+                      "the data was made with a larger vocabulary; set it to at least ", hi + 1,
+                      ")"));
+  }
+}
 
 TrainingData make_training_data(const Plan& plan, int64_t train_iters) {
   const TrainingConfig& t = plan.training;
@@ -35,6 +84,11 @@ TrainingData make_training_data(const Plan& plan, int64_t train_iters) {
   if (!s.train)
     throw Error(cat("--split: \"", t.split, "\" gives the training set no share of the data"));
   d.train = s.train;
+  std::vector<const IndexedDataset*> indexed;
+  for (const auto& ds : s.datasets)
+    if (std::find(indexed.begin(), indexed.end(), &ds->indexed()) == indexed.end())
+      indexed.push_back(&ds->indexed());
+  check_vocabulary(plan, indexed);
   if (evaluate) {
     d.valid = s.valid;
     d.test = s.test;

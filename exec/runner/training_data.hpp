@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/data/gpt_data_sources.hpp"
+#include "exec/data/indexed_dataset.hpp"
 #include "exec/data/token_source.hpp"
 #include "src/plan/plan.hpp"
 
@@ -26,6 +27,12 @@ struct TrainingData {
   std::vector<std::string> notes;                  // index caches built or loaded
   bool synthetic() const { return valid == nullptr && test == nullptr && needed.valid == 0; }
 };
+
+// The tokenizer and the data against the model, before training: Error naming model.vocab_size
+// when it is smaller than the tokens of training.vocab_file (read as JSON; Error naming
+// --vocab-file when it cannot be), or naming --data-path and the file when a dataset holds a
+// token id outside [0, vocab_size) (one pass over each .bin whose dtype could hold one).
+void check_vocabulary(const Plan& plan, const std::vector<const IndexedDataset*>& datasets);
 
 // The data of `plan` for a run of `train_iters` iterations (the plan's evaluation settings). With
 // training.data_path: Megatron's datasets (the index cache beside the data is built when absent);

@@ -269,6 +269,8 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   }
   t.split = o.get_string("split", kDefaultSplit);
   const std::array<double, 3> shares = parse_split(t.split, o.field("split"));
+  t.vocab_file = o.get_string("vocab_file", "");
+  t.merge_file = o.get_string("merge_file", "");
   // Evaluation, checkpoints, logging.
   t.eval_interval = o.get_int("eval_interval", t.eval_interval, {0, 1'000'000'000});
   t.eval_iters = o.get_int("eval_iters", t.eval_iters, {0, 1'000'000'000});
@@ -348,6 +350,8 @@ Json training_to_json(const TrainingConfig& t) {
     j["data_path"] = words;
   }
   if (t.split != d.split) j["split"] = t.split;
+  if (!t.vocab_file.empty()) j["vocab_file"] = t.vocab_file;
+  if (!t.merge_file.empty()) j["merge_file"] = t.merge_file;
   if (t.eval_interval != d.eval_interval) j["eval_interval"] = t.eval_interval;
   if (t.eval_iters != d.eval_iters) j["eval_iters"] = t.eval_iters;
   if (!t.save.empty()) j["save"] = t.save;

@@ -91,6 +91,10 @@ struct TrainingConfig {
   // Data (empty data_path: synthetic tokens).
   DataBlend data_path;                // --data-path
   std::string split = kDefaultSplit;  // --split
+  // GPT-2 BPE files of the tokenizer the data was made with (--tokenizer-type GPT2BPETokenizer).
+  // Carried for Megatron-LM; `mplan run` reads token ids and needs neither ("" : none).
+  std::string vocab_file;  // --vocab-file
+  std::string merge_file;  // --merge-file
   // Evaluation, checkpoints, logging.
   int64_t eval_interval = 1000;  // --eval-interval (0: only at the end)
   int64_t eval_iters = 100;      // --eval-iters

@@ -62,7 +62,9 @@ TEST_F(ImportExport, ImportsTheGpt3LaunchScript) {
   EXPECT_THAT(r.out, HasSubstr("gpt3-175b (matches the preset)"));
   EXPECT_THAT(r.err, HasSubstr("warning: the script launches 8 processes"));
   EXPECT_THAT(r.err, HasSubstr("$1 (no value here): --save, --load"));
-  EXPECT_THAT(r.err, HasSubstr("ignored (no effect on a training step)"));
+  // The training loop's arguments are plan fields now, none of them "ignored".
+  EXPECT_THAT(r.err, Not(HasSubstr("ignored (no effect on a training step)")));
+  EXPECT_THAT(r.err, HasSubstr("--save: its value ($1) depends on $1"));
   EXPECT_THAT(r.out, Not(HasSubstr("warning")));
 
   auto plan = nlohmann::json::parse(slurp(file("plan.json")));
@@ -74,9 +76,59 @@ TEST_F(ImportExport, ImportsTheGpt3LaunchScript) {
   EXPECT_EQ(plan["model"]["hidden_size"], 12288);
   EXPECT_EQ(plan["training"]["rampup_batch_size"], nlohmann::json::parse("[16, 16, 5859375]"));
   EXPECT_EQ(plan["cluster"]["name"], "dgx-a100-80g");
+  // The schedule, evaluation and checkpoint interval of the script; its paths ($1 ... $5) have
+  // no value here.
+  const auto& t = plan["training"];
+  EXPECT_EQ(t["lr_decay_style"], "cosine");
+  EXPECT_EQ(t["min_lr"], 6e-6);
+  EXPECT_EQ(t["lr_warmup_fraction"], 0.001);
+  EXPECT_EQ(t["lr_decay_iters"], 430000);
+  EXPECT_EQ(t["split"], "949,50,1");
+  EXPECT_EQ(t["eval_iters"], 10);
+  EXPECT_EQ(t["save_interval"], 10000);
+  EXPECT_FALSE(t.contains("eval_interval"));  // 1000: the plan's default, left out
+  EXPECT_FALSE(t.contains("log_interval"));   // 100: likewise
+  EXPECT_FALSE(t.contains("data_path"));
+  EXPECT_FALSE(t.contains("save"));
 
   Result v = run("validate plan.json");
   EXPECT_EQ(v.code, 0) << v.out << v.err;
+}
+
+// With the script's positional paths given, the data blend, tokenizer files, checkpoint and
+// TensorBoard directories land in the plan, and export writes them back.
+TEST_F(ImportExport, Gpt3LaunchScriptPathsTakeEffect) {
+  Result r = run("import --megatron '" + fixture() +
+                 "' --var 1=/ckpt --var 2=/tb --var 3=/gpt2/vocab.json --var 4=/gpt2/merges.txt"
+                 " --var '5=0.3 /d/a_text_document 0.7 /d/b_text_document' --out plan.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("no value here")));
+  EXPECT_THAT(r.err, Not(HasSubstr("ignored (no effect on a training step)")));
+  auto t = nlohmann::json::parse(slurp(file("plan.json")))["training"];
+  EXPECT_EQ(t["data_path"],
+            nlohmann::json::parse(R"([0.3, "/d/a_text_document", 0.7, "/d/b_text_document"])"));
+  EXPECT_EQ(t["vocab_file"], "/gpt2/vocab.json");
+  EXPECT_EQ(t["merge_file"], "/gpt2/merges.txt");
+  EXPECT_EQ(t["save"], "/ckpt");
+  EXPECT_EQ(t["load"], "/ckpt");
+  EXPECT_EQ(t["tensorboard_dir"], "/tb");
+  EXPECT_EQ(t["save_interval"], 10000);
+  EXPECT_EQ(t["eval_iters"], 10);
+
+  Result e = run("export --megatron plan.json --format args");
+  ASSERT_EQ(e.code, 0) << e.err;
+  for (const char* line :
+       {"--data-path 0.3 /d/a_text_document 0.7 /d/b_text_document\n", "--split 949,50,1\n",
+        "--tokenizer-type GPT2BPETokenizer\n", "--vocab-file /gpt2/vocab.json\n",
+        "--merge-file /gpt2/merges.txt\n", "--save /ckpt\n", "--load /ckpt\n",
+        "--save-interval 10000\n", "--eval-iters 10\n", "--tensorboard-dir /tb\n",
+        "--lr-decay-style cosine\n", "--min-lr 6e-06\n", "--lr-warmup-fraction 0.001\n",
+        "--lr-decay-iters 430000\n"})
+    EXPECT_THAT(e.out, HasSubstr(line));
+  EXPECT_THAT(e.out, Not(HasSubstr("--mock-data")));
+  ASSERT_EQ(run("export --megatron plan.json --out train.sh").code, 0);
+  ASSERT_EQ(run("import --megatron train.sh --out again.json").code, 0);
+  EXPECT_EQ(slurp(file("again.json")), slurp(file("plan.json")));
 }
 
 TEST_F(ImportExport, JsonReport) {

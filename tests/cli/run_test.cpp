@@ -221,11 +221,14 @@ TEST_F(RunCommand, DataOfAnotherVocabularyStopsTheRun) {
   Result r =
       run("run " + kTinyGpt + " --backend cpu --iters 2 --split 1,0,0 --eval-iters 0 --data-path " +
           prefix + "_text_document");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--data-path: token 900 in the batch starting at sample 0 is outside the "
-                       "model's vocabulary [0, 256)"),
+  // One id out of range among many: found before training, exit 2.
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --data-path: " + prefix +
+                       "_text_document.bin holds token ids up to 900, but model.vocab_size is "
+                       "256: every id must be < vocab_size"),
             std::string::npos)
       << r.out;
+  EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos);
 }
 
 // Runs `mplan ARGS` under `ulimit -f BLOCKS` (SIGXFSZ ignored: writes past it fail with EFBIG,
@@ -278,6 +281,10 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
   const std::string ckpt = temp_path("run_bad_ckpt");
   std::filesystem::remove_all(ckpt);
   std::filesystem::create_directories(ckpt + "/notes");
+  const std::string absent = temp_path("run_bad_absent_ckpt"), empty = temp_path("run_bad_empty");
+  std::filesystem::remove_all(absent);
+  std::filesystem::remove_all(empty);
+  std::filesystem::create_directories(empty);
   const std::vector<Case> cases = {
       {" --train-iters 0", "mplan: error: --train-iters: must be >= 1, got 0"},
       {" --lr -1", "mplan: error: --lr: must be >= 0, got -1"},
@@ -304,6 +311,15 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
       {" --data-path " + temp_path("absent"), "mplan: error: " + temp_path("absent")},
       {" --load " + ckpt, "mplan: error: --load: " + ckpt +
                               " has no latest_checkpointed_iteration.txt but is not empty"},
+      // Nothing to resume from, and not the --save directory: never a silent fresh start.
+      {" --load " + absent, "mplan: error: --load: " + absent +
+                                " does not exist; --load must name a directory with a checkpoint "
+                                "(latest_checkpointed_iteration.txt)"},
+      {" --load " + empty, "mplan: error: --load: " + empty +
+                               " holds no checkpoint; --load must name a directory with a "
+                               "checkpoint"},
+      {" --load " + absent + " --save " + empty + " --save-interval 1",
+       "mplan: error: --load: " + absent + " does not exist"},
       {" --seed -3", "mplan: error: --seed: must be >= 0, got -3"},
       {" --weight-decay -0.1", "mplan: error: --weight-decay: must be >= 0, got -0.1"},
       {" --clip-grad -1", "mplan: error: --clip-grad: must be >= 0, got -1"},
@@ -314,6 +330,73 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos) << c.args;
   }
+}
+
+// Before training: the data's token ids and the tokenizer's vocabulary against the model's
+// vocab_size (256 for the tiny GPT), each an error naming the field and the rule.
+TEST_F(RunCommand, VocabularyIsCheckedAgainstTheData) {
+  // Ids up to 299, preprocessed for a vocabulary of 300.
+  std::string jsonl;
+  for (int d = 0; d < 60; ++d) {
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += (i ? " " : "") + std::to_string((d * 37 + i * 11) % 300);
+    jsonl += "{\"text\": \"" + text + "\"}\n";
+  }
+  const std::string prefix = temp_path("run_vocab300");
+  Result p = run("preprocess --input " + write_temp("run_vocab300.jsonl", jsonl) +
+                 " --output-prefix " + prefix + " --tokenizer-type NullTokenizer --vocab-size 300");
+  ASSERT_EQ(p.code, 0) << p.out;
+  const std::string data = prefix + "_text_document";
+  const std::string flags = " --backend cpu --iters 2 --split 1,0,0 --eval-iters 0";
+  Result r = run("run " + kTinyGpt + flags + " --data-path " + data);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --data-path: " + data +
+                       ".bin holds token ids up to 299, but model.vocab_size is 256: every id "
+                       "must be < vocab_size"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("consumed samples:"), std::string::npos);
+  // The same data under a model of 300 tokens trains.
+  nlohmann::json plan = nlohmann::json::parse(slurp(kTinyGpt));
+  plan["model"]["vocab_size"] = 300;
+  Result ok =
+      run("run " + write_temp("run_vocab300.json", plan.dump()) + flags + " --data-path " + data);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  // A vocabulary file of 257 tokens (ids 0 .. 256) for the model's 256, on data that fits it.
+  std::string vocab = "{";
+  for (int i = 0; i < 257; ++i)
+    vocab += (i ? ", \"t" : "\"t") + std::to_string(i) + "\": " + std::to_string(i);
+  vocab += "}";
+  plan = nlohmann::json::parse(slurp(kTinyGpt));
+  plan["training"]["vocab_file"] = write_temp("run_vocab257.json", vocab);
+  const std::string small = corpus("run_vocab_corpus");
+  r = run("run " + write_temp("run_vocab257_plan.json", plan.dump()) + flags + " --data-path " +
+          small);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: model.vocab_size: 256 is smaller than the 257 tokens of "
+                       "--vocab-file "),
+            std::string::npos)
+      << r.out;
+  plan["training"]["vocab_file"] = temp_path("run_vocab_absent.json");
+  r = run("run " + write_temp("run_vocab257_plan.json", plan.dump()) + flags + " --data-path " +
+          small);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --vocab-file"), std::string::npos) << r.out;
+}
+
+// --load naming the --save directory (spelled another way) that holds nothing yet: a fresh start,
+// said so, and the checkpoint lands there.
+TEST_F(RunCommand, LoadOfTheSaveDirectoryStartsFresh) {
+  const std::string ckpt = temp_path("run_fresh_ckpt");
+  std::filesystem::remove_all(ckpt);
+  Result r = run("run " + kTinyGpt + " --backend cpu --iters 2 --warmup 0 --save " + ckpt +
+                 "/ --save-interval 2 --load " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: --load " + ckpt +
+                       ": no checkpoint there, starting fresh (it is the --save directory)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "2\n");
 }
 
 TEST_F(RunCommand, CheckpointsOfAnotherRunOrModelAreRefused) {

@@ -353,6 +353,90 @@ void read_moe_layer_freq(const Row& r, In& s) {
   s.model.moe->layer_freq = x;
 }
 
+// The --train-iters export writes: the caller's, the plan's, or its own count.
+int64_t exported_train_iters(const Out& o) {
+  if (o.options.train_iters > 0) return o.options.train_iters;
+  if (o.plan.training.train_iters > 0) return o.plan.training.train_iters;
+  return kExportTrainIters;
+}
+
+// A path argument (--save, --load, --vocab-file, ...): its value, or "" (none) when absent or
+// unknown here (with a warning).
+std::string path_arg(const Row& r, In& s) { return s.args.value(r.name, false).value_or(""); }
+
+// --data-path (nargs='*'): Megatron's get_blend_from_list over its words. A word that depends on
+// something without a value here leaves the plan on synthetic data, with a warning.
+void read_data_path(const Row& r, In& s) {
+  const ArgOccurrence* a = s.args.get(r.name);
+  if (!a) return;
+  // arguments.py: "A single data source must be provided in training mode".
+  if (s.mock_data)
+    throw Error(cat(r.name, ": Megatron-LM refuses it together with --mock-data (a single data ",
+                    "source must be provided)"));
+  std::vector<std::string> words;
+  for (const ShellField& f : a->values) {
+    if (!f.resolved()) {
+      s.warnings.push_back(cat(r.name, ": its value (", MegatronArgList::text_of(a->values),
+                               ") depends on ", join_unknown(f.unknown),
+                               ", which has no value here; the plan keeps synthetic data"));
+      return;
+    }
+    words.push_back(f.text);
+  }
+  s.training.data_path = parse_data_path(words, std::string(r.name));
+}
+
+// The GPT-2 BPE files are the plan's only tokenizer files: read with GPT2BPETokenizer, or with
+// no --tokenizer-type (Megatron-LM's older examples); another tokenizer's files stay unread.
+bool reads_bpe_files(const In& s) {
+  return s.tokenizer_type.empty() || s.tokenizer_type == "GPT2BPETokenizer";
+}
+
+void read_lr_decay_style(const Row& r, In& s) {
+  const auto v = s.args.value(r.name, false);
+  if (!v) return;
+  for (LrDecayStyle st : {LrDecayStyle::kConstant, LrDecayStyle::kLinear, LrDecayStyle::kCosine,
+                          LrDecayStyle::kInverseSquareRoot})
+    if (*v == to_string(st)) {
+      s.training.lr_decay_style = st;
+      return;
+    }
+  if (*v != "WSD")
+    throw Error(cat(r.name, ": must be one of constant, linear, cosine, inverse-square-root, WSD ",
+                    "(Megatron-LM's choices), got '", *v, "'"));
+  s.warnings.push_back(
+      cat(r.name, " WSD: not modelled; the plan keeps ", to_string(s.training.lr_decay_style)));
+}
+
+// --eval-interval: not given, Megatron-LM's ValidationConfig does not evaluate during training
+// (the plan's 0); the value export wrote for the plan's 0 reads back as 0.
+void read_eval_interval(const Row& r, In& s) {
+  auto v = s.args.int_value(r.name, 0, false);
+  if (v && v == s.export_eval_only_at_end) v.reset();
+  s.training.eval_interval = v.value_or(0);
+}
+
+// Megatron-LM's --eval-interval must divide the run (train_iters // eval_interval): the plan's 0
+// (evaluate only at the end) is written past the last iteration, and marked for import.
+void write_eval_interval(const Row& r, Out& o) {
+  const int64_t interval = o.plan.training.eval_interval;
+  if (interval > 0) return o.arg(r.name, interval);
+  const int64_t past_end = exported_train_iters(o) + 1;
+  o.arg(r.name, past_end);
+  o.directives.push_back({kEvalOnlyAtEndDirective, num(past_end)});
+}
+
+// --eval-iters. Without a validation set (a --split whose second share is 0) Megatron-LM does
+// not evaluate whatever the count: the plan says so with 0.
+void read_eval_iters(const Row& r, In& s) {
+  TrainingConfig& t = s.training;
+  t.eval_iters = s.args.int_value(r.name, 0, false).value_or(100);
+  if (t.data_path.empty() || t.eval_iters == 0 || parse_split(t.split, "--split")[1] > 0) return;
+  s.warnings.push_back(cat("--split \"", t.split, "\" gives the validation set no share: ",
+                           "Megatron-LM does not evaluate, and the plan's eval_iters is 0"));
+  t.eval_iters = 0;
+}
+
 // An argument with no effect on a step, matched as a name prefix: data, tokenizer files,
 // checkpoints, logging, evaluation, learning-rate schedule, profiling, loss scaling.
 Row no_effect(std::string_view name) { return Row{name, G::kNone, "", kNone}; }
@@ -1064,14 +1148,9 @@ const std::vector<Row>& table() {
          s.training.train_iters = iters.value_or(0);
        },
        [](const Row& r, Out& o) {
-         const int64_t planned = o.plan.training.train_iters;
-         if (o.options.train_iters > 0) {
-           o.arg(r.name, o.options.train_iters);
-         } else if (planned > 0) {
-           o.arg(r.name, planned);
-         } else {
+         o.arg(r.name, exported_train_iters(o));
+         if (o.options.train_iters == 0 && o.plan.training.train_iters == 0) {
            // Megatron-LM needs --train-iters or --train-samples to run at all.
-           o.arg(r.name, kExportTrainIters);
            o.notes.push_back(cat("the plan sets no training.train_iters: --train-iters ",
                                  kExportTrainIters,
                                  " written (mplan export --train-iters N for another count)"));
@@ -1088,6 +1167,42 @@ const std::vector<Row>& table() {
          }
        },
        [](const Row& r, Out& o) { o.number(r.name, o.plan.training.lr); }},
+      // ---- training: the learning-rate schedule (OptimizerParamScheduler); the rules over
+      // several of them are the plan's, checked after the table ---------------------------------
+      {"--min-lr", G::kTraining, "training.min_lr", kNone,
+       [](const Row& r, In& s) { s.training.min_lr = training_number(r, s, 0.0); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.min_lr != 0) o.number(r.name, o.plan.training.min_lr);
+       }},
+      {"--lr-decay-style", G::kTraining, "training.lr_decay_style", kNone, read_lr_decay_style,
+       [](const Row& r, Out& o) {
+         if (o.plan.training.lr_decay_style != LrDecayStyle::kLinear)
+           o.arg(r.name, to_string(o.plan.training.lr_decay_style));
+       }},
+      {"--lr-decay-iters", G::kTraining, "training.lr_decay_iters", kNone,
+       [](const Row& r, In& s) { s.training.lr_decay_iters = s.args.int_value(r.name, 1, false); },
+       [](const Row& r, Out& o) {
+         if (const auto& v = o.plan.training.lr_decay_iters) o.arg(r.name, *v);
+       }},
+      {"--lr-warmup-iters", G::kTraining, "training.lr_warmup_iters", kNone,
+       [](const Row& r, In& s) {
+         s.training.lr_warmup_iters = s.args.int_value(r.name, 0, false).value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.lr_warmup_iters > 0) o.arg(r.name, o.plan.training.lr_warmup_iters);
+       }},
+      {"--lr-warmup-fraction", G::kTraining, "training.lr_warmup_fraction", kNone,
+       [](const Row& r, In& s) {
+         s.training.lr_warmup_fraction = s.args.double_value(r.name, 0.0, false);
+       },
+       [](const Row& r, Out& o) {
+         if (const auto& v = o.plan.training.lr_warmup_fraction) o.number(r.name, *v);
+       }},
+      {"--lr-warmup-init", G::kTraining, "training.lr_warmup_init", kNone,
+       [](const Row& r, In& s) { s.training.lr_warmup_init = training_number(r, s, 0.0); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.lr_warmup_init != 0) o.number(r.name, o.plan.training.lr_warmup_init);
+       }},
       {"--weight-decay", G::kTraining, "training.weight_decay", kNone,
        [](const Row& r, In& s) { s.training.weight_decay = training_number(r, s, 0.01); },
        [](const Row& r, Out& o) { o.number(r.name, o.plan.training.weight_decay); }},
@@ -1286,29 +1401,111 @@ const std::vector<Row>& table() {
        }},
 
       // ---- data ---------------------------------------------------------------------------------
-      // Synthetic data with a tokenizer of exactly --vocab-size tokens: the job runs as it is.
-      {"--mock-data", G::kData, "", kNone, nullptr,
-       [](const Row& r, Out& o) { o.flag(r.name); }},
-      {"--tokenizer-type", G::kData, "", kNone, nullptr,
-       [](const Row& r, Out& o) { o.arg(r.name, "NullTokenizer"); }},
+      // The plan's indexed datasets, else synthetic data; a tokenizer of exactly --vocab-size
+      // tokens unless the plan names GPT-2 BPE files: the job runs as it is.
+      {"--mock-data", G::kData, "training.data_path", kNone,
+       [](const Row& r, In& s) { s.mock_data = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.data_path.empty()) o.flag(r.name);
+       }},
+      {"--data-path", G::kData, "training.data_path", kNone, read_data_path,
+       [](const Row& r, Out& o) {
+         const DataBlend& d = o.plan.training.data_path;
+         if (!d.empty()) o.args.push_back({std::string(r.name), data_path_words(d)});
+       }},
+      {"--split", G::kData, "training.split", kNone,
+       [](const Row& r, In& s) {
+         const auto v = s.args.value(r.name, false);
+         if (!v) return;
+         parse_split(*v, std::string(r.name));
+         s.training.split = *v;
+       },
+       [](const Row& r, Out& o) {
+         // With data always (Megatron-LM warns when --data-path comes without it).
+         const TrainingConfig& t = o.plan.training;
+         if (!t.data_path.empty() || t.split != kDefaultSplit) o.arg(r.name, t.split);
+       }},
+      {"--tokenizer-type", G::kData, "training.vocab_file, training.merge_file", kNone,
+       [](const Row& r, In& s) {
+         s.tokenizer_type = s.args.value(r.name, false).value_or("");
+         if (!reads_bpe_files(s) && s.tokenizer_type != "NullTokenizer")
+           s.warnings.push_back(cat(r.name, " ", s.tokenizer_type,
+                                    ": the plan keeps only GPT-2 BPE files; export writes "
+                                    "NullTokenizer (token ids as they are) unless they are set"));
+       },
+       [](const Row& r, Out& o) {
+         const TrainingConfig& t = o.plan.training;
+         const bool bpe = !t.vocab_file.empty() || !t.merge_file.empty();
+         o.arg(r.name, bpe ? "GPT2BPETokenizer" : "NullTokenizer");
+       }},
+      {"--vocab-file", G::kData, "training.vocab_file", kNone,
+       [](const Row& r, In& s) {
+         if (reads_bpe_files(s)) s.training.vocab_file = path_arg(r, s);
+       },
+       [](const Row& r, Out& o) {
+         if (!o.plan.training.vocab_file.empty()) o.arg(r.name, o.plan.training.vocab_file);
+       }},
+      {"--merge-file", G::kData, "training.merge_file", kNone,
+       [](const Row& r, In& s) {
+         if (reads_bpe_files(s)) s.training.merge_file = path_arg(r, s);
+       },
+       [](const Row& r, Out& o) {
+         if (!o.plan.training.merge_file.empty()) o.arg(r.name, o.plan.training.merge_file);
+       }},
+
+      // ---- evaluation, checkpoints, logging (after the data: a split without a validation set
+      // turns evaluation off) -----------------------------------------------------------------------
+      {"--log-interval", G::kEvalAndLogging, "training.log_interval", kNone,
+       [](const Row& r, In& s) {
+         s.training.log_interval = s.args.int_value(r.name, 1, false).value_or(100);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.log_interval != 100) o.arg(r.name, o.plan.training.log_interval);
+       }},
+      {"--eval-interval", G::kEvalAndLogging, "training.eval_interval", kNone, read_eval_interval,
+       write_eval_interval},
+      {"--eval-iters", G::kEvalAndLogging, "training.eval_iters", kNone, read_eval_iters,
+       [](const Row& r, Out& o) { o.arg(r.name, o.plan.training.eval_iters); }},
+      {"--save", G::kEvalAndLogging, "training.save", kNone,
+       [](const Row& r, In& s) { s.training.save = path_arg(r, s); },
+       [](const Row& r, Out& o) {
+         if (!o.plan.training.save.empty()) o.arg(r.name, o.plan.training.save);
+       }},
+      {"--save-interval", G::kEvalAndLogging, "training.save_interval", kNone,
+       [](const Row& r, In& s) {
+         s.training.save_interval = s.args.int_value(r.name, 1, false).value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.save_interval > 0) o.arg(r.name, o.plan.training.save_interval);
+       }},
+      {"--load", G::kEvalAndLogging, "training.load", kNone,
+       [](const Row& r, In& s) { s.training.load = path_arg(r, s); },
+       [](const Row& r, Out& o) {
+         if (!o.plan.training.load.empty()) o.arg(r.name, o.plan.training.load);
+       }},
+      {"--tensorboard-dir", G::kEvalAndLogging, "training.tensorboard_dir", kNone,
+       [](const Row& r, In& s) { s.training.tensorboard_dir = path_arg(r, s); },
+       [](const Row& r, Out& o) {
+         if (!o.plan.training.tensorboard_dir.empty())
+           o.arg(r.name, o.plan.training.tensorboard_dir);
+       }},
 
       // ---- no effect on a step (each name also covers the arguments it begins) ------------------
-      no_effect("--data-path"), no_effect("--data-cache-path"),
+      no_effect("--data-cache-path"),
       no_effect("--data-args-path"), no_effect("--per-split-data-args-path"),
       no_effect("--train-data-path"), no_effect("--valid-data-path"),
-      no_effect("--test-data-path"), no_effect("--split"),
-      no_effect("--vocab-file"), no_effect("--merge-file"),
+      no_effect("--test-data-path"),
       no_effect("--tokenizer-"), no_effect("--tiktoken-"),
       no_effect("--num-workers"), no_effect("--no-mmap-bin-files"),
-      no_effect("--no-create-attention-mask-in-dataloader"), no_effect("--save"),
-      no_effect("--load"), no_effect("--no-save-"), no_effect("--no-load-"),
+      no_effect("--no-create-attention-mask-in-dataloader"),
+      no_effect("--no-save-"), no_effect("--no-load-"),
       no_effect("--ckpt-"), no_effect("--dist-ckpt-"), no_effect("--async-save"),
       no_effect("--finetune"), no_effect("--pretrained-checkpoint"),
       no_effect("--use-checkpoint-args"), no_effect("--auto-detect-ckpt-format"),
       no_effect("--log-"), no_effect("--tensorboard-"), no_effect("--wandb-"),
       no_effect("--eval-"), no_effect("--exit-"), no_effect("--timing-log-"),
       no_effect("--distributed-timeout-minutes"), no_effect("--lr-"),
-      no_effect("--min-lr"), no_effect("--decoupled-"),
+      no_effect("--decoupled-"),
       no_effect("--train-samples"), no_effect("--use-mcore-models"),
       no_effect("--profile"), no_effect("--use-pytorch-profiler"),
       no_effect("--record-memory-history"), no_effect("--memory-snapshot-path"),
@@ -1340,6 +1537,8 @@ const char* group_name(ArgGroup g) {
       return "MODEL_PARALLEL_ARGS";
     case ArgGroup::kData:
       return "DATA_ARGS";
+    case ArgGroup::kEvalAndLogging:
+      return "EVAL_AND_LOGGING_ARGS";
     case ArgGroup::kNone:
       break;
   }

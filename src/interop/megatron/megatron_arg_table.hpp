@@ -19,10 +19,12 @@
 namespace mplan {
 
 // The bash arrays of the exported script, in the order the script passes them.
-enum class ArgGroup { kModel, kMoe, kTraining, kParallel, kData, kNone };
-inline constexpr ArgGroup kExportGroups[] = {ArgGroup::kModel, ArgGroup::kMoe, ArgGroup::kTraining,
-                                             ArgGroup::kParallel, ArgGroup::kData};
-// "GPT_MODEL_ARGS", "MOE_ARGS", "TRAINING_ARGS", "MODEL_PARALLEL_ARGS", "DATA_ARGS"; "" for kNone.
+enum class ArgGroup { kModel, kMoe, kTraining, kParallel, kData, kEvalAndLogging, kNone };
+inline constexpr ArgGroup kExportGroups[] = {ArgGroup::kModel,    ArgGroup::kMoe,
+                                             ArgGroup::kTraining, ArgGroup::kParallel,
+                                             ArgGroup::kData,     ArgGroup::kEvalAndLogging};
+// "GPT_MODEL_ARGS", "MOE_ARGS", "TRAINING_ARGS", "MODEL_PARALLEL_ARGS", "DATA_ARGS",
+// "EVAL_AND_LOGGING_ARGS"; "" for kNone.
 const char* group_name(ArgGroup g);
 
 // Whether an argument changes the time or memory of a training step (what mplan predicts).
@@ -54,9 +56,14 @@ struct ImportState {
   std::string recompute_granularity;                // --recompute-granularity
   std::optional<std::string> recompute_method;      // --recompute-method
   bool use_flash_attn = false;                      // --use-flash-attn
+  bool mock_data = false;                           // --mock-data
+  std::string tokenizer_type;                       // --tokenizer-type ("" : not given)
   // From the script's "# mplan: default-train-iters=N" line: a --train-iters N that export chose
   // because the plan had none.
   std::optional<int64_t> export_default_train_iters;
+  // From "# mplan: eval-only-at-end=N": an --eval-interval N (past the last iteration) that
+  // export wrote for the plan's eval_interval 0, which Megatron-LM cannot take.
+  std::optional<int64_t> export_eval_only_at_end;
 };
 
 // What the rows write an exported job from.

@@ -29,6 +29,7 @@ inline constexpr int64_t kExportTrainIters = 100;
 // The directive keys export writes and import reads.
 inline constexpr const char* kClusterDirective = "cluster";
 inline constexpr const char* kDefaultTrainItersDirective = "default-train-iters";
+inline constexpr const char* kEvalOnlyAtEndDirective = "eval-only-at-end";
 
 // The Megatron-LM job of a plan. Throws Error naming the field when the plan is invalid or uses
 // something Megatron-LM has no argument for (a rank order other than its two).

@@ -138,7 +138,7 @@ void infer_vocab(ImportState& s, const MegatronImportOptions& o, MegatronImport&
     m.vocab_size = o.vocab_size;
     return;
   }
-  std::string tok = s.args.value("--tokenizer-type", false).value_or("");
+  const std::string& tok = s.tokenizer_type;
   if (tok == "GPT2BPETokenizer" || (tok.empty() && s.args.has("--merge-file"))) {
     m.vocab_size = kGpt2BpeVocab;
     r.warnings.push_back(cat("--vocab-size: not given; read as GPT-2 BPE's ", kGpt2BpeVocab,
@@ -161,6 +161,24 @@ void infer_vocab(ImportState& s, const MegatronImportOptions& o, MegatronImport&
   m.vocab_size = load_model(preset).vocab_size;
   r.warnings.push_back(cat("--vocab-size: not given; took ", m.vocab_size, " from preset ", preset,
                            ", whose shape this model has"));
+}
+
+// The plan's rules over the training section (Megatron-LM's: warmup against decay, min_lr <= lr,
+// --save with --save-interval, ...), each error named by the argument of its field:
+// "--min-lr (training.min_lr): must be <= lr (0.0001), got 0.001".
+void check_training_rules(const TrainingConfig& t) {
+  try {
+    training_from_json(training_to_json(t), "training");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const size_t colon = what.find(':');
+    if (!what.starts_with("training.") || colon == std::string::npos) throw;
+    const std::string field = what.substr(0, colon);
+    for (const MegatronArgRow& row : megatron_arg_table())
+      if (row.field == field && !row.name.empty())
+        throw Error(cat(row.name, " (", field, ")", what.substr(colon)));
+    throw;
+  }
 }
 
 // The arguments no row read, as "ignored" (no effect on a step) or "not modelled".
@@ -188,7 +206,18 @@ ClusterSpec directive_cluster(const MplanDirective& d) {
 struct Directives {
   ClusterSpec cluster;  // the caller's, else the script's, else the default preset
   std::optional<int64_t> default_train_iters;
+  std::optional<int64_t> eval_only_at_end;
 };
+
+// The count of a "# mplan: KEY=N" line.
+int64_t directive_count(const MplanDirective& d) {
+  int64_t n = 0;
+  auto res = std::from_chars(d.value.data(), d.value.data() + d.value.size(), n);
+  if (res.ec != std::errc() || res.ptr != d.value.data() + d.value.size() || n < 1)
+    throw Error(cat("line ", d.line, ": # mplan: ", d.key, ": must be an integer >= 1, got '",
+                    d.value, "'"));
+  return n;
+}
 
 Directives read_directives(const std::string& text, const MegatronImportOptions& o,
                            MegatronImport& r) {
@@ -198,16 +227,13 @@ Directives read_directives(const std::string& text, const MegatronImportOptions&
     if (d.key == kClusterDirective) {
       from_script = directive_cluster(d);
     } else if (d.key == kDefaultTrainItersDirective) {
-      int64_t n = 0;
-      auto res = std::from_chars(d.value.data(), d.value.data() + d.value.size(), n);
-      if (res.ec != std::errc() || res.ptr != d.value.data() + d.value.size() || n < 1)
-        throw Error(cat("line ", d.line, ": # mplan: ", d.key, ": must be an integer >= 1, got '",
-                        d.value, "'"));
-      out.default_train_iters = n;
+      out.default_train_iters = directive_count(d);
+    } else if (d.key == kEvalOnlyAtEndDirective) {
+      out.eval_only_at_end = directive_count(d);
     } else {
       r.warnings.push_back(cat("line ", d.line, ": # mplan: ", d.key.empty() ? d.value : d.key,
-                               ": not a directive mplan knows (cluster=, default-train-iters=); "
-                               "ignored"));
+                               ": not a directive mplan knows (cluster=, default-train-iters=, "
+                               "eval-only-at-end=); ignored"));
     }
   }
   if (o.cluster) {
@@ -244,8 +270,10 @@ MegatronImport import_megatron(const std::string& text, const MegatronImportOpti
 
   ImportState s{args, r.warnings};
   s.export_default_train_iters = directives.default_train_iters;
+  s.export_eval_only_at_end = directives.eval_only_at_end;
   for (const MegatronArgRow& row : megatron_arg_table())
     if (row.parse) row.parse(row, s);
+  check_training_rules(s.training);
   size_world(s, launch, o, cluster, r);
   default_global_batch(s, r);
   infer_vocab(s, o, r);

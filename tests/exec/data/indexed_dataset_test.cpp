@@ -44,6 +44,23 @@ TEST(IndexedDataset, ReadsWhatTheWriterWrote) {
   }
 }
 
+TEST(IndexedDataset, TokenIdRange) {
+  for (TokenDtype dt : {TokenDtype::kUint8, TokenDtype::kInt8, TokenDtype::kInt16,
+                        TokenDtype::kUint16, TokenDtype::kInt32, TokenDtype::kInt64}) {
+    test::TempDir dir;
+    EXPECT_EQ(IndexedDataset(write_corpus(dir, dt)).token_id_range(),
+              (std::pair<int64_t, int64_t>{0, 23}))
+        << to_string(dt);
+  }
+  test::TempDir dir;
+  {
+    IndexedDatasetWriter w(dir / "n", TokenDtype::kInt32);
+    w.add_document(std::vector<int32_t>{5, 70000, -3, 9});
+    w.finalize();
+  }
+  EXPECT_EQ(IndexedDataset(dir / "n").token_id_range(), (std::pair<int64_t, int64_t>{-3, 70000}));
+}
+
 TEST(IndexedDataset, OptimalDtypeAsMegatron) {
   EXPECT_EQ(optimal_token_dtype(50257), TokenDtype::kUint16);  // GPT-2
   EXPECT_EQ(optimal_token_dtype(65499), TokenDtype::kUint16);

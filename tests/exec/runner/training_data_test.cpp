@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tests/exec/runner/loop_test_util.hpp"
 
 namespace mplan::exec {
@@ -87,6 +89,53 @@ TEST(TrainingData, ErrorsNameWhatToFix) {
   p = data_plan(Layout{}, dir / "absent", 8);
   e = test::error_of([&] { make_training_data(p, 8); });
   EXPECT_NE(e.find(dir / "absent"), std::string::npos) << e;
+}
+
+// The tiny GPT's 256 tokens against data of larger ids and a larger vocabulary file.
+TEST(TrainingData, VocabularyAgainstTheDataAndTheVocabFile) {
+  test::TempDir dir;
+  testing::write_corpus(dir / "ok");  // ids 0 .. 255
+  {
+    IndexedDatasetWriter w(dir / "wide", TokenDtype::kUint16);
+    std::vector<int32_t> doc;
+    for (int i = 0; i < 4000; ++i) doc.push_back(i % 250);
+    doc[1234] = 256;
+    w.add_document(doc);
+    w.finalize();
+  }
+  Plan p = data_plan(Layout{}, dir / "wide", 8);
+  p.training.split = "1,0,0";
+  p.training.eval_iters = 0;
+  std::string e = test::error_of([&] { make_training_data(p, 8); });
+  EXPECT_EQ(e, "--data-path: " + (dir / "wide") +
+                   ".bin holds token ids up to 256, but model.vocab_size is 256: every id must "
+                   "be < vocab_size (the data was made with a larger vocabulary; set it to at "
+                   "least 257)");
+  p.model.vocab_size = 257;
+  EXPECT_NO_THROW(make_training_data(p, 8));
+  // One prefix of a blend is enough to refuse it.
+  p.model.vocab_size = 256;
+  p.training.data_path = parse_data_path({dir / "ok", dir / "wide"}, "test");
+  e = test::error_of([&] { make_training_data(p, 8); });
+  EXPECT_NE(e.find((dir / "wide") + ".bin holds token ids up to 256"), std::string::npos) << e;
+  // A vocabulary file of more tokens than the model has.
+  p.training.data_path = parse_data_path({dir / "ok"}, "test");
+  std::string vocab = "{";
+  for (int i = 0; i < 300; ++i) vocab += cat(i ? ", " : "", "\"t", i, "\": ", i);
+  const std::string vocab_file = dir / "vocab.json";
+  std::ofstream(vocab_file) << vocab << "}";
+  p.training.vocab_file = vocab_file;
+  e = test::error_of([&] { make_training_data(p, 8); });
+  EXPECT_EQ(e, "model.vocab_size: 256 is smaller than the 300 tokens of --vocab-file " +
+                   vocab_file +
+                   "; it must hold every id the tokenizer gives (set it to at least "
+                   "300)");
+  p.model.vocab_size = 300;
+  EXPECT_NO_THROW(make_training_data(p, 8));
+  std::ofstream(vocab_file) << "[1, 2]";
+  e = test::error_of([&] { make_training_data(p, 8); });
+  EXPECT_EQ(e,
+            "--vocab-file: " + vocab_file + " is not a vocabulary (a JSON object of token -> id)");
 }
 
 TEST(TrainingData, RankZeroBuildsFirstAndAFailureStopsEveryRank) {

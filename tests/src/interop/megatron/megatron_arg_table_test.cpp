@@ -53,10 +53,39 @@ TEST(MegatronArgTable, LookupByNameAndPrefix) {
   EXPECT_EQ(find_arg_row("--num-layers")->field, "model.num_layers");
   EXPECT_EQ(find_arg_row("--num-layers")->effect, StepEffect::kChangesStep);
   // No-effect rows cover the arguments they begin: "--log-" and "--save".
-  ASSERT_NE(find_arg_row("--log-interval"), nullptr);
-  EXPECT_EQ(find_arg_row("--log-interval")->name, "--log-");
-  EXPECT_EQ(find_arg_row("--save-interval")->name, "--save");
-  EXPECT_EQ(find_arg_row("--lr-decay-style")->effect, StepEffect::kNoEffect);
+  ASSERT_NE(find_arg_row("--log-throughput"), nullptr);
+  EXPECT_EQ(find_arg_row("--log-throughput")->name, "--log-");
+  EXPECT_EQ(find_arg_row("--save-retain-interval")->name, "--save");
+  // The training loop's arguments have rows of their own: plan fields with no effect on a step.
+  for (const char* name : {"--data-path",
+                           "--split",
+                           "--vocab-file",
+                           "--merge-file",
+                           "--save",
+                           "--load",
+                           "--save-interval",
+                           "--eval-interval",
+                           "--eval-iters",
+                           "--log-interval",
+                           "--tensorboard-dir",
+                           "--lr-decay-style",
+                           "--lr-decay-iters",
+                           "--lr-warmup-iters",
+                           "--lr-warmup-fraction",
+                           "--min-lr",
+                           "--lr",
+                           "--weight-decay",
+                           "--clip-grad",
+                           "--seed",
+                           "--train-iters"}) {
+    const MegatronArgRow* row = find_arg_row(name);
+    ASSERT_NE(row, nullptr) << name;
+    EXPECT_EQ(row->name, name);
+    EXPECT_EQ(row->field.substr(0, 9), "training.") << name;
+    EXPECT_EQ(row->effect, StepEffect::kNoEffect) << name;
+    EXPECT_NE(row->parse, nullptr) << name;
+    EXPECT_NE(row->write, nullptr) << name;
+  }
   // Arguments mplan does not know.
   EXPECT_EQ(find_arg_row("--made-up-argument"), nullptr);
   EXPECT_EQ(find_arg_row("--moe-router-load-balancing-type"), nullptr);
@@ -71,7 +100,8 @@ TEST(MegatronArgTable, GroupsInScriptOrder) {
   std::vector<std::string> names;
   for (const auto& g : L.groups) names.push_back(g.name);
   EXPECT_EQ(names, (std::vector<std::string>{"GPT_MODEL_ARGS", "MOE_ARGS", "TRAINING_ARGS",
-                                             "MODEL_PARALLEL_ARGS", "DATA_ARGS"}));
+                                             "MODEL_PARALLEL_ARGS", "DATA_ARGS",
+                                             "EVAL_AND_LOGGING_ARGS"}));
 }
 
 }  // namespace

@@ -351,3 +351,78 @@ TEST(MegatronExport, RotaryBaseAndShareTravelThroughThePlan) {
 
 }  // namespace
 }  // namespace mplan
+
+namespace mplan {
+namespace {
+
+// The training loop's fields (data, schedule, evaluation, checkpoints, logging) are arguments:
+// written from the plan, read back into it.
+TEST(MegatronExport, TrainingLoopArguments) {
+  auto argv = megatron_argv(megatron_launch_from_plan(plan_of(kTrainingLoop)));
+  EXPECT_THAT(values_of(argv, "--data-path"),
+              ElementsAre("0.3", "data/a_text_document", "0.7", "data/b text_document"));
+  EXPECT_THAT(values_of(argv, "--split"), ElementsAre("949,50,1"));
+  EXPECT_THAT(values_of(argv, "--tokenizer-type"), ElementsAre("GPT2BPETokenizer"));
+  EXPECT_THAT(values_of(argv, "--vocab-file"), ElementsAre("gpt2/vocab.json"));
+  EXPECT_THAT(values_of(argv, "--merge-file"), ElementsAre("gpt2/merges.txt"));
+  EXPECT_FALSE(has(argv, "--mock-data"));  // Megatron-LM refuses it with --data-path
+  EXPECT_THAT(values_of(argv, "--lr-decay-style"), ElementsAre("cosine"));
+  EXPECT_THAT(values_of(argv, "--min-lr"), ElementsAre("3e-05"));
+  EXPECT_THAT(values_of(argv, "--lr-decay-iters"), ElementsAre("900"));
+  EXPECT_THAT(values_of(argv, "--lr-warmup-iters"), ElementsAre("10"));
+  EXPECT_THAT(values_of(argv, "--lr-warmup-init"), ElementsAre("1e-05"));
+  EXPECT_THAT(values_of(argv, "--seed"), ElementsAre("42"));
+  EXPECT_THAT(values_of(argv, "--eval-interval"), ElementsAre("200"));
+  EXPECT_THAT(values_of(argv, "--eval-iters"), ElementsAre("5"));
+  EXPECT_THAT(values_of(argv, "--save"), ElementsAre("ckpt"));
+  EXPECT_THAT(values_of(argv, "--save-interval"), ElementsAre("250"));
+  EXPECT_THAT(values_of(argv, "--load"), ElementsAre("ckpt"));
+  EXPECT_THAT(values_of(argv, "--log-interval"), ElementsAre("10"));
+  EXPECT_THAT(values_of(argv, "--tensorboard-dir"), ElementsAre("tb"));
+  // Megatron-LM's defaults are left out; the plan without data trains on synthetic tokens.
+  auto plain = megatron_argv(megatron_launch_from_plan(plan_of(kMixtral)));
+  for (const char* a : {"--data-path", "--split", "--vocab-file", "--lr-decay-style", "--min-lr",
+                        "--lr-warmup-iters", "--save", "--load", "--log-interval"})
+    EXPECT_FALSE(has(plain, a)) << a;
+  EXPECT_TRUE(has(plain, "--mock-data"));
+  EXPECT_THAT(values_of(plain, "--tokenizer-type"), ElementsAre("NullTokenizer"));
+  // Written always: the current Megatron-LM has no --eval-interval default it can run with.
+  EXPECT_THAT(values_of(plain, "--eval-interval"), ElementsAre("1000"));
+  EXPECT_THAT(values_of(plain, "--eval-iters"), ElementsAre("100"));
+}
+
+// eval_interval 0 (evaluate only at the end) is no value Megatron-LM takes (it divides by it):
+// export writes an interval past the last iteration, and a "# mplan:" line gives the 0 back.
+TEST(MegatronRoundTrip, EvaluationOnlyAtTheEnd) {
+  Plan plan = plan_of(kTrainingLoop);
+  plan.training.eval_interval = 0;
+  plan.training.lr_warmup_iters = 0;
+  plan.training.lr_warmup_fraction = 0.01;
+  plan.training.lr_decay_style = LrDecayStyle::kInverseSquareRoot;
+  plan.training.split = "98,2";
+  plan.training.vocab_file = plan.training.merge_file = "";
+  MegatronLaunch L = megatron_launch_from_plan(plan);
+  auto argv = megatron_argv(L);
+  EXPECT_THAT(values_of(argv, "--eval-interval"), ElementsAre("1001"));
+  EXPECT_THAT(values_of(argv, "--lr-warmup-fraction"), ElementsAre("0.01"));
+  EXPECT_THAT(values_of(argv, "--tokenizer-type"), ElementsAre("NullTokenizer"));
+  EXPECT_THAT(L.directives,
+              ::testing::Contains(std::pair<std::string, std::string>{"eval-only-at-end", "1001"}));
+  std::string script = render_megatron_torchrun(L, "t");
+  EXPECT_THAT(script, HasSubstr("# mplan: eval-only-at-end=1001\n"));
+  MegatronImport r = import_megatron(script, {});
+  EXPECT_TRUE(r.plan == plan) << plan_to_json(r.plan).dump(1);
+  EXPECT_TRUE(r.ignored.empty()) << r.ignored.front();
+  // With export's own --train-iters too; an interval edited in is kept.
+  plan.training.train_iters = 0;
+  plan.training.lr_decay_iters.reset();
+  script = render_megatron_torchrun(megatron_launch_from_plan(plan), "t");
+  EXPECT_THAT(script, HasSubstr("--eval-interval 101\n"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == plan);
+  size_t at = script.find("--eval-interval 101\n");
+  script.replace(at, 20, "--eval-interval 50\n");
+  EXPECT_EQ(import_megatron(script, {}).plan.training.eval_interval, 50);
+}
+
+}  // namespace
+}  // namespace mplan

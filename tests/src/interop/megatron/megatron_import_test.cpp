@@ -75,8 +75,22 @@ TEST(MegatronImport, Gpt3LaunchScript) {
   EXPECT_TRUE(any_contains(r.warnings, "launches 8 processes"));
   EXPECT_TRUE(any_contains(r.warnings, "128 GPUs, dp 1"));
   EXPECT_THAT(r.not_modelled, ElementsAre("--made-up-argument 3"));
-  EXPECT_TRUE(any_contains(r.ignored, "--lr-decay-style cosine"));
-  EXPECT_TRUE(any_contains(r.ignored, "--save $1"));
+  // The training loop's arguments are plan fields; the paths of $1 ... $5 have no value here.
+  EXPECT_TRUE(r.ignored.empty()) << r.ignored.front();
+  EXPECT_EQ(p.training.lr_decay_style, LrDecayStyle::kCosine);
+  EXPECT_EQ(p.training.min_lr, 6e-6);
+  EXPECT_EQ(p.training.lr_warmup_fraction, 0.001);
+  EXPECT_EQ(p.training.lr_decay_iters, 430000);
+  EXPECT_EQ(p.training.split, "949,50,1");
+  EXPECT_EQ(p.training.log_interval, 100);
+  EXPECT_EQ(p.training.save_interval, 0);  // none given (the --save path has no value here)
+  EXPECT_EQ(p.training.eval_interval, 0);  // Megatron-LM's current default: only at the end
+  EXPECT_EQ(p.training.eval_iters, 100);
+  EXPECT_TRUE(p.training.data_path.empty());
+  EXPECT_EQ(p.training.save, "");
+  EXPECT_TRUE(any_contains(r.warnings,
+                           "--data-path: its value ($5) depends on $5, which has no "
+                           "value here; the plan keeps synthetic data"));
   EXPECT_THAT(
       r.undefined,
       ElementsAre("$1 (no value here): --save, --load", "$2 (no value here): --tensorboard-dir",
@@ -501,6 +515,90 @@ TEST(MegatronImport, Gb200Mxfp8Run) {
                                "--micro-batch-size 1 --fp8-format e5m2\n",
                                o),
                Error);
+}
+
+}  // namespace
+}  // namespace mplan
+
+namespace mplan {
+namespace {
+
+const std::string kSmallJob =
+    "torchrun --nproc_per_node 4 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+    "--num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --vocab-size 100 "
+    "--micro-batch-size 1 --train-iters 50 ";
+
+TEST(MegatronImport, TrainingLoopArgumentsAreFields) {
+  MegatronImportOptions o;
+  o.vars = {{"1", "/ckpt"}, {"2", "0.3 /d/a_text_document 0.7 /d/b_text_document"}};
+  MegatronImport r = import_megatron(
+      kSmallJob +
+          "--data-path $2 --split 98,2,0 --vocab-file v.json --merge-file m.txt --save $1 --load "
+          "$1 --save-interval 20 --eval-interval 10 --eval-iters 3 --log-interval 5 "
+          "--tensorboard-dir tb --lr 2e-4 --min-lr 2e-5 --lr-decay-style cosine "
+          "--lr-decay-iters 40 --lr-warmup-iters 4 --lr-warmup-init 1e-6\n",
+      o);
+  const TrainingConfig& t = r.plan.training;
+  EXPECT_EQ(t.data_path.prefixes,
+            (std::vector<std::string>{"/d/a_text_document", "/d/b_text_document"}));
+  EXPECT_EQ(t.data_path.weights, (std::vector<double>{0.3, 0.7}));
+  EXPECT_EQ(t.split, "98,2,0");
+  EXPECT_EQ(t.vocab_file, "v.json");  // no --tokenizer-type: GPT-2 BPE, as infer_vocab reads it
+  EXPECT_EQ(t.merge_file, "m.txt");
+  EXPECT_EQ(t.save, "/ckpt");
+  EXPECT_EQ(t.load, "/ckpt");
+  EXPECT_EQ(t.save_interval, 20);
+  EXPECT_EQ(t.eval_interval, 10);
+  EXPECT_EQ(t.eval_iters, 3);
+  EXPECT_EQ(t.log_interval, 5);
+  EXPECT_EQ(t.tensorboard_dir, "tb");
+  EXPECT_EQ(t.min_lr, 2e-5);
+  EXPECT_EQ(t.lr_decay_iters, 40);
+  EXPECT_EQ(t.lr_warmup_iters, 4);
+  EXPECT_EQ(t.lr_warmup_init, 1e-6);
+  EXPECT_TRUE(r.ignored.empty()) << r.ignored.front();
+  // Left out: Megatron-LM's defaults (the current one evaluates only at the end).
+  const TrainingConfig d = import_megatron(kSmallJob + "\n", {}).plan.training;
+  EXPECT_EQ(d.eval_interval, 0);
+  EXPECT_EQ(d.eval_iters, 100);
+  EXPECT_EQ(d.log_interval, 100);
+  EXPECT_EQ(d.split, kDefaultSplit);
+  EXPECT_EQ(d.lr_decay_style, LrDecayStyle::kLinear);
+}
+
+TEST(MegatronImport, TrainingLoopRulesNameTheArgument) {
+  auto fails = [](const std::string& extra, const std::string& message) {
+    EXPECT_THAT([&] { import_megatron(kSmallJob + extra + "\n", {}); },
+                ThrowsMessage<Error>(HasSubstr(message)))
+        << extra;
+  };
+  fails("--lr 1e-4 --min-lr 1e-3", "--min-lr (training.min_lr): must be <= lr");
+  fails("--lr-warmup-iters 5 --lr-warmup-fraction 0.1",
+        "--lr-warmup-fraction (training.lr_warmup_fraction): can only specify one of");
+  fails("--lr-warmup-iters 60",
+        "--lr-warmup-iters (training.lr_warmup_iters): must be < train_iters");
+  fails("--save ckpt", "--save-interval (training.save_interval): must be >= 1 when save is set");
+  fails("--lr-decay-style step", "--lr-decay-style: must be one of constant, linear, cosine");
+  fails("--mock-data --data-path d",
+        "--data-path: Megatron-LM refuses it together with --mock-data");
+  fails("--data-path 0 d", "--data-path: the weight of d must be a number > 0");
+  fails("--split 1,2,3,4", "--split: \"1,2,3,4\" has 4 numbers");
+  fails("--eval-iters -1", "--eval-iters: must be >= 0");
+  // Read with a warning: what the plan cannot hold, and a split without a validation set.
+  MegatronImport r =
+      import_megatron(kSmallJob +
+                          "--lr-decay-style WSD --data-path d --split 100,0,0 --tokenizer-type "
+                          "HuggingFaceTokenizer --vocab-file v\n",
+                      {});
+  EXPECT_TRUE(
+      any_contains(r.warnings, "--lr-decay-style WSD: not modelled; the plan keeps linear"));
+  EXPECT_TRUE(any_contains(r.warnings, "gives the validation set no share"));
+  EXPECT_EQ(r.plan.training.eval_iters, 0);
+  EXPECT_TRUE(any_contains(r.warnings,
+                           "--tokenizer-type HuggingFaceTokenizer: the plan keeps "
+                           "only GPT-2 BPE files"));
+  EXPECT_THAT(r.ignored, ElementsAre("--vocab-file v"));  // another tokenizer's file
+  EXPECT_EQ(r.plan.training.vocab_file, "");
 }
 
 }  // namespace

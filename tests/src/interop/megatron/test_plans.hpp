@@ -1,7 +1,8 @@
-// Plans and helpers the Megatron-LM interop tests share: eight plans that together use every
+// Plans and helpers the Megatron-LM interop tests share: nine plans that together use every
 // exported argument (interleaved with ramp-up, uneven with tp-pp-dp order, MoE with cp and ep,
 // virtual stages with an uneven split, a custom MoE shape, a free pipeline layout, the embedding
-// and loss counted in the split, Megatron-FSDP), and lookups in an argv.
+// and loss counted in the split, Megatron-FSDP, the training loop's data, schedule, evaluation,
+// checkpoints and logging), and lookups in an argv.
 #pragma once
 
 #include <algorithm>
@@ -137,8 +138,23 @@ inline const char* kFsdp = R"({
                "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
 })";
 
+// GPT-3 1.3B on 4 GPUs as `mplan run` trains it: a blend of two indexed datasets (a prefix with
+// a space), GPT-2 BPE files, a cosine schedule with warmup, evaluation, checkpoints, TensorBoard.
+inline const char* kTrainingLoop = R"({
+  "schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
+  "parallel": {"tp": 1, "pp": 1, "dp": 4, "micro_batch_size": 4, "global_batch_size": 64},
+  "training": {"precision": "bf16", "lr": 0.0003, "min_lr": 3e-05, "lr_decay_style": "cosine",
+               "lr_decay_iters": 900, "lr_warmup_iters": 10, "lr_warmup_init": 1e-05,
+               "train_iters": 1000, "seed": 42,
+               "data_path": [0.3, "data/a_text_document", 0.7, "data/b text_document"],
+               "split": "949,50,1", "vocab_file": "gpt2/vocab.json",
+               "merge_file": "gpt2/merges.txt", "eval_interval": 200, "eval_iters": 5,
+               "save": "ckpt", "load": "ckpt", "save_interval": 250, "log_interval": 10,
+               "tensorboard_dir": "tb"}
+})";
+
 inline const char* const kAllPlans[] = {kGpt3Interleaved,     kLlamaUneven, kMixtral,
                                         kVppUneven,           kCustomMoe,   kLlama405bLayout,
-                                        kLlama405bAccountFor, kFsdp};
+                                        kLlama405bAccountFor, kFsdp,        kTrainingLoop};
 
 }  // namespace mplan::megatron_test
