@@ -244,8 +244,9 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
   if (o.seed && *o.seed < 0) throw Error(cat("--seed: must be >= 0, got ", *o.seed));
 
   // --load: a checkpoint; its seed is the run's RNG state. Nothing to load is a fresh start
-  // (said so) only where --load is also the --save directory (Megatron-LM's `--save X --load X`,
-  // the segments of a run); elsewhere it is an error, never a silent fresh start from a typo.
+  // (said so) where --load is an empty directory or the --save directory (Megatron-LM's
+  // `--save X --load X`, the segments of a run); an absent directory or one holding no complete
+  // checkpoint is an error, never a silent fresh start from a typo.
   int64_t start = 0;
   if (!t.load.empty()) {
     int unfinished = 0;
@@ -253,8 +254,10 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
     if (!s.load) {
       const std::string ignored =
           unfinished > 0 ? cat(" (", unfinished, " unfinished saves ignored)") : std::string();
-      if (!same_directory(t.load, t.save)) {
-        std::error_code ec;
+      std::error_code ec;
+      const bool empty_dir = std::filesystem::is_directory(t.load, ec) &&
+                             std::filesystem::is_empty(t.load, ec) && !ec;
+      if (!empty_dir && !same_directory(t.load, t.save)) {
         throw Error(cat("--load: ", t.load,
                         std::filesystem::exists(t.load, ec) ? " holds no checkpoint" + ignored
                                                             : std::string(" does not exist"),
@@ -263,7 +266,8 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
                         "fresh there and resume later"));
       }
       s.notes.push_back(cat("--load ", t.load, ": no checkpoint there", ignored,
-                            ", starting fresh (it is the --save directory)"));
+                            empty_dir ? ", starting fresh (an empty directory)"
+                                      : ", starting fresh (it is the --save directory)"));
     } else {
       const CheckpointState& c = s.load->state;
       start = c.iteration;
@@ -867,8 +871,8 @@ void add_run(CLI::App& app) {
   group("--save", opts->save, "Checkpoint directory to write (Megatron's layout)");
   group("--save-interval", opts->save_interval, "Save every N iterations (and at the end)");
   group("--load", opts->load,
-        "Checkpoint directory to resume from (must hold one unless it is the --save "
-        "directory: then empty or absent is a fresh start, said so)");
+        "Checkpoint directory to resume from (must hold one; an empty directory, or the "
+        "--save directory when it holds none yet, is a fresh start, said so)");
   group("--log-interval", opts->log_interval,
         "Print Megatron's log line every N iterations (default: the plan's; 1 for benchmarks)");
   group("--tensorboard-dir", opts->tensorboard_dir,

@@ -315,9 +315,6 @@ TEST_F(RunCommand, BadTrainingFlagsAreExit2NamingTheFlag) {
       {" --load " + absent, "mplan: error: --load: " + absent +
                                 " does not exist; --load must name a directory with a checkpoint "
                                 "(latest_checkpointed_iteration.txt)"},
-      {" --load " + empty, "mplan: error: --load: " + empty +
-                               " holds no checkpoint; --load must name a directory with a "
-                               "checkpoint"},
       {" --load " + absent + " --save " + empty + " --save-interval 1",
        "mplan: error: --load: " + absent + " does not exist"},
       {" --seed -3", "mplan: error: --seed: must be >= 0, got -3"},
@@ -397,6 +394,25 @@ TEST_F(RunCommand, LoadOfTheSaveDirectoryStartsFresh) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "2\n");
+}
+
+// --load of an empty directory (not the --save one): a fresh start, said so; a directory whose
+// only content is an unfinished save is refused.
+TEST_F(RunCommand, LoadOfAnEmptyDirectoryStartsFresh) {
+  const std::string dir = temp_path("run_empty_load");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Result r = run("run " + kTinyGpt + " --backend cpu --iters 2 --warmup 0 --load " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("note: --load " + dir +
+                       ": no checkpoint there, starting fresh (an empty directory)"),
+            std::string::npos)
+      << r.out;
+  std::filesystem::create_directories(dir + "/iter_0000002.tmp");
+  r = run("run " + kTinyGpt + " --backend cpu --iters 2 --warmup 0 --load " + dir);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("mplan: error: --load: " + dir), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(RunCommand, CheckpointsOfAnotherRunOrModelAreRefused) {
