@@ -104,6 +104,7 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
   }
   if (m.window_size && (*m.window_size)[0] >= 0 && (*m.window_size)[0] + 1 < m.seq_length)
     d.window = (*m.window_size)[0] + 1;
+  d.te = plan.training.implementation == Implementation::kMegatronTe;
   return d;
 }
 
@@ -729,6 +730,8 @@ cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d,
   s.cp = d.cp;
   s.sequence_parallel = d.sp;
   s.recompute = recompute;
+  s.recompute_modules = plan.parallel.recompute_modules;
+  s.norms_fused = d.te;
   s.flash_attention = d.flash;
   s.attention_dropout = d.dropout;
   s.hidden_dropout = d.dropout;
@@ -784,6 +787,44 @@ LowPrecisionElems quantized_elems(const Ctx& c, bool moe) {
   return q;
 }
 
+// Selective recompute (TransformerConfig.recompute_modules): the forwards run again before the
+// layer's backward, module by module as transformer_layer.py, moe_layer.py, experts.py and
+// multi_latent_attention.py checkpoint them. core_attn: the attention core; layernorm: the norms
+// that are modules of their own (every norm in Megatron's local spec; with Transformer Engine's
+// fused LayerNormLinear only the MoE pre-MLP norm); mla_up_proj: MLA's up projections and RoPE;
+// mlp: a dense layer's MLP (with Transformer Engine, its fused norm too); moe: the whole MoE
+// layer (router, dispatch, experts, shared experts, combine); otherwise moe_act: the experts'
+// activation function, shared_experts: the shared experts' MLP.
+void selective_recompute_forward(const Ctx& c, const AttentionTimes& at, bool moe, Pass& p) {
+  const PlanDims& d = c.d;
+  const uint32_t m = c.plan.parallel.recompute_modules;
+  if (m & kRecomputeCoreAttn) attention_forward(at, p);
+  if (m & kRecomputeLayernorm) {
+    if (!d.te) norm_forward(c, p, "input_norm");
+    if (!d.te || moe) norm_forward(c, p, "pre_mlp_norm");
+  }
+  if ((m & kRecomputeMlaUpProj) && d.mla) {
+    const int64_t T = d.tokens, heads = d.a / d.t;
+    if (d.q_lora > 0) p.add("q_up", Cat::kCompute, c.gemm(T, d.q_w, d.q_lora, GemmPass::kForward));
+    p.add("kv_up", Cat::kCompute,
+          c.gemm(T, heads * (d.qk_dim + d.v_dim), d.kv_lora, GemmPass::kForward));
+    p.add("rope", Cat::kCompute,
+          c.mem(2.0 * c.dbl(d.e) * c.dbl(T) * c.dbl((heads + 1) * d.rope_dim)));
+  }
+  if (!moe && (m & kRecomputeMlp)) {
+    if (d.te) norm_forward(c, p, "pre_mlp_norm");
+    mlp_forward(c, p, d.ffn);
+  }
+  if (!moe) return;
+  if (m & kRecomputeMoe) return moe_forward(c, p);
+  if (m & kRecomputeMoeAct) {
+    const MoeShape ms = moe_shape(c);
+    p.add("expert_activation", Cat::kCompute,
+          activation_forward_ns(c, ms.routed, c.dbl(ms.f_local)));
+  }
+  if ((m & kRecomputeSharedExperts) && d.shared_ffn > 0) mlp_forward(c, p, d.shared_ffn);
+}
+
 void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l) {
   const PlanDims& d = c.d;
   // Forward.
@@ -795,6 +836,8 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
     mlp_forward(c, l.fwd, d.ffn);
   bias_dropout_add_forward(c, l.fwd);
   attention_forward(at, l.attn_fwd);
+  if (c.plan.parallel.recompute == Recompute::kSelective)
+    selective_recompute_forward(c, at, moe, l.recompute_fwd);
 
   // Backward, in reverse.
   BackwardPasses bp{l.bwd, l.bwd_input, l.bwd_weight};
@@ -994,7 +1037,8 @@ void add_mtp(const Ctx& c, const LayerCosts& layer, ExtraCosts& x) {
 }
 
 void reset(LayerCosts& l, bool rec) {
-  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd}) p->clear(rec);
+  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd, &l.recompute_fwd})
+    p->clear(rec);
   l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = l.weight_dy_bytes = 0;
   l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = l.lp_gemm_params = 0;
 }

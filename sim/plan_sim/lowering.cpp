@@ -751,7 +751,7 @@ class Builder {
       if (u.kind == ChunkUnit::kLayer) {
         if (which == 'F') return emit(lc.fwd, u.layer, false);
         if (which == 'W') return emit(lc.bwd_weight, u.layer, false);
-        if (u.recompute_attention) emit(lc.attn_fwd, u.layer, true);
+        if (u.recompute_attention) emit(lc.recompute_fwd, u.layer, true);
         for (int32_t l = u.recompute_first; l < u.recompute_first + u.recompute_count; ++l)
           emit(layer_costs_of(pc, plan_, l).fwd, l, true);
         return emit(which == 'B' ? lc.bwd : lc.bwd_input, u.layer, false);

@@ -1284,6 +1284,27 @@ const std::vector<Row>& table() {
          const ParallelConfig& p = o.plan.parallel;
          if (p.recompute == Recompute::kFull) o.arg(r.name, p.recompute_num_layers);
        }},
+      // --recompute-modules (nargs *; TransformerConfig checks it with selective granularity).
+      {"--recompute-modules", G::kTraining, "parallel.recompute_modules", kStep,
+       [](const Row& r, In& s) {
+         const ArgOccurrence* a = s.args.get(r.name);
+         if (!a) return;
+         std::vector<std::string> names;
+         for (const ShellField& v : a->values) {
+           if (!v.resolved())
+             throw Error(cat(r.name, ": needs module names known here, got '", v.text, "'"));
+           names.push_back(v.text);
+         }
+         s.parallel.recompute_modules = recompute_modules_from_names(names, std::string(r.name));
+         if (s.parallel.recompute != Recompute::kSelective)
+           s.warnings.push_back(cat(r.name, " ", MegatronArgList::text_of(a->values),
+                                    ": no effect without --recompute-granularity selective"));
+       },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules)
+           o.args.push_back({std::string(r.name), recompute_module_names(p.recompute_modules)});
+       }},
 
       // ---- data ---------------------------------------------------------------------------------
       // Synthetic data with a tokenizer of exactly --vocab-size tokens: the job runs as it is.
