@@ -1305,6 +1305,23 @@ const std::vector<Row>& table() {
          if (p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules)
            o.args.push_back({std::string(r.name), recompute_module_names(p.recompute_modules)});
        }},
+      {"--optimizer-cpu-offload", G::kTraining, "training.optimizer_cpu_offload", kStep,
+       [](const Row& r, In& s) { s.training.optimizer_cpu_offload = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.optimizer_cpu_offload) o.flag(r.name);
+       }},
+      {"--optimizer-offload-fraction", G::kTraining, "training.optimizer_offload_fraction", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.double_value(r.name, 0.0, true);
+         if (!v) return;
+         if (*v > 1) throw Error(cat(r.name, ": must be between 0 and 1, got ", *v));
+         s.training.optimizer_offload_fraction = *v;
+       },
+       [](const Row& r, Out& o) {
+         const TrainingConfig& t = o.plan.training;
+         if (t.optimizer_cpu_offload && t.optimizer_offload_fraction != 1.0)
+           o.number(r.name, t.optimizer_offload_fraction);
+       }},
 
       // ---- data ---------------------------------------------------------------------------------
       // Synthetic data with a tokenizer of exactly --vocab-size tokens: the job runs as it is.

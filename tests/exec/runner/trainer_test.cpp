@@ -193,6 +193,9 @@ TEST(Trainer, RefusesPlansItCannotRun) {
   EXPECT_NO_THROW(check_executable(p));  // core_attn, what the executor recomputes
   p.parallel.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
   EXPECT_THROW(check_executable(p), Error);
+  p = tiny_plan({});
+  p.training.optimizer_cpu_offload = true;
+  EXPECT_THROW(check_executable(p), Error);
 }
 
 }  // namespace

@@ -392,6 +392,16 @@ TEST(Validate, RecomputeModulesMegatronAccepts) {
   EXPECT_EQ(all(validate(q)), "");
 }
 
+TEST(Validate, OptimizerCpuOffloadMegatronAccepts) {
+  Plan p = base();
+  p.training.optimizer_cpu_offload = true;
+  expect_only(p, "training.optimizer_cpu_offload",
+              "The optimizer cpu offload must be used in conjunction with "
+              "`--use-precision-aware-optimizer`");
+  p.training.optimizer_precision.use_precision_aware_optimizer = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 TEST(Validate, OptimizerStateDtypesNeedThePrecisionAwareOptimizer) {
   Plan p = base();
   p.training.optimizer_precision.exp_avg_sq_dtype = OptimStateDtype::kBf16;

@@ -484,6 +484,24 @@ TEST(MegatronImport, RecomputeModulesAndBack) {
                                              "core_attn, moe_act, layernorm")));
 }
 
+TEST(MegatronImport, OptimizerCpuOffloadAndBack) {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 "
+      "--use-precision-aware-optimizer ";
+  MegatronImport r = import_megatron(
+      base + "--optimizer-cpu-offload --optimizer-offload-fraction 0.5\n", default_import());
+  EXPECT_TRUE(r.plan.training.optimizer_cpu_offload);
+  EXPECT_EQ(r.plan.training.optimizer_offload_fraction, 0.5);
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--optimizer-cpu-offload"));
+  EXPECT_THAT(script, HasSubstr("--optimizer-offload-fraction 0.5"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  EXPECT_THAT(
+      [&] { import_megatron(base + "--optimizer-offload-fraction 2\n", default_import()); },
+      ThrowsMessage<Error>(HasSubstr("--optimizer-offload-fraction: must be between 0 and 1")));
+}
+
 TEST(MegatronImport, Gb200Mxfp8Run) {
   MegatronImportOptions o;
   o.cluster = load_cluster("gb200-nvl72");
