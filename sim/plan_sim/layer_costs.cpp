@@ -105,6 +105,7 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
   if (m.window_size && (*m.window_size)[0] >= 0 && (*m.window_size)[0] + 1 < m.seq_length)
     d.window = (*m.window_size)[0] + 1;
   d.te = plan.training.implementation == Implementation::kMegatronTe;
+  d.tp_overlap = d.te && d.sp && p.tp_comm_overlap;
   return d;
 }
 
@@ -231,23 +232,45 @@ void bias_dropout_add_backward(const Ctx& c, Pass& p) {
   p.add("bias_dropout_add_bwd", Cat::kCompute, c.mem(bytes));
 }
 
+// --tp-comm-overlap (Transformer Engine's userbuffers, comm_gemm_overlap): the GEMM is split into
+// t chunks and each chunk's all-gather (reduce-scatter) step to a ring neighbour runs beside the
+// next (previous) chunk's GEMM. A pipeline of t stages of two kinds takes max(A, B) + min(A, B)/t
+// (Wang et al., "Overlap Communication with Dependent Computation via Decomposition in Large Deep
+// Learning Models", ASPLOS 2023, Section 3). Adds the GEMM, slowed by the profile's
+// overlap_slowdown, and what of the collective stays exposed; `comm_first`: the collective's item
+// comes first (an all-gather before its GEMM).
+void pipelined(const Ctx& c, Pass& p, const char* comm_name, int64_t comm, const char* gemm_name,
+               int64_t gemm, bool comm_first) {
+  const int64_t g = c.overlapped(gemm, comm);
+  const int64_t exposed =
+      std::max(g, comm) + std::llround(c.dbl(std::min(g, comm)) / c.dbl(c.d.t)) - g;
+  if (comm_first) p.add(comm_name, Cat::kTp, exposed, true);
+  p.add(gemm_name, Cat::kCompute, g);
+  if (!comm_first) p.add(comm_name, Cat::kTp, exposed, true);
+}
+
 // Column-parallel linear (QKV, FC1): forward all-gather with sequence parallelism, then the GEMM
 // (m = tokens, n = out_width on this GPU, k = h).
 void column_forward(const Ctx& c, Pass& p, const char* ag_name, const char* name, int64_t tokens,
                     int64_t out_width, const cost::GroupPlacement& tp,
-                    GemmPass pass = GemmPass::kForward) {
-  if (c.d.sp)
-    p.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp),
-          true);
-  p.add(name, Cat::kCompute, c.gemm(tokens, out_width, c.d.h, pass));
+                    GemmPass pass = GemmPass::kForward, bool te_linear = true) {
+  const int64_t gemm = c.gemm(tokens, out_width, c.d.h, pass);
+  if (!c.d.sp) return p.add(name, Cat::kCompute, gemm);
+  const int64_t ag = c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp);
+  if (te_linear && c.d.tp_overlap) return pipelined(c, p, ag_name, ag, name, gemm, true);
+  p.add(ag_name, Cat::kTp, ag, true);
+  p.add(name, Cat::kCompute, gemm);
 }
 // Row-parallel linear (projection, FC2): the GEMM (k = in_width on this GPU, n = h), then the
 // all-reduce, or reduce-scatter with sequence parallelism.
 void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name, int64_t tokens,
                  int64_t in_width, const cost::GroupPlacement& tp) {
-  p.add(name, Cat::kCompute, c.gemm(tokens, c.d.h, in_width, GemmPass::kForward));
+  const int64_t gemm = c.gemm(tokens, c.d.h, in_width, GemmPass::kForward);
   const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-  p.add(comm_name, Cat::kTp, c.coll(kind, c.full_x_bytes(), tp), true);
+  const int64_t comm = c.coll(kind, c.full_x_bytes(), tp);
+  if (c.d.tp_overlap) return pipelined(c, p, comm_name, comm, name, gemm, false);
+  p.add(name, Cat::kCompute, gemm);
+  p.add(comm_name, Cat::kTp, comm, true);
 }
 
 // Backward of a row-parallel linear: all-gather of the output gradient with sequence
@@ -256,9 +279,14 @@ void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name,
 void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
                   const cost::GroupPlacement& tp) {
-  if (c.d.sp)
-    b_pass.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
-  b_pass.add(dgrad_name, Cat::kCompute, c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad));
+  const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad);
+  const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
+  if (c.d.tp_overlap) {
+    pipelined(c, b_pass, ag_name, ag, dgrad_name, dgrad, true);
+  } else {
+    if (c.d.sp) b_pass.add(ag_name, Cat::kTp, ag, true);
+    b_pass.add(dgrad_name, Cat::kCompute, dgrad);
+  }
   if (c.d.exec && c.d.bias)  // the bias gradient: column sums of this rank's output gradient
     w_pass.add("bias_grad", Cat::kCompute,
                c.kern(MemKernel::kBiasGrad, c.tokens_r(), c.dbl(c.d.h), c.x_bytes()));
@@ -952,7 +980,10 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   const PlanDims& d = c.d;
   const double logits = c.dbl(d.tokens) * c.dbl(d.vocab / d.t);
   norm_forward(c, x.fwd, "final_norm");
-  column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp);
+  // Megatron's output layer is its own ColumnParallelLinear, not Transformer Engine's: no
+  // userbuffer overlap.
+  column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp,
+                 GemmPass::kForward, false);
   // The executor computes the loss and dL/dlogits in place in the forward: three kernels.
   x.fwd.add("cross_entropy", Cat::kCompute,
             c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),

@@ -64,8 +64,9 @@ struct PlanDims {
   bool mla = false;
   // Sliding window: positions each query sees at most (left + 1; 0: full causal attention).
   int64_t window = 0;
-  // Transformer Engine's layer spec (megatron-te): the norms fused into the linears after them.
-  bool te = false;
+  // Transformer Engine's layer spec (megatron-te): the norms fused into the linears after them,
+  // and --tp-comm-overlap's userbuffers (only with sequence parallelism).
+  bool te = false, tp_overlap = false;
 };
 PlanDims plan_dims(const Plan& plan, const SimOptions& options);
 

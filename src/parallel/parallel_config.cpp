@@ -186,6 +186,7 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   p.fsdp_double_buffer = o.get_bool("fsdp_double_buffer", false);
   p.num_distributed_optimizer_instances =
       o.get_int("num_distributed_optimizer_instances", 1, kDataParallel);
+  p.tp_comm_overlap = o.get_bool("tp_comm_overlap", false);
   o.finish();
   return p;
 }
@@ -227,6 +228,7 @@ Json parallel_to_json(const ParallelConfig& p) {
   if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
   if (p.num_distributed_optimizer_instances != 1)
     j["num_distributed_optimizer_instances"] = p.num_distributed_optimizer_instances;
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.recompute_modules != kDefaultRecomputeModules)
     j["recompute_modules"] = recompute_module_names(p.recompute_modules);
   return j;

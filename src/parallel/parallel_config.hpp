@@ -87,6 +87,9 @@ struct ParallelConfig {
   // --num-distributed-optimizer-instances: the optimizer state is sharded within dp·cp / n ranks
   // and the n instances all-reduce the gradient shards.
   int64_t num_distributed_optimizer_instances = 1;
+  // --tp-comm-overlap: Transformer Engine's userbuffers pipeline the tensor-parallel all-gathers
+  // and reduce-scatters with the GEMMs beside them (needs sequence parallelism).
+  bool tp_comm_overlap = false;
 
   bool operator==(const ParallelConfig&) const = default;
 

@@ -251,6 +251,12 @@ void check_parallel(const Plan& plan, Collector& c) {
           "When using recompute_granularity: full "
           "recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: ",
           m.num_layers / p.pp, " (got ", p.recompute_num_layers, ")");
+  // Userbuffer overlap: arguments.py validate_args.
+  if (p.tp_comm_overlap && !p.sequence_parallel)
+    c.add("parallel.tp_comm_overlap",
+          "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is "
+          "enabled");
+
   // Optimizer CPU offload: arguments.py validate_args.
   const TrainingConfig& t = plan.training;
   if (t.optimizer_cpu_offload && !t.optimizer_precision.use_precision_aware_optimizer)

@@ -1305,6 +1305,11 @@ const std::vector<Row>& table() {
          if (p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules)
            o.args.push_back({std::string(r.name), recompute_module_names(p.recompute_modules)});
        }},
+      {"--tp-comm-overlap", G::kParallel, "parallel.tp_comm_overlap", kStep,
+       [](const Row& r, In& s) { s.parallel.tp_comm_overlap = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.tp_comm_overlap) o.flag(r.name);
+       }},
       {"--optimizer-cpu-offload", G::kTraining, "training.optimizer_cpu_offload", kStep,
        [](const Row& r, In& s) { s.training.optimizer_cpu_offload = s.args.flag(r.name); },
        [](const Row& r, Out& o) {

@@ -215,6 +215,44 @@ std::vector<std::pair<std::string, int64_t>> items_of(const Pass& p) {
   return out;
 }
 
+TEST(LayerCosts, TpCommOverlapPipelinesTheCollectivesWithTheGemms) {
+  // Sequence parallel, tp 4, Transformer Engine: each all-gather before QKV and FC1 and each
+  // reduce-scatter after the projection and FC2 runs in t steps beside the GEMM's t chunks, so
+  // max(A, B) + min(A, B)/t - GEMM of it stays exposed (the profile's overlap slowdown on the
+  // GEMM included).
+  Plan pl = a100_plan(4, true);
+  const PlanCosts plain = costs_of(pl);
+  pl.parallel.tp_comm_overlap = true;
+  const PlanCosts over = costs_of(pl);
+  const GpuSpec& gpu = pl.cluster.gpu_for(pl.training.implementation);
+  auto slowed = [&](int64_t g, int64_t comm) {
+    return gpu.overlap_slowdown <= 0
+               ? g
+               : g + std::llround(gpu.overlap_slowdown * static_cast<double>(std::min(g, comm)));
+  };
+  for (const char* gemm : {"qkv", "fc1", "proj", "fc2"}) {
+    const Pass& f = plain.dense.fwd;
+    const bool ag = std::strcmp(gemm, "qkv") == 0 || std::strcmp(gemm, "fc1") == 0;
+    // The collective beside this GEMM: the item before it (all-gather) or after it.
+    size_t i = 0;
+    while (std::strcmp(f.items[i].name, gemm) != 0) ++i;
+    const int64_t comm = f.items[ag ? i - 1 : i + 1].ns, g0 = f.items[i].ns;
+    const int64_t g = slowed(g0, comm);
+    const int64_t exposed =
+        std::max(g, comm) + std::llround(static_cast<double>(std::min(g, comm)) / 4.0) - g;
+    const Pass& o = over.dense.fwd;
+    EXPECT_EQ(o.items[i].ns, g) << gemm;
+    EXPECT_EQ(o.items[ag ? i - 1 : i + 1].ns, exposed) << gemm;
+    EXPECT_LT(exposed, comm) << gemm;
+  }
+  EXPECT_LT(over.dense.fwd.cost.total_ns(), plain.dense.fwd.cost.total_ns());
+  // Without sequence parallelism (Megatron refuses it) nothing changes.
+  Plan no_sp = a100_plan(4, false);
+  const int64_t before = costs_of(no_sp).dense.fwd.cost.total_ns();
+  no_sp.parallel.tp_comm_overlap = true;
+  EXPECT_EQ(costs_of(no_sp).dense.fwd.cost.total_ns(), before);
+}
+
 TEST(LayerCosts, SelectiveRecomputeRunsTheRecomputeModulesAgain) {
   Plan pl = a100_plan(4, true);
   pl.training.implementation = Implementation::kMegatronLocal;  // every norm a module

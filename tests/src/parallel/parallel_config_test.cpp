@@ -109,6 +109,10 @@ TEST(ParallelConfig, RecomputeModulesRoundTrip) {
       parallel_from_json(parse_json("{" + base + R"(, "recompute_modules": []})", "t"), "parallel");
   EXPECT_EQ(e.recompute_modules, 0u);
   EXPECT_EQ(parallel_from_json(parallel_to_json(e), "parallel"), e);
+  ParallelConfig o = d;
+  o.tp_comm_overlap = true;
+  EXPECT_TRUE(parallel_to_json(o).at("tp_comm_overlap").get<bool>());
+  EXPECT_EQ(parallel_from_json(parallel_to_json(o), "parallel"), o);
   EXPECT_EQ(error_of("{" + base + R"(, "recompute_modules": ["attention"]})"),
             "parallel.recompute_modules: must name modules among core_attn, moe_act, layernorm, "
             "mla_up_proj, mlp, moe, shared_experts; got \"attention\"");

@@ -392,6 +392,16 @@ TEST(Validate, RecomputeModulesMegatronAccepts) {
   EXPECT_EQ(all(validate(q)), "");
 }
 
+TEST(Validate, TpCommOverlapNeedsSequenceParallelism) {
+  Plan p = base();  // tp 2
+  p.parallel.tp_comm_overlap = true;
+  expect_only(p, "parallel.tp_comm_overlap",
+              "Tensor parallel communication/GEMM overlap can happen only when sequence "
+              "parallelism is enabled");
+  p.parallel.sequence_parallel = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 TEST(Validate, OptimizerCpuOffloadMegatronAccepts) {
   Plan p = base();
   p.training.optimizer_cpu_offload = true;

@@ -502,6 +502,21 @@ TEST(MegatronImport, OptimizerCpuOffloadAndBack) {
       ThrowsMessage<Error>(HasSubstr("--optimizer-offload-fraction: must be between 0 and 1")));
 }
 
+TEST(MegatronImport, TpCommOverlapAndBack) {
+  MegatronImportOptions o = default_import();
+  o.gpus = 2;
+  MegatronImport r = import_megatron(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 "
+      "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap\n",
+      o);
+  EXPECT_TRUE(r.plan.parallel.tp_comm_overlap);
+  EXPECT_TRUE(validate(r.plan).empty());
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--tp-comm-overlap"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+}
+
 TEST(MegatronImport, Gb200Mxfp8Run) {
   MegatronImportOptions o;
   o.cluster = load_cluster("gb200-nvl72");
