@@ -61,6 +61,15 @@ void check_executable(const Plan& plan) {
         cat("parallel.num_distributed_optimizer_instances: partial distributed optimizers "
             "are not supported by the executor (got ",
             p.num_distributed_optimizer_instances, ")"));
+  if (p.recompute == Recompute::kSelective && p.recompute_modules != kRecomputeCoreAttn)
+    throw Error(
+        "parallel.recompute_modules: the executor's selective recompute runs the attention core "
+        "alone (core_attn, Megatron's default); the simulator and the Megatron-LM export take the "
+        "others");
+  if (plan.training.optimizer_cpu_offload)
+    throw Error(
+        "training.optimizer_cpu_offload: the executor runs the optimizer on the GPU (the simulator "
+        "and the Megatron-LM export take the offload)");
   gpt_dims(plan.model, p.micro_batch_size, p.tp, 0, p.sequence_parallel);  // model checks
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)

@@ -26,6 +26,14 @@ struct LayerActivationShape {
   int64_t cp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  // With selective recompute, the modules it runs again (RecomputeModule bits, Megatron's
+  // --recompute-modules); each drops what it recomputes (docs/cost-model.md, "Recompute modules").
+  uint32_t recompute_modules = kRecomputeCoreAttn;
+  // Transformer Engine's layer spec fuses a dense layer's norms into the QKV and FC1 linears
+  // (LayerNormLinear) and MLA's input norm into its down projections: only the MoE pre-MLP norm is
+  // a module of its own, the only one "layernorm" recompute then applies to. Megatron's local
+  // spec keeps every norm separate.
+  bool norms_fused = false;
   bool flash_attention = false;   // scores never stored (as with selective recompute)
   bool attention_dropout = true;  // Korthikanti's setting; p = 0 stores no mask
   bool hidden_dropout = true;

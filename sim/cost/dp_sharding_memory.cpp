@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/cost/offload_cost.hpp"
 #include "src/common/error.hpp"
 
 namespace mplan::cost {
@@ -84,7 +85,9 @@ ModelStateBytes sharded_model_state_bytes(const TrainingConfig& t, const Paralle
   ModelStateBytes m;
   m.weights = part(b.weights, s.weights);
   m.grads = part(b.grads, s.grads);
-  m.optimizer = part(b.optimizer, s.optimizer);
+  // --optimizer-cpu-offload: that fraction of the optimizer state lives on the host.
+  m.optimizer = std::llround(static_cast<double>(part(b.optimizer, s.optimizer)) *
+                             (1.0 - optimizer_offload_fraction(t)));
   return m;
 }
 

@@ -2,7 +2,7 @@
 // TransformerBlock does (transformer_block.py _checkpointed_forward: "uniform" checkpoints the
 // input of every group of recompute_num_layers layers and recomputes the group before its
 // backward; "block" checkpoints the first recompute_num_layers layers of the chunk one by one;
-// selective recomputes the attention core of every layer), and the gradient buckets Megatron
+// selective recomputes the --recompute-modules of every layer), and the gradient buckets Megatron
 // builds (param_and_grad_buffer.py: parameters in reverse order, a bucket closes once it holds at
 // least bucket_size elements), here at layer granularity.
 #include "sim/plan_sim/chunk_costs.hpp"
@@ -84,7 +84,7 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       bool recomputed_layer = false;  // this layer's activations are recomputed (full)
       if (selective) {
         u.recompute_attention = true;
-        recompute = lc.attn_fwd.cost;
+        recompute = lc.recompute_fwd.cost;
         ch.recompute_bytes = std::max(ch.recompute_bytes, lc.act_full_bytes - lc.act_bytes);
       } else if (const std::optional<RecomputeGroup> g =
                      full ? full_recompute_group(p, range.count, local) : std::nullopt) {

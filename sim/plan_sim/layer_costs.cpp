@@ -104,6 +104,8 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
   }
   if (m.window_size && (*m.window_size)[0] >= 0 && (*m.window_size)[0] + 1 < m.seq_length)
     d.window = (*m.window_size)[0] + 1;
+  d.te = plan.training.implementation == Implementation::kMegatronTe;
+  d.tp_overlap = d.te && d.sp && p.tp_comm_overlap;
   return d;
 }
 
@@ -230,23 +232,45 @@ void bias_dropout_add_backward(const Ctx& c, Pass& p) {
   p.add("bias_dropout_add_bwd", Cat::kCompute, c.mem(bytes));
 }
 
+// --tp-comm-overlap (Transformer Engine's userbuffers, comm_gemm_overlap): the GEMM is split into
+// t chunks and each chunk's all-gather (reduce-scatter) step to a ring neighbour runs beside the
+// next (previous) chunk's GEMM. A pipeline of t stages of two kinds takes max(A, B) + min(A, B)/t
+// (Wang et al., "Overlap Communication with Dependent Computation via Decomposition in Large Deep
+// Learning Models", ASPLOS 2023, Section 3). Adds the GEMM, slowed by the profile's
+// overlap_slowdown, and what of the collective stays exposed; `comm_first`: the collective's item
+// comes first (an all-gather before its GEMM).
+void pipelined(const Ctx& c, Pass& p, const char* comm_name, int64_t comm, const char* gemm_name,
+               int64_t gemm, bool comm_first) {
+  const int64_t g = c.overlapped(gemm, comm);
+  const int64_t exposed =
+      std::max(g, comm) + std::llround(c.dbl(std::min(g, comm)) / c.dbl(c.d.t)) - g;
+  if (comm_first) p.add(comm_name, Cat::kTp, exposed, true);
+  p.add(gemm_name, Cat::kCompute, g);
+  if (!comm_first) p.add(comm_name, Cat::kTp, exposed, true);
+}
+
 // Column-parallel linear (QKV, FC1): forward all-gather with sequence parallelism, then the GEMM
 // (m = tokens, n = out_width on this GPU, k = h).
 void column_forward(const Ctx& c, Pass& p, const char* ag_name, const char* name, int64_t tokens,
                     int64_t out_width, const cost::GroupPlacement& tp,
-                    GemmPass pass = GemmPass::kForward) {
-  if (c.d.sp)
-    p.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp),
-          true);
-  p.add(name, Cat::kCompute, c.gemm(tokens, out_width, c.d.h, pass));
+                    GemmPass pass = GemmPass::kForward, bool te_linear = true) {
+  const int64_t gemm = c.gemm(tokens, out_width, c.d.h, pass);
+  if (!c.d.sp) return p.add(name, Cat::kCompute, gemm);
+  const int64_t ag = c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp);
+  if (te_linear && c.d.tp_overlap) return pipelined(c, p, ag_name, ag, name, gemm, true);
+  p.add(ag_name, Cat::kTp, ag, true);
+  p.add(name, Cat::kCompute, gemm);
 }
 // Row-parallel linear (projection, FC2): the GEMM (k = in_width on this GPU, n = h), then the
 // all-reduce, or reduce-scatter with sequence parallelism.
 void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name, int64_t tokens,
                  int64_t in_width, const cost::GroupPlacement& tp) {
-  p.add(name, Cat::kCompute, c.gemm(tokens, c.d.h, in_width, GemmPass::kForward));
+  const int64_t gemm = c.gemm(tokens, c.d.h, in_width, GemmPass::kForward);
   const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-  p.add(comm_name, Cat::kTp, c.coll(kind, c.full_x_bytes(), tp), true);
+  const int64_t comm = c.coll(kind, c.full_x_bytes(), tp);
+  if (c.d.tp_overlap) return pipelined(c, p, comm_name, comm, name, gemm, false);
+  p.add(name, Cat::kCompute, gemm);
+  p.add(comm_name, Cat::kTp, comm, true);
 }
 
 // Backward of a row-parallel linear: all-gather of the output gradient with sequence
@@ -255,9 +279,14 @@ void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name,
 void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
                   const cost::GroupPlacement& tp) {
-  if (c.d.sp)
-    b_pass.add(ag_name, Cat::kTp, c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp), true);
-  b_pass.add(dgrad_name, Cat::kCompute, c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad));
+  const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad);
+  const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
+  if (c.d.tp_overlap) {
+    pipelined(c, b_pass, ag_name, ag, dgrad_name, dgrad, true);
+  } else {
+    if (c.d.sp) b_pass.add(ag_name, Cat::kTp, ag, true);
+    b_pass.add(dgrad_name, Cat::kCompute, dgrad);
+  }
   if (c.d.exec && c.d.bias)  // the bias gradient: column sums of this rank's output gradient
     w_pass.add("bias_grad", Cat::kCompute,
                c.kern(MemKernel::kBiasGrad, c.tokens_r(), c.dbl(c.d.h), c.x_bytes()));
@@ -729,6 +758,8 @@ cost::LayerActivationShape activation_shape(const Plan& plan, const PlanDims& d,
   s.cp = d.cp;
   s.sequence_parallel = d.sp;
   s.recompute = recompute;
+  s.recompute_modules = plan.parallel.recompute_modules;
+  s.norms_fused = d.te;
   s.flash_attention = d.flash;
   s.attention_dropout = d.dropout;
   s.hidden_dropout = d.dropout;
@@ -784,6 +815,44 @@ LowPrecisionElems quantized_elems(const Ctx& c, bool moe) {
   return q;
 }
 
+// Selective recompute (TransformerConfig.recompute_modules): the forwards run again before the
+// layer's backward, module by module as transformer_layer.py, moe_layer.py, experts.py and
+// multi_latent_attention.py checkpoint them. core_attn: the attention core; layernorm: the norms
+// that are modules of their own (every norm in Megatron's local spec; with Transformer Engine's
+// fused LayerNormLinear only the MoE pre-MLP norm); mla_up_proj: MLA's up projections and RoPE;
+// mlp: a dense layer's MLP (with Transformer Engine, its fused norm too); moe: the whole MoE
+// layer (router, dispatch, experts, shared experts, combine); otherwise moe_act: the experts'
+// activation function, shared_experts: the shared experts' MLP.
+void selective_recompute_forward(const Ctx& c, const AttentionTimes& at, bool moe, Pass& p) {
+  const PlanDims& d = c.d;
+  const uint32_t m = c.plan.parallel.recompute_modules;
+  if (m & kRecomputeCoreAttn) attention_forward(at, p);
+  if (m & kRecomputeLayernorm) {
+    if (!d.te) norm_forward(c, p, "input_norm");
+    if (!d.te || moe) norm_forward(c, p, "pre_mlp_norm");
+  }
+  if ((m & kRecomputeMlaUpProj) && d.mla) {
+    const int64_t T = d.tokens, heads = d.a / d.t;
+    if (d.q_lora > 0) p.add("q_up", Cat::kCompute, c.gemm(T, d.q_w, d.q_lora, GemmPass::kForward));
+    p.add("kv_up", Cat::kCompute,
+          c.gemm(T, heads * (d.qk_dim + d.v_dim), d.kv_lora, GemmPass::kForward));
+    p.add("rope", Cat::kCompute,
+          c.mem(2.0 * c.dbl(d.e) * c.dbl(T) * c.dbl((heads + 1) * d.rope_dim)));
+  }
+  if (!moe && (m & kRecomputeMlp)) {
+    if (d.te) norm_forward(c, p, "pre_mlp_norm");
+    mlp_forward(c, p, d.ffn);
+  }
+  if (!moe) return;
+  if (m & kRecomputeMoe) return moe_forward(c, p);
+  if (m & kRecomputeMoeAct) {
+    const MoeShape ms = moe_shape(c);
+    p.add("expert_activation", Cat::kCompute,
+          activation_forward_ns(c, ms.routed, c.dbl(ms.f_local)));
+  }
+  if ((m & kRecomputeSharedExperts) && d.shared_ffn > 0) mlp_forward(c, p, d.shared_ffn);
+}
+
 void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l) {
   const PlanDims& d = c.d;
   // Forward.
@@ -795,6 +864,8 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
     mlp_forward(c, l.fwd, d.ffn);
   bias_dropout_add_forward(c, l.fwd);
   attention_forward(at, l.attn_fwd);
+  if (c.plan.parallel.recompute == Recompute::kSelective)
+    selective_recompute_forward(c, at, moe, l.recompute_fwd);
 
   // Backward, in reverse.
   BackwardPasses bp{l.bwd, l.bwd_input, l.bwd_weight};
@@ -909,7 +980,10 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   const PlanDims& d = c.d;
   const double logits = c.dbl(d.tokens) * c.dbl(d.vocab / d.t);
   norm_forward(c, x.fwd, "final_norm");
-  column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp);
+  // Megatron's output layer is its own ColumnParallelLinear, not Transformer Engine's: no
+  // userbuffer overlap.
+  column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp,
+                 GemmPass::kForward, false);
   // The executor computes the loss and dL/dlogits in place in the forward: three kernels.
   x.fwd.add("cross_entropy", Cat::kCompute,
             c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
@@ -994,7 +1068,8 @@ void add_mtp(const Ctx& c, const LayerCosts& layer, ExtraCosts& x) {
 }
 
 void reset(LayerCosts& l, bool rec) {
-  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd}) p->clear(rec);
+  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd, &l.recompute_fwd})
+    p->clear(rec);
   l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = l.weight_dy_bytes = 0;
   l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = l.lp_gemm_params = 0;
 }

@@ -64,6 +64,9 @@ struct PlanDims {
   bool mla = false;
   // Sliding window: positions each query sees at most (left + 1; 0: full causal attention).
   int64_t window = 0;
+  // Transformer Engine's layer spec (megatron-te): the norms fused into the linears after them,
+  // and --tp-comm-overlap's userbuffers (only with sequence parallelism).
+  bool te = false, tp_overlap = false;
 };
 PlanDims plan_dims(const Plan& plan, const SimOptions& options);
 
@@ -71,8 +74,9 @@ struct LayerCosts {
   Pass fwd;        // forward
   Pass bwd;        // backward: input and weight gradients, TP communication as Megatron overlaps it
   Pass bwd_input;  // zero-bubble B: input gradients, TP communication exposed
-  Pass bwd_weight;  // zero-bubble W: weight gradients
-  Pass attn_fwd;    // the attention core's forward (selective recompute runs it again)
+  Pass bwd_weight;     // zero-bubble W: weight gradients
+  Pass attn_fwd;       // the attention core's forward
+  Pass recompute_fwd;  // what selective recompute runs again (the recompute modules' forwards)
   // Bytes per micro-batch:
   int64_t act_bytes = 0;           // kept from forward to backward with the plan's recompute
                                    // (none or selective; see ckpt_bytes for full)

@@ -31,6 +31,7 @@
 #include "sim/cost/dp_sharding_memory.hpp"
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
+#include "sim/cost/offload_cost.hpp"
 #include "sim/cost/precision_cost.hpp"
 #include "src/common/error.hpp"
 #include "src/model/model_stats.hpp"
@@ -700,6 +701,10 @@ class Builder {
     int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total());
     if (saved > 0)
       opt_ns = std::max<int64_t>(0, opt_ns - cost::memory_bound_time_ns(opt_gpu, saved));
+    // --optimizer-cpu-offload: part of the step moves to the host (sim/cost/offload_cost).
+    if (plan_.training.optimizer_cpu_offload)
+      opt_ns =
+          cost::offloaded_optimizer_step(plan_.training, plan_.cluster, owned, opt_ns).total_ns();
     if (quantize_weights > 0) opt_ns += cost::memory_bound_time_ns(opt_gpu, quantize_weights);
     inline_op(kNumSlots, Cat::kOptimizer, opt_ns, names_.optimizer);
     if (par_.distributed_optimizer && !par_.overlap_param_gather && !fsdp_.weights) {
@@ -751,7 +756,7 @@ class Builder {
       if (u.kind == ChunkUnit::kLayer) {
         if (which == 'F') return emit(lc.fwd, u.layer, false);
         if (which == 'W') return emit(lc.bwd_weight, u.layer, false);
-        if (u.recompute_attention) emit(lc.attn_fwd, u.layer, true);
+        if (u.recompute_attention) emit(lc.recompute_fwd, u.layer, true);
         for (int32_t l = u.recompute_first; l < u.recompute_first + u.recompute_count; ++l)
           emit(layer_costs_of(pc, plan_, l).fwd, l, true);
         return emit(which == 'B' ? lc.bwd : lc.bwd_input, u.layer, false);

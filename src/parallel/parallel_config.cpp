@@ -74,6 +74,34 @@ Recompute recompute_from_string(const std::string& s, const std::string& field) 
   throw Error(cat(field, ": must be one of none, selective, full; got \"", s, "\""));
 }
 
+namespace {
+constexpr const char* kRecomputeModuleNames[kNumRecomputeModules] = {
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};
+}  // namespace
+
+std::vector<std::string> recompute_module_names(uint32_t bits) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < kNumRecomputeModules; ++i)
+    if (bits & (1u << i)) out.push_back(kRecomputeModuleNames[i]);
+  return out;
+}
+
+uint32_t recompute_modules_from_names(const std::vector<std::string>& names,
+                                      const std::string& field) {
+  uint32_t bits = 0;
+  for (const std::string& n : names) {
+    uint32_t i = 0;
+    while (i < kNumRecomputeModules && n != kRecomputeModuleNames[i]) ++i;
+    if (i == kNumRecomputeModules)
+      throw Error(cat(field,
+                      ": must name modules among core_attn, moe_act, layernorm, mla_up_proj, mlp, "
+                      "moe, shared_experts; got \"",
+                      n, "\""));
+    bits |= 1u << i;
+  }
+  return bits;
+}
+
 int64_t ParallelConfig::expert_dp() const {
   int64_t denom = etp * ep * pp;
   return denom > 0 ? world_size() / denom : 0;
@@ -126,6 +154,20 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
                            ? RecomputeMethod::kUniform
                            : RecomputeMethod::kBlock;
   p.recompute_num_layers = o.get_int("recompute_num_layers", 1, kDegree);
+  if (o.has("recompute_modules")) {
+    const Json& v = o.raw("recompute_modules");
+    if (!v.is_array() || v.size() > 16)
+      throw Error(cat(o.field("recompute_modules"),
+                      ": must be a list of module names (at most 16), got ", json_excerpt(v)));
+    std::vector<std::string> names;
+    for (const Json& e : v) {
+      if (!e.is_string())
+        throw Error(cat(o.field("recompute_modules"), ": must be a list of module names, got ",
+                        json_excerpt(e)));
+      names.push_back(e.get<std::string>());
+    }
+    p.recompute_modules = recompute_modules_from_names(names, o.field("recompute_modules"));
+  }
   p.distributed_optimizer = o.get_bool("distributed_optimizer", false);
   p.overlap_grad_reduce = o.get_bool("overlap_grad_reduce", true);
   p.overlap_param_gather = o.get_bool("overlap_param_gather", true);
@@ -144,6 +186,7 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   p.fsdp_double_buffer = o.get_bool("fsdp_double_buffer", false);
   p.num_distributed_optimizer_instances =
       o.get_int("num_distributed_optimizer_instances", 1, kDataParallel);
+  p.tp_comm_overlap = o.get_bool("tp_comm_overlap", false);
   o.finish();
   return p;
 }
@@ -185,6 +228,9 @@ Json parallel_to_json(const ParallelConfig& p) {
   if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
   if (p.num_distributed_optimizer_instances != 1)
     j["num_distributed_optimizer_instances"] = p.num_distributed_optimizer_instances;
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.recompute_modules != kDefaultRecomputeModules)
+    j["recompute_modules"] = recompute_module_names(p.recompute_modules);
   return j;
 }
 

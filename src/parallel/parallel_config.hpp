@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/common/json_reader.hpp"
 #include "src/parallel/pipeline_layout.hpp"
@@ -18,6 +19,19 @@ enum class RecomputeMethod { kUniform, kBlock };
 // --data-parallel-sharding-strategy of Megatron-FSDP: what each data-parallel rank keeps only a
 // 1/d shard of (ZeRO-1: optimizer state; ZeRO-2: + gradients; ZeRO-3: + parameters).
 enum class DpSharding { kNoShard, kOptim, kOptimGrads, kOptimGradsParams };
+// --recompute-modules (TransformerConfig.recompute_modules): the submodules selective recompute
+// runs again, as bits. Megatron's default is core_attn alone.
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttn = 1u << 0,       // core_attn: the attention core (scores, softmax, P·V)
+  kRecomputeMoeAct = 1u << 1,         // moe_act: the experts' activation function
+  kRecomputeLayernorm = 1u << 2,      // layernorm: input_layernorm and pre_mlp_layernorm
+  kRecomputeMlaUpProj = 1u << 3,      // mla_up_proj: MLA's up projections and RoPE
+  kRecomputeMlp = 1u << 4,            // mlp: the dense MLP
+  kRecomputeMoe = 1u << 5,            // moe: the whole MoE layer
+  kRecomputeSharedExperts = 1u << 6,  // shared_experts: the MoE layer's shared experts
+};
+inline constexpr uint32_t kNumRecomputeModules = 7;
+inline constexpr uint32_t kDefaultRecomputeModules = kRecomputeCoreAttn;
 
 const char* to_string(ScheduleKind s);
 const char* to_string(Recompute r);
@@ -26,6 +40,12 @@ const char* to_string(DpSharding d);
 DpSharding dp_sharding_from_string(const std::string& s, const std::string& field);
 ScheduleKind schedule_kind_from_string(const std::string& s, const std::string& field);
 Recompute recompute_from_string(const std::string& s, const std::string& field);
+// Megatron's names of the modules in `bits`, in Megatron's order (core_attn, moe_act, layernorm,
+// mla_up_proj, mlp, moe, shared_experts).
+std::vector<std::string> recompute_module_names(uint32_t bits);
+// The bits of Megatron's module names; an Error naming `field` for any other name.
+uint32_t recompute_modules_from_names(const std::vector<std::string>& names,
+                                      const std::string& field);
 
 struct ParallelConfig {
   int64_t tp = 1;                  // --tensor-model-parallel-size
@@ -46,6 +66,7 @@ struct ParallelConfig {
   Recompute recompute = Recompute::kNone;                        // --recompute-granularity (+ none)
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;  // --recompute-method
   int64_t recompute_num_layers = 1;                              // --recompute-num-layers
+  uint32_t recompute_modules = kDefaultRecomputeModules;         // --recompute-modules (bits)
   bool distributed_optimizer = false;                            // --use-distributed-optimizer
   bool overlap_grad_reduce = true;                               // --overlap-grad-reduce
   bool overlap_param_gather = true;  // --overlap-param-gather (dist. optimizer)
@@ -66,6 +87,9 @@ struct ParallelConfig {
   // --num-distributed-optimizer-instances: the optimizer state is sharded within dp·cp / n ranks
   // and the n instances all-reduce the gradient shards.
   int64_t num_distributed_optimizer_instances = 1;
+  // --tp-comm-overlap: Transformer Engine's userbuffers pipeline the tensor-parallel all-gathers
+  // and reduce-scatters with the GEMMs beside them (needs sequence parallelism).
+  bool tp_comm_overlap = false;
 
   bool operator==(const ParallelConfig&) const = default;
 

@@ -112,6 +112,7 @@ constexpr NumberRange kEfficiency{1e-3, 1};
 constexpr NumberRange kOverheadGib{0, 1e5};
 constexpr NumberRange kLatencyUs{0, 1e6};
 constexpr NumberRange kSlowdown{0, 10};       // fraction added to a kernel's time under overlap
+constexpr NumberRange kHostGbps{0, 1e6};      // 0: the default
 constexpr NumberRange kCurveX{1, 1e24};       // FLOPs of one call, or bytes of one message
 constexpr NumberRange kEfficiencyY{1e-4, 1};  // fraction of peak
 // Fraction of hbm bandwidth over a kind's modelled bytes: above 1 where the L2 cache serves part
@@ -321,6 +322,13 @@ Json validation_to_json(const Validation& v) {
 
 }  // namespace
 
+double ClusterSpec::host_link() const {
+  return host_link_gbps > 0 ? host_link_gbps : kDefaultHostLinkGbps;
+}
+double ClusterSpec::host_memory() const {
+  return host_memory_gbps > 0 ? host_memory_gbps : kDefaultHostMemoryGbps;
+}
+
 ClusterSpec cluster_from_json(const Json& j, const std::string& path) {
   if (j.is_string()) return load_cluster(j.get<std::string>(), path);
   JsonObject o(j, path);
@@ -331,6 +339,8 @@ ClusterSpec cluster_from_json(const Json& j, const std::string& path) {
   c.num_nodes = o.get_int("num_nodes", 0, kNodes);
   c.gpus_per_node = o.get_int("gpus_per_node", kGpusPerNode);
   c.nics_per_node = o.get_int("nics_per_node", 0, kGpusPerNode);
+  c.host_link_gbps = o.get_number("host_link_gbps", 0, kHostGbps);
+  c.host_memory_gbps = o.get_number("host_memory_gbps", 0, kHostGbps);
   c.gpu = gpu_from_json(o.raw("gpu"), o.field("gpu"));
   c.intra_node = link_from_json(o, "intra_node");
   // A single-node cluster (num_nodes 1) needs no network; validate() refuses a plan that spans
@@ -354,6 +364,8 @@ Json cluster_to_json(const ClusterSpec& c) {
   if (c.num_nodes > 0) j["num_nodes"] = c.num_nodes;
   j["gpus_per_node"] = c.gpus_per_node;
   if (c.nics_per_node > 0) j["nics_per_node"] = c.nics_per_node;
+  if (c.host_link_gbps > 0) j["host_link_gbps"] = c.host_link_gbps;
+  if (c.host_memory_gbps > 0) j["host_memory_gbps"] = c.host_memory_gbps;
   j["gpu"] = gpu_to_json(c.gpu);
   j["intra_node"] = link_to_json(c.intra_node);
   if (c.has_inter_node()) j["inter_node"] = link_to_json(c.inter_node);

@@ -152,6 +152,11 @@ struct ClusterSpec {
   LinkSpec intra_node;        // inside one node (NVLink / NVSwitch)
   LinkSpec inter_node;        // between nodes (InfiniBand / RoCE); empty name: none
   int64_t nics_per_node = 0;  // network adapters per node (0: one per GPU)
+  // The host side, for offloading (docs/cost-model.md, "Optimizer offloading"): each GPU's link
+  // to the host in one direction (PCIe or NVLink-C2C), and the node's host memory bandwidth,
+  // 10^9 B/s; 0: the defaults below.
+  double host_link_gbps = 0;
+  double host_memory_gbps = 0;
   // Efficiency sets per implementation ("implementations" in the profile): the base gpu with the
   // set's fields in place; none: the base gpu serves that implementation.
   std::array<std::optional<GpuSpec>, kNumImplementations> implementations{};
@@ -169,8 +174,17 @@ struct ClusterSpec {
     return v ? &*v : nullptr;
   }
   bool has_inter_node() const { return !inter_node.name.empty(); }
+  double host_link() const;    // host_link_gbps, or kDefaultHostLinkGbps
+  double host_memory() const;  // host_memory_gbps, or kDefaultHostMemoryGbps
   int64_t nics() const { return nics_per_node > 0 ? nics_per_node : gpus_per_node; }
 };
+
+// Defaults of a profile that gives no host numbers. PCIe 4.0 x16 (the link of every GPU since the
+// A100): 16 GT/s x 16 lanes x 128/130 encoding / 8 = 31.5 GB/s per direction (PCI-SIG, PCI
+// Express Base Specification 4.0). Host memory of a DGX A100: two AMD EPYC 7742, each with eight
+// DDR4-3200 channels of 25.6 GB/s: 409.6 GB/s (NVIDIA DGX A100 datasheet; AMD EPYC 7742 specs).
+inline constexpr double kDefaultHostLinkGbps = 31.5;
+inline constexpr double kDefaultHostMemoryGbps = 409.6;
 
 ClusterSpec cluster_from_json(const Json& j, const std::string& path);
 Json cluster_to_json(const ClusterSpec& c);

@@ -280,6 +280,8 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.log_interval = o.get_int("log_interval", t.log_interval, {1, 1'000'000'000});
   t.tensorboard_dir = o.get_string("tensorboard_dir", "");
   t.optimizer_precision = optimizer_precision_from_json(o);
+  t.optimizer_cpu_offload = o.get_bool("optimizer_cpu_offload", false);
+  t.optimizer_offload_fraction = o.get_number("optimizer_offload_fraction", 1.0, {0.0, 1.0});
 
   parse_low_precision(o, t);
 
@@ -376,6 +378,9 @@ Json training_to_json(const TrainingConfig& t) {
     j["num_layers_at_end_in_bf16"] = t.num_layers_at_end_in_bf16;
   }
   optimizer_precision_to_json(t.optimizer_precision, j);
+  if (t.optimizer_cpu_offload) j["optimizer_cpu_offload"] = true;
+  if (t.optimizer_offload_fraction != 1.0)
+    j["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
   return j;
 }
 

@@ -115,6 +115,11 @@ struct TrainingConfig {
   int64_t num_layers_at_end_in_bf16 = 1;       // --num-layers-at-end-in-bf16
   // --use-precision-aware-optimizer and the optimizer state's dtypes.
   OptimizerPrecision optimizer_precision;
+  // --optimizer-cpu-offload: Megatron's HybridDeviceOptimizer keeps the optimizer state of
+  // --optimizer-offload-fraction of the parameters on the host and runs their Adam step there
+  // (docs/cost-model.md, "Optimizer offloading").
+  bool optimizer_cpu_offload = false;
+  double optimizer_offload_fraction = 1.0;  // Megatron-LM's default
   bool operator==(const TrainingConfig&) const = default;
 };
 

@@ -262,6 +262,39 @@ void check_parallel(const Plan& plan, Collector& c) {
           "When using recompute_granularity: full "
           "recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: ",
           m.num_layers / p.pp, " (got ", p.recompute_num_layers, ")");
+  // Userbuffer overlap: arguments.py validate_args.
+  if (p.tp_comm_overlap && !p.sequence_parallel)
+    c.add("parallel.tp_comm_overlap",
+          "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is "
+          "enabled");
+
+  // Optimizer CPU offload: arguments.py validate_args.
+  const TrainingConfig& t = plan.training;
+  if (t.optimizer_cpu_offload && !t.optimizer_precision.use_precision_aware_optimizer)
+    c.add("training.optimizer_cpu_offload",
+          "The optimizer cpu offload must be used in conjunction with "
+          "`--use-precision-aware-optimizer`, as the hybrid device optimizer reuses the code path "
+          "of this flag.");
+  if (t.optimizer_cpu_offload && t.fp8_param_gather && t.fp8_recipe != Fp8Recipe::kDelayed)
+    c.add("training.optimizer_cpu_offload",
+          "When `--fp8-param-gather` is enabled, the optimizer cpu offload must be used in "
+          "conjunction with `--fp8-recipe delayed`.");
+
+  // Recompute modules: TransformerConfig.__post_init__ checks them with selective recompute.
+  if (p.recompute == Recompute::kSelective) {
+    const uint32_t rm = p.recompute_modules;
+    if ((rm & kRecomputeMoeAct) && !(m.moe && m.moe->moe_grouped_gemm))
+      c.add("parallel.recompute_modules",
+            "moe_act in recompute_modules is only supported with moe_grouped_gemm.");
+    if ((rm & kRecomputeMlaUpProj) && !m.mla)
+      c.add("parallel.recompute_modules",
+            "mla_up_proj in recompute_modules is only supported with multi_latent_attention.");
+    if ((rm & (kRecomputeMoeAct | kRecomputeLayernorm)) &&
+        plan.training.fp8_format != Fp8Format::kNone &&
+        plan.training.fp8_recipe == Fp8Recipe::kDelayed)
+      c.add("parallel.recompute_modules",
+            "Delayed scaling does not support moe_act and layernorm recompute for fp8.");
+  }
 
   // Distributed optimizer: arguments.py. Without it there is no parameter all-gather and
   // overlap_param_gather has no effect.

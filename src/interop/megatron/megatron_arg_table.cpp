@@ -1399,6 +1399,49 @@ const std::vector<Row>& table() {
          const ParallelConfig& p = o.plan.parallel;
          if (p.recompute == Recompute::kFull) o.arg(r.name, p.recompute_num_layers);
        }},
+      // --recompute-modules (nargs *; TransformerConfig checks it with selective granularity).
+      {"--recompute-modules", G::kTraining, "parallel.recompute_modules", kStep,
+       [](const Row& r, In& s) {
+         const ArgOccurrence* a = s.args.get(r.name);
+         if (!a) return;
+         std::vector<std::string> names;
+         for (const ShellField& v : a->values) {
+           if (!v.resolved())
+             throw Error(cat(r.name, ": needs module names known here, got '", v.text, "'"));
+           names.push_back(v.text);
+         }
+         s.parallel.recompute_modules = recompute_modules_from_names(names, std::string(r.name));
+         if (s.parallel.recompute != Recompute::kSelective)
+           s.warnings.push_back(cat(r.name, " ", MegatronArgList::text_of(a->values),
+                                    ": no effect without --recompute-granularity selective"));
+       },
+       [](const Row& r, Out& o) {
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules)
+           o.args.push_back({std::string(r.name), recompute_module_names(p.recompute_modules)});
+       }},
+      {"--tp-comm-overlap", G::kParallel, "parallel.tp_comm_overlap", kStep,
+       [](const Row& r, In& s) { s.parallel.tp_comm_overlap = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.tp_comm_overlap) o.flag(r.name);
+       }},
+      {"--optimizer-cpu-offload", G::kTraining, "training.optimizer_cpu_offload", kStep,
+       [](const Row& r, In& s) { s.training.optimizer_cpu_offload = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.optimizer_cpu_offload) o.flag(r.name);
+       }},
+      {"--optimizer-offload-fraction", G::kTraining, "training.optimizer_offload_fraction", kStep,
+       [](const Row& r, In& s) {
+         const auto v = s.args.double_value(r.name, 0.0, true);
+         if (!v) return;
+         if (*v > 1) throw Error(cat(r.name, ": must be between 0 and 1, got ", *v));
+         s.training.optimizer_offload_fraction = *v;
+       },
+       [](const Row& r, Out& o) {
+         const TrainingConfig& t = o.plan.training;
+         if (t.optimizer_cpu_offload && t.optimizer_offload_fraction != 1.0)
+           o.number(r.name, t.optimizer_offload_fraction);
+       }},
 
       // ---- data ---------------------------------------------------------------------------------
       // The plan's indexed datasets, else synthetic data; a tokenizer of exactly --vocab-size

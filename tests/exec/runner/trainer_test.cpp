@@ -296,6 +296,13 @@ TEST(Trainer, RefusesPlansItCannotRun) {
   p = tiny_plan({.dp = 2, .distributed_optimizer = true});
   p.parallel.num_distributed_optimizer_instances = 2;
   EXPECT_THROW(check_executable(p), Error);
+  p = tiny_plan({.recompute = Recompute::kSelective});
+  EXPECT_NO_THROW(check_executable(p));  // core_attn, what the executor recomputes
+  p.parallel.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  EXPECT_THROW(check_executable(p), Error);
+  p = tiny_plan({});
+  p.training.optimizer_cpu_offload = true;
+  EXPECT_THROW(check_executable(p), Error);
 }
 
 // The sweep's --stack mplan (sim/sweep/stack_rules) refuses every plan check_executable refuses,

@@ -92,6 +92,31 @@ TEST_P(Table2, SelectiveRecompute) {
   EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t);  // sbh · 34/t
 }
 
+TEST_P(Table2, RecomputeModulesDropWhatTheyRunAgain) {
+  // Sequence parallel, Megatron's local spec (every norm a module of its own). Per sbh/t: norms
+  // 2 + 2; attention: QKV input 2, Q and K 4, V 2, context 2, dropout mask 1; MLP: FC1 input 2,
+  // GeLU input 8, FC2 input 8, dropout mask 1; the scores 5as/(ht) unless core_attn is recomputed.
+  const int64_t t = GetParam();
+  LayerActivationShape s = gpt22b(t);
+  s.sequence_parallel = true;
+  s.recompute = Recompute::kSelective;
+  s.recompute_modules = kRecomputeMlp;  // scores kept; GeLU and FC2 inputs dropped: 34 - 16
+  EXPECT_EQ(layer_activation_bytes(s).total(), 18 * kSbh / t + 5 * kAs2b / t);
+  s.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 18 * kSbh / t);
+  s.recompute_modules = kRecomputeCoreAttn | kRecomputeLayernorm;  // QKV and FC1 inputs: 34 - 4
+  EXPECT_EQ(layer_activation_bytes(s).total(), 30 * kSbh / t);
+  // Transformer Engine's LayerNormLinear: no norm module to recompute; mlp also drops the fused
+  // norm's output, the FC1 input: 34 - 18.
+  s.norms_fused = true;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t);
+  s.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 16 * kSbh / t);
+  // Without selective granularity the modules change nothing.
+  s.recompute = Recompute::kNone;
+  EXPECT_EQ(layer_activation_bytes(s).total(), 34 * kSbh / t + 5 * kAs2b / t);
+}
+
 TEST_P(Table2, FullRecompute) {
   LayerActivationShape s = gpt22b(GetParam());
   s.recompute = Recompute::kFull;
@@ -192,6 +217,76 @@ TEST(ActivationMemory, MixtureOfExperts) {
   // 2 · 4096 · 8192 / 2 + 2 · 4096 · 4096 / 2 = 33554432 + 16777216.
   s.shared_ffn_hidden = 4096;
   EXPECT_EQ(layer_activation_bytes(s).mlp, 436273152 + 33554432 + 16777216);
+}
+
+TEST(ActivationMemory, MoeRecomputeModules) {
+  // The MixtureOfExperts shape above with a shared expert, selective recompute with flash
+  // attention (core_attn changes nothing). moe_act drops the experts' FC2 input (117440512),
+  // shared_experts the shared expert's inputs (33554432 + 16777216), moe everything of the MoE
+  // layer but its router input (16777216); layernorm drops the pre-MLP norm's output even with
+  // Transformer Engine (the MoE layer's norm is a module of its own): the router input.
+  LayerActivationShape s;
+  s.seq_length = 4096;
+  s.micro_batch = 1;
+  s.hidden = 4096;
+  s.heads = 32;
+  s.query_groups = 8;
+  s.head_dim = 128;
+  s.gated_mlp = true;
+  s.tp = 2;
+  s.sequence_parallel = true;
+  s.flash_attention = true;
+  s.attention_dropout = s.hidden_dropout = false;
+  s.moe = true;
+  s.num_experts = 8;
+  s.topk = 2;
+  s.moe_ffn_hidden = 14336;
+  s.shared_ffn_hidden = 4096;
+  s.norms_fused = true;
+  s.recompute = Recompute::kSelective;
+  const int64_t all = 436273152 + 33554432 + 16777216;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, all);
+  s.recompute_modules = kRecomputeMoeAct;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, all - 117440512);
+  s.recompute_modules = kRecomputeMoeAct | kRecomputeSharedExperts;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, all - 117440512 - 33554432 - 16777216);
+  s.recompute_modules = kRecomputeMoe;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, 16777216);
+  s.recompute_modules = kRecomputeMoe | kRecomputeLayernorm;
+  EXPECT_EQ(layer_activation_bytes(s).mlp, 0);
+  // Attention is untouched by the MoE modules: QKV input with the fused norm kept.
+  s.recompute_modules = kRecomputeLayernorm;
+  EXPECT_EQ(layer_activation_bytes(s).attention, layer_activation_bytes([&] {
+                                                   LayerActivationShape u = s;
+                                                   u.recompute_modules = kRecomputeCoreAttn;
+                                                   return u;
+                                                 }())
+                                                     .attention);
+}
+
+TEST(ActivationMemory, MlaUpProjRecomputeDropsQkv) {
+  // DeepSeek-V3's attention as in MultiLatentAttentionKeepsLatentsAndWiderQk: mla_up_proj drops
+  // Q, K (4·sb·128·192) and V (2·sb·128·128); the context stays for the projection.
+  LayerActivationShape s = gpt22b(1);
+  s.seq_length = 4096;
+  s.micro_batch = 1;
+  s.hidden = 7168;
+  s.heads = 128;
+  s.query_groups = 128;
+  s.head_dim = 128;
+  s.flash_attention = true;
+  s.attention_dropout = s.hidden_dropout = false;
+  s.mla = true;
+  s.q_lora_rank = 1536;
+  s.kv_lora_rank = 512;
+  s.qk_head_dim = 128;
+  s.qk_pos_emb_head_dim = 64;
+  s.v_head_dim = 128;
+  s.recompute = Recompute::kSelective;
+  s.recompute_modules = kRecomputeCoreAttn | kRecomputeMlaUpProj;
+  const int64_t sb = 4096;
+  EXPECT_EQ(layer_activation_bytes(s).attention,
+            2 * sb * 7168 + 4 * sb * (1536 + 512) + 2 * sb * 128 * 128);
 }
 
 TEST(ActivationMemory, ContextParallelSplitsTheSequence) {

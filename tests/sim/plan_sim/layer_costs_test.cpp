@@ -201,6 +201,99 @@ int64_t item_ns(const Pass& p, const char* name) {
   return -1;
 }
 
+// The forward items of `p` from the one after `first` (by name) to the one before the last.
+std::vector<std::pair<std::string, int64_t>> items_after(const Pass& p, const char* first) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  size_t i = 0;
+  while (i < p.items.size() && std::strcmp(p.items[i].name, first) != 0) ++i;
+  for (++i; i + 1 < p.items.size(); ++i) out.emplace_back(p.items[i].name, p.items[i].ns);
+  return out;
+}
+std::vector<std::pair<std::string, int64_t>> items_of(const Pass& p) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const CostItem& i : p.items) out.emplace_back(i.name, i.ns);
+  return out;
+}
+
+TEST(LayerCosts, TpCommOverlapPipelinesTheCollectivesWithTheGemms) {
+  // Sequence parallel, tp 4, Transformer Engine: each all-gather before QKV and FC1 and each
+  // reduce-scatter after the projection and FC2 runs in t steps beside the GEMM's t chunks, so
+  // max(A, B) + min(A, B)/t - GEMM of it stays exposed (the profile's overlap slowdown on the
+  // GEMM included).
+  Plan pl = a100_plan(4, true);
+  const PlanCosts plain = costs_of(pl);
+  pl.parallel.tp_comm_overlap = true;
+  const PlanCosts over = costs_of(pl);
+  const GpuSpec& gpu = pl.cluster.gpu_for(pl.training.implementation);
+  auto slowed = [&](int64_t g, int64_t comm) {
+    return gpu.overlap_slowdown <= 0
+               ? g
+               : g + std::llround(gpu.overlap_slowdown * static_cast<double>(std::min(g, comm)));
+  };
+  for (const char* gemm : {"qkv", "fc1", "proj", "fc2"}) {
+    const Pass& f = plain.dense.fwd;
+    const bool ag = std::strcmp(gemm, "qkv") == 0 || std::strcmp(gemm, "fc1") == 0;
+    // The collective beside this GEMM: the item before it (all-gather) or after it.
+    size_t i = 0;
+    while (std::strcmp(f.items[i].name, gemm) != 0) ++i;
+    const int64_t comm = f.items[ag ? i - 1 : i + 1].ns, g0 = f.items[i].ns;
+    const int64_t g = slowed(g0, comm);
+    const int64_t exposed =
+        std::max(g, comm) + std::llround(static_cast<double>(std::min(g, comm)) / 4.0) - g;
+    const Pass& o = over.dense.fwd;
+    EXPECT_EQ(o.items[i].ns, g) << gemm;
+    EXPECT_EQ(o.items[ag ? i - 1 : i + 1].ns, exposed) << gemm;
+    EXPECT_LT(exposed, comm) << gemm;
+  }
+  EXPECT_LT(over.dense.fwd.cost.total_ns(), plain.dense.fwd.cost.total_ns());
+  // Without sequence parallelism (Megatron refuses it) nothing changes.
+  Plan no_sp = a100_plan(4, false);
+  const int64_t before = costs_of(no_sp).dense.fwd.cost.total_ns();
+  no_sp.parallel.tp_comm_overlap = true;
+  EXPECT_EQ(costs_of(no_sp).dense.fwd.cost.total_ns(), before);
+}
+
+TEST(LayerCosts, SelectiveRecomputeRunsTheRecomputeModulesAgain) {
+  Plan pl = a100_plan(4, true);
+  pl.training.implementation = Implementation::kMegatronLocal;  // every norm a module
+  pl.parallel.recompute = Recompute::kSelective;
+  PlanCosts c = costs_of(pl);
+  // Megatron's default, core_attn: the attention core's forward.
+  EXPECT_EQ(items_of(c.dense.recompute_fwd), items_of(c.dense.attn_fwd));
+  // mlp: the forward's MLP items between the pre-MLP norm and the residual add (all-gather, FC1,
+  // GeLU, FC2, reduce-scatter), each as long as in the forward.
+  pl.parallel.recompute_modules = kRecomputeMlp;
+  c = costs_of(pl);
+  const auto mlp = items_after(c.dense.fwd, "pre_mlp_norm");
+  ASSERT_GE(mlp.size(), 3u);
+  EXPECT_EQ(items_of(c.dense.recompute_fwd), mlp);
+  // layernorm: the two norms.
+  pl.parallel.recompute_modules = kRecomputeLayernorm;
+  c = costs_of(pl);
+  EXPECT_EQ(items_of(c.dense.recompute_fwd),
+            (std::vector<std::pair<std::string, int64_t>>{
+                {"input_norm", item_ns(c.dense.fwd, "input_norm")},
+                {"pre_mlp_norm", item_ns(c.dense.fwd, "pre_mlp_norm")}}));
+  // Transformer Engine fuses the norms into the linears: layernorm recomputes nothing in a dense
+  // layer, and mlp runs the fused pre-MLP norm with it.
+  pl.training.implementation = Implementation::kMegatronTe;
+  c = costs_of(pl);
+  EXPECT_TRUE(c.dense.recompute_fwd.items.empty());
+  pl.parallel.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  c = costs_of(pl);
+  EXPECT_EQ(
+      c.dense.recompute_fwd.cost.total_ns(),
+      c.dense.attn_fwd.cost.total_ns() + item_ns(c.dense.fwd, "pre_mlp_norm") + [&] {
+        int64_t t = 0;
+        for (const auto& [n, ns] : items_after(c.dense.fwd, "pre_mlp_norm")) t += ns;
+        return t;
+      }());
+  // Without selective granularity nothing is recomputed module by module.
+  pl.parallel.recompute = Recompute::kNone;
+  c = costs_of(pl);
+  EXPECT_EQ(c.dense.recompute_fwd.cost.total_ns(), 0);
+}
+
 TEST(LayerCosts, OverlapSlowdownSlowsTheGemmsBesideACollective) {
   // Megatron's fused backward overlaps FC1's weight-gradient GEMM with the input gradient's
   // reduce-scatter (sp, tp 4): with overlap_slowdown 0.2 the GEMM takes 0.2 · min(GEMM, comm)

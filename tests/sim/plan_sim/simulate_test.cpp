@@ -117,6 +117,23 @@ TEST(Simulate, ActivationsWithSequenceParallelAndSelectiveRecompute) {
             L * 34 * sbh / t + (8 * s * b + sbh) / t + 4 * sbh / t + 4 * s * b * V / t);
 }
 
+// --optimizer-cpu-offload: the GPU keeps (1 - f) of the optimizer state, and the step takes
+// offloaded_optimizer_step's time (sim/cost/offload_cost_test.cpp works it out).
+TEST(Simulate, OptimizerCpuOffloadMovesStateAndStepToTheHost) {
+  Plan pl = plan(gpt(2, 1024, 8, 1024, 128), toy_cluster(), 1, 1, 1, 1, 1);
+  pl.training.optimizer_precision.use_precision_aware_optimizer = true;
+  const SimulationResult on_gpu = simulate(pl);
+  pl.training.optimizer_cpu_offload = true;
+  pl.training.optimizer_offload_fraction = 0.5;
+  expect_valid(pl);
+  const SimulationResult half = simulate(pl);
+  EXPECT_NEAR(static_cast<double>(half.per_stage[0].optimizer_bytes),
+              0.5 * static_cast<double>(on_gpu.per_stage[0].optimizer_bytes), 1.0);
+  EXPECT_GT(half.breakdown.optimizer_s, on_gpu.breakdown.optimizer_s);
+  pl.training.optimizer_offload_fraction = 1.0;
+  EXPECT_EQ(simulate(pl).per_stage[0].optimizer_bytes, 0);
+}
+
 // Full recompute keeps 2sbh per layer (Table 2); during a backward one layer is recomputed.
 TEST(Simulate, FullRecomputeKeepsTheLayerInputs) {
   const int64_t s = 1024, b = 1, h = 1024, a = 8, L = 4, V = 128;

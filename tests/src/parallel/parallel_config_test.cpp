@@ -90,6 +90,36 @@ TEST(ParallelConfig, MegatronFsdpFieldsRoundTrip) {
             "optim_grads, optim_grads_params; got \"zero3\"");
 }
 
+TEST(ParallelConfig, RecomputeModulesRoundTrip) {
+  const std::string base = R"("dp": 1, "micro_batch_size": 1, "global_batch_size": 8)";
+  // Megatron's default is core_attn alone, and is not written back.
+  const ParallelConfig d = parallel_from_json(parse_json("{" + base + "}", "t"), "parallel");
+  EXPECT_EQ(d.recompute_modules, kRecomputeCoreAttn);
+  EXPECT_FALSE(parallel_to_json(d).contains("recompute_modules"));
+  const ParallelConfig p = parallel_from_json(parse_json("{" + base + R"(, "recompute": "selective",
+                 "recompute_modules": ["mlp", "core_attn", "moe_act"]})",
+                                                         "t"),
+                                              "parallel");
+  EXPECT_EQ(p.recompute_modules, kRecomputeCoreAttn | kRecomputeMlp | kRecomputeMoeAct);
+  EXPECT_EQ(recompute_module_names(p.recompute_modules),
+            (std::vector<std::string>{"core_attn", "moe_act", "mlp"}));
+  EXPECT_EQ(parallel_from_json(parallel_to_json(p), "parallel"), p);
+  // An empty list recomputes nothing (Megatron accepts it) and survives the round trip.
+  const ParallelConfig e =
+      parallel_from_json(parse_json("{" + base + R"(, "recompute_modules": []})", "t"), "parallel");
+  EXPECT_EQ(e.recompute_modules, 0u);
+  EXPECT_EQ(parallel_from_json(parallel_to_json(e), "parallel"), e);
+  ParallelConfig o = d;
+  o.tp_comm_overlap = true;
+  EXPECT_TRUE(parallel_to_json(o).at("tp_comm_overlap").get<bool>());
+  EXPECT_EQ(parallel_from_json(parallel_to_json(o), "parallel"), o);
+  EXPECT_EQ(error_of("{" + base + R"(, "recompute_modules": ["attention"]})"),
+            "parallel.recompute_modules: must name modules among core_attn, moe_act, layernorm, "
+            "mla_up_proj, mlp, moe, shared_experts; got \"attention\"");
+  EXPECT_EQ(error_of("{" + base + R"(, "recompute_modules": "mlp"})"),
+            "parallel.recompute_modules: must be a list of module names (at most 16), got \"mlp\"");
+}
+
 TEST(ParallelConfig, SizesOutsideTheirRangeNameTheField) {
   const std::string base = R"("dp": 1, "micro_batch_size": 1, "global_batch_size": 8)";
   EXPECT_EQ(error_of("{" + base + R"(, "tp": 4096})"), "parallel.tp: must be <= 1024, got 4096");

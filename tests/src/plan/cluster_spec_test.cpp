@@ -115,6 +115,25 @@ std::string error_of(const Json& j) {
   return "";
 }
 
+TEST(ClusterSpec, HostLinkAndMemoryForOffloading) {
+  // PCIe 5.0 x16 per direction and two Xeon 8480C's DDR5-4800 (the preset's sources).
+  const ClusterSpec h100 = load_cluster("dgx-h100");
+  EXPECT_EQ(h100.host_link(), 63.0);
+  EXPECT_EQ(h100.host_memory(), 614.4);
+  EXPECT_EQ(cluster_from_json(cluster_to_json(h100), "cluster"), h100);
+  // Absent: PCIe 4.0 x16 and a DGX A100 host; not written back.
+  Json j = cluster_json();
+  j.erase("host_link_gbps");
+  j.erase("host_memory_gbps");
+  const ClusterSpec c = cluster_from_json(j, "cluster");
+  EXPECT_EQ(c.host_link(), 31.5);
+  EXPECT_EQ(c.host_memory(), 409.6);
+  EXPECT_FALSE(cluster_to_json(c).contains("host_link_gbps"));
+  Json bad = cluster_json();
+  bad["host_link_gbps"] = -1;
+  EXPECT_EQ(error_of(bad), "cluster.host_link_gbps: must be >= 0, got -1");
+}
+
 TEST(ClusterSpec, MalformedClustersNameTheField) {
   Json a = cluster_json();
   a["intra_node"]["allreduce_busbw_gbps"] = parse_json("[[2, 1], [1, 2]]", "t");

@@ -47,6 +47,21 @@ TEST(TrainingConfig, NumbersOutsideTheirRangeNameTheField) {
   EXPECT_EQ(error_of(R"({"lr": 1e999})"), "t: lr: number out of range (1e999)");
 }
 
+TEST(TrainingConfig, OptimizerCpuOffloadRoundTrips) {
+  const TrainingConfig d = training_from_json(parse_json("{}", "t"), "training");
+  EXPECT_FALSE(d.optimizer_cpu_offload);
+  EXPECT_EQ(d.optimizer_offload_fraction, 1.0);  // Megatron-LM's default
+  EXPECT_FALSE(training_to_json(d).contains("optimizer_cpu_offload"));
+  const TrainingConfig t = training_from_json(
+      parse_json(R"({"optimizer_cpu_offload": true, "optimizer_offload_fraction": 0.25})", "t"),
+      "training");
+  EXPECT_TRUE(t.optimizer_cpu_offload);
+  EXPECT_EQ(t.optimizer_offload_fraction, 0.25);
+  EXPECT_EQ(training_from_json(training_to_json(t), "training"), t);
+  EXPECT_EQ(error_of(R"({"optimizer_offload_fraction": 1.5})"),
+            "training.optimizer_offload_fraction: must be <= 1, got 1.5");
+}
+
 TEST(TrainingConfig, Rampup) {
   TrainingConfig t =
       training_from_json(parse_json(R"({"rampup_batch_size": [16, 8, 300000]})", "t"), "training");

@@ -387,6 +387,52 @@ TEST(Validate, MegatronFsdpAndPartialDistributedOptimizer) {
               "4, num_distributed_optimizer_instances = 3)");
 }
 
+TEST(Validate, RecomputeModulesMegatronAccepts) {
+  Plan p = base();  // llama3-8b: dense, no MLA
+  p.parallel.recompute = Recompute::kSelective;
+  p.parallel.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp | kRecomputeLayernorm;
+  EXPECT_EQ(all(validate(p)), "");
+  p.parallel.recompute_modules = kRecomputeMoeAct;
+  expect_only(p, "parallel.recompute_modules",
+              "moe_act in recompute_modules is only supported with moe_grouped_gemm.");
+  p.parallel.recompute_modules = kRecomputeMlaUpProj;
+  expect_only(p, "parallel.recompute_modules",
+              "mla_up_proj in recompute_modules is only supported with multi_latent_attention.");
+  // Megatron checks the modules only with selective granularity.
+  p.parallel.recompute = Recompute::kNone;
+  EXPECT_EQ(all(validate(p)), "");
+  Plan q = base();
+  q.cluster = load_cluster("dgx-h100");
+  q.parallel.recompute = Recompute::kSelective;
+  q.parallel.recompute_modules = kRecomputeLayernorm;
+  q.training.fp8_format = Fp8Format::kHybrid;
+  q.training.fp8_recipe = Fp8Recipe::kDelayed;
+  expect_only(q, "parallel.recompute_modules",
+              "Delayed scaling does not support moe_act and layernorm recompute for fp8.");
+  q.training.fp8_recipe = Fp8Recipe::kTensorwise;
+  EXPECT_EQ(all(validate(q)), "");
+}
+
+TEST(Validate, TpCommOverlapNeedsSequenceParallelism) {
+  Plan p = base();  // tp 2
+  p.parallel.tp_comm_overlap = true;
+  expect_only(p, "parallel.tp_comm_overlap",
+              "Tensor parallel communication/GEMM overlap can happen only when sequence "
+              "parallelism is enabled");
+  p.parallel.sequence_parallel = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
+TEST(Validate, OptimizerCpuOffloadMegatronAccepts) {
+  Plan p = base();
+  p.training.optimizer_cpu_offload = true;
+  expect_only(p, "training.optimizer_cpu_offload",
+              "The optimizer cpu offload must be used in conjunction with "
+              "`--use-precision-aware-optimizer`");
+  p.training.optimizer_precision.use_precision_aware_optimizer = true;
+  EXPECT_EQ(all(validate(p)), "");
+}
+
 TEST(Validate, OptimizerStateDtypesNeedThePrecisionAwareOptimizer) {
   Plan p = base();
   p.training.optimizer_precision.exp_avg_sq_dtype = OptimStateDtype::kBf16;

@@ -19,6 +19,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 using namespace megatron_test;
 
@@ -467,6 +468,67 @@ TEST(MegatronImport, DeepSeekV3WithMlaMoePatternFlexDispatcherAndMtp) {
   EXPECT_THAT(script, HasSubstr("--moe-flex-dispatcher-backend hybridep"));
   MegatronImport again = import_megatron(script, {});
   EXPECT_TRUE(again.plan == r.plan);
+}
+
+TEST(MegatronImport, RecomputeModulesAndBack) {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 ";
+  MegatronImport r = import_megatron(
+      base + "--recompute-granularity selective --recompute-modules mlp core_attn layernorm\n",
+      default_import());
+  EXPECT_EQ(r.plan.parallel.recompute_modules,
+            kRecomputeCoreAttn | kRecomputeMlp | kRecomputeLayernorm);
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--recompute-modules core_attn layernorm mlp"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  // Megatron's default, core_attn alone, is not written.
+  MegatronImport d =
+      import_megatron(base + "--recompute-granularity selective\n", default_import());
+  EXPECT_EQ(d.plan.parallel.recompute_modules, kRecomputeCoreAttn);
+  EXPECT_THAT(render_megatron_torchrun(megatron_launch_from_plan(d.plan), "t"),
+              Not(HasSubstr("--recompute-modules")));
+  // Without selective granularity Megatron-LM ignores the list.
+  MegatronImport w = import_megatron(base + "--recompute-modules mlp\n", default_import());
+  EXPECT_TRUE(any_contains(w.warnings,
+                           "--recompute-modules mlp: no effect without --recompute-granularity "
+                           "selective"));
+  EXPECT_THAT([&] { import_megatron(base + "--recompute-modules attention\n", default_import()); },
+              ThrowsMessage<Error>(HasSubstr("--recompute-modules: must name modules among "
+                                             "core_attn, moe_act, layernorm")));
+}
+
+TEST(MegatronImport, OptimizerCpuOffloadAndBack) {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 "
+      "--use-precision-aware-optimizer ";
+  MegatronImport r = import_megatron(
+      base + "--optimizer-cpu-offload --optimizer-offload-fraction 0.5\n", default_import());
+  EXPECT_TRUE(r.plan.training.optimizer_cpu_offload);
+  EXPECT_EQ(r.plan.training.optimizer_offload_fraction, 0.5);
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--optimizer-cpu-offload"));
+  EXPECT_THAT(script, HasSubstr("--optimizer-offload-fraction 0.5"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  EXPECT_THAT(
+      [&] { import_megatron(base + "--optimizer-offload-fraction 2\n", default_import()); },
+      ThrowsMessage<Error>(HasSubstr("--optimizer-offload-fraction: must be between 0 and 1")));
+}
+
+TEST(MegatronImport, TpCommOverlapAndBack) {
+  MegatronImportOptions o = default_import();
+  o.gpus = 2;
+  MegatronImport r = import_megatron(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 "
+      "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap\n",
+      o);
+  EXPECT_TRUE(r.plan.parallel.tp_comm_overlap);
+  EXPECT_TRUE(validate(r.plan).empty());
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--tp-comm-overlap"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
 }
 
 TEST(MegatronImport, Gb200Mxfp8Run) {
