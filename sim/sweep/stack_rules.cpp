@@ -56,6 +56,12 @@ std::optional<Violation> stack_violation(const Plan& plan) {
   if (p.num_distributed_optimizer_instances != 1)
     return Violation{"parallel.num_distributed_optimizer_instances",
                      cat("mplan's executor has no partial distributed optimizer", who)};
+  if (p.recompute == Recompute::kSelective && p.recompute_modules != kRecomputeCoreAttn)
+    return Violation{"parallel.recompute_modules",
+                     cat("mplan's executor recomputes the attention core alone (core_attn)", who)};
+  if (plan.training.optimizer_cpu_offload)
+    return Violation{"training.optimizer_cpu_offload",
+                     cat("mplan's executor runs the optimizer on the GPU", who)};
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)
       if (chunk_layers(plan.model.num_layers, p, s, c).count < 1)

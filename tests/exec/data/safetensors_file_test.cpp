@@ -212,8 +212,10 @@ std::map<std::string, SpecTensor> read_by_the_format_rules(
       ADD_FAILURE() << name << ": offsets [" << begin << ", " << end << ") out of the file";
       continue;
     }
+    // Values only from inside the span (a span shorter than the shape says is reported above).
+    const int64_t readable = std::min<int64_t>(numel, static_cast<int64_t>((end - begin)) / item);
     const char* p = bytes.data() + data_start + begin;
-    for (int64_t i = 0; i < numel; ++i, p += item) {
+    for (int64_t i = 0; i < readable; ++i, p += item) {
       if (x.dtype == "F32") {
         float v;
         std::memcpy(&v, p, 4);

@@ -362,6 +362,13 @@ TEST(Trainer, TheSweepsStackRulesRefuseWhatTheExecutorRefuses) {
   p = dist;
   p.parallel.num_distributed_optimizer_instances = 2;
   refused.emplace_back("partial distributed optimizer", p);
+  p = mplan_plan(tiny_plan({.recompute = Recompute::kSelective}));
+  p.parallel.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  refused.emplace_back("recompute modules other than core_attn", p);
+  p = base;
+  p.training.optimizer_precision.use_precision_aware_optimizer = true;
+  p.training.optimizer_cpu_offload = true;
+  refused.emplace_back("optimizer offload", p);
   refused.emplace_back(
       "empty chunk",
       mplan_plan(
