@@ -661,7 +661,13 @@ const std::vector<Row>& table() {
        }},
       {"--rotary-base", G::kModel, "model.rotary_base", kNone,
        [](const Row& r, In& s) {
-         if (auto v = s.args.double_value(r.name, 1, false)) s.model.rotary_base = *v;
+         if (auto v = s.args.double_value(r.name, 1, false)) {
+           if (s.model.position_embedding == PositionEmbedding::kRope)
+             s.model.rotary_base = *v;
+           else
+             s.warnings.push_back(cat(r.name, ": no effect without --position-embedding-type rope "
+                                      "(Megatron-LM's default is learned_absolute)"));
+         }
        },
        [](const Row& r, Out& o) {
          const double base = o.plan.model.rotary_base;
@@ -675,7 +681,11 @@ const std::vector<Row>& table() {
        [](const Row& r, In& s) {
          if (auto v = s.args.double_value(r.name, 1e-9, false)) {
            if (*v > 1.0) throw Error(cat(r.name, ": must be in (0, 1], got ", *v));
-           s.model.rotary_percent = *v;
+           if (s.model.position_embedding == PositionEmbedding::kRope)
+             s.model.rotary_percent = *v;
+           else
+             s.warnings.push_back(cat(r.name, ": no effect without --position-embedding-type rope "
+                                      "(Megatron-LM's default is learned_absolute)"));
          }
        },
        [](const Row& r, Out& o) {

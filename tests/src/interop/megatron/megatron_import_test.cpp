@@ -153,6 +153,26 @@ TEST(MegatronImport, MegatronDefaultsWhereTheScriptIsSilent) {
   EXPECT_TRUE(any_contains(r.warnings, "--global-batch-size: not given"));
 }
 
+// --rotary-base and --rotary-percent act only with RoPE (Megatron-LM's default position embedding
+// is learned_absolute): without it they warn and the plan keeps its defaults, so the plan reads
+// back from its JSON unchanged.
+TEST(MegatronImport, RotaryArgumentsWithoutRopeWarn) {
+  const std::string base =
+      "--num-layers 2 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024\n"
+      "--max-position-embeddings 1024 --micro-batch-size 1 --vocab-size 32000\n"
+      "--rotary-base 500000 --rotary-percent 0.5\n";
+  MegatronImport r = import_megatron(base, default_import());
+  EXPECT_EQ(r.plan.model.position_embedding, PositionEmbedding::kLearned);
+  EXPECT_EQ(r.plan.model.rotary_base, 10000);
+  EXPECT_EQ(r.plan.model.rotary_percent, 1.0);
+  EXPECT_TRUE(any_contains(r.warnings, "--rotary-base: no effect without --position-embedding-type "
+                                       "rope"));
+  EXPECT_TRUE(any_contains(r.warnings, "--rotary-percent: no effect without"));
+  r = import_megatron(base + "--position-embedding-type rope\n", default_import());
+  EXPECT_EQ(r.plan.model.rotary_base, 500000);
+  EXPECT_EQ(r.plan.model.rotary_percent, 0.5);
+}
+
 TEST(MegatronImport, PositionalVariableInALayoutArgumentIsAnError) {
   std::string s =
       "TP=$1\nLR=$2\n"
