@@ -833,6 +833,11 @@ const std::vector<Row>& table() {
          if (!s.model.moe || !b) return;
          if (*b != "deepep" && *b != "hybridep")
            throw Error(cat(r.name, ": ", *b, " is not modelled; mplan knows deepep and hybridep"));
+         if (s.model.moe->moe_token_dispatcher_type != MoeDispatcher::kFlex) {
+           s.warnings.push_back(
+               cat(r.name, ": no effect without --moe-token-dispatcher-type flex"));
+           return;
+         }
          s.model.moe->moe_flex_dispatcher_backend =
              *b == "hybridep" ? FlexBackend::kHybridEp : FlexBackend::kDeepEp;
        },
@@ -1319,7 +1324,13 @@ const std::vector<Row>& table() {
            o.arg(r.name, to_string(o.plan.training.fp8_recipe));
        }},
       {"--fp8-param-gather", G::kTraining, "training.fp8_param_gather", kStep,
-       [](const Row& r, In& s) { s.training.fp8_param_gather = s.args.flag(r.name); },
+       [](const Row& r, In& s) {
+         if (!s.args.flag(r.name)) return;
+         if (s.training.fp8_format != Fp8Format::kNone)
+           s.training.fp8_param_gather = true;
+         else
+           s.warnings.push_back(cat(r.name, ": no effect without --fp8-format"));
+       },
        [](const Row& r, Out& o) {
          if (o.plan.training.fp8_param_gather) o.flag(r.name);
        }},
@@ -1343,7 +1354,13 @@ const std::vector<Row>& table() {
          if (o.plan.training.fp4_format != Fp4Format::kNone) o.arg(r.name, "nvfp4");
        }},
       {"--fp4-param-gather", G::kTraining, "training.fp4_param_gather", kStep,
-       [](const Row& r, In& s) { s.training.fp4_param_gather = s.args.flag(r.name); },
+       [](const Row& r, In& s) {
+         if (!s.args.flag(r.name)) return;
+         if (s.training.fp4_format != Fp4Format::kNone)
+           s.training.fp4_param_gather = true;
+         else
+           s.warnings.push_back(cat(r.name, ": no effect without --fp4-format"));
+       },
        [](const Row& r, Out& o) {
          if (o.plan.training.fp4_param_gather) o.flag(r.name);
        }},

@@ -173,6 +173,32 @@ TEST(MegatronImport, RotaryArgumentsWithoutRopeWarn) {
   EXPECT_EQ(r.plan.model.rotary_percent, 0.5);
 }
 
+// Arguments that act only beside another (FP8 weights with an FP8 recipe, a flex backend with
+// the flex dispatcher) warn alone and leave the plan as it reads back from its JSON.
+TEST(MegatronImport, ArgumentsThatNeedAnotherWarnAlone) {
+  const std::string base =
+      "--num-layers 2 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024\n"
+      "--max-position-embeddings 1024 --micro-batch-size 1 --vocab-size 32000 --bf16\n";
+  MegatronImport r = import_megatron(base + "--fp8-param-gather --fp4-param-gather\n"
+                                            "--num-experts 8 --moe-router-topk 2\n"
+                                            "--moe-flex-dispatcher-backend hybridep\n",
+                                     default_import());
+  EXPECT_FALSE(r.plan.training.fp8_param_gather);
+  EXPECT_FALSE(r.plan.training.fp4_param_gather);
+  ASSERT_TRUE(r.plan.model.moe.has_value());
+  EXPECT_EQ(r.plan.model.moe->moe_flex_dispatcher_backend, FlexBackend::kDeepEp);
+  EXPECT_TRUE(any_contains(r.warnings, "--fp8-param-gather: no effect without --fp8-format"));
+  EXPECT_TRUE(any_contains(r.warnings, "--fp4-param-gather: no effect without --fp4-format"));
+  EXPECT_TRUE(any_contains(r.warnings, "--moe-flex-dispatcher-backend: no effect without "
+                                       "--moe-token-dispatcher-type flex"));
+  r = import_megatron(base + "--fp8-format e4m3 --fp8-param-gather --num-experts 8\n"
+                             "--moe-router-topk 2 --moe-token-dispatcher-type flex\n"
+                             "--moe-flex-dispatcher-backend hybridep\n",
+                      default_import());
+  EXPECT_TRUE(r.plan.training.fp8_param_gather);
+  EXPECT_EQ(r.plan.model.moe->moe_flex_dispatcher_backend, FlexBackend::kHybridEp);
+}
+
 TEST(MegatronImport, PositionalVariableInALayoutArgumentIsAnError) {
   std::string s =
       "TP=$1\nLR=$2\n"
