@@ -827,7 +827,8 @@ class Arithmetic {
       if (!r) return std::nullopt;
       int64_t out = 0;
       if (op == '*') {
-        v = checked(__builtin_mul_overflow(*v, *r, &out), out);
+        const bool overflowed = __builtin_mul_overflow(*v, *r, &out);  // before out is read
+        v = checked(overflowed, out);
         continue;
       }
       if (*r == 0) fail("division by zero");
@@ -848,9 +849,10 @@ class Arithmetic {
       const std::optional<int64_t> r = product();
       if (!r) return std::nullopt;
       int64_t out = 0;
-      v = checked(
-          op == '+' ? __builtin_add_overflow(*v, *r, &out) : __builtin_sub_overflow(*v, *r, &out),
-          out);
+      // The flag before the call to checked(): its arguments are evaluated in no set order.
+      const bool overflowed =
+          op == '+' ? __builtin_add_overflow(*v, *r, &out) : __builtin_sub_overflow(*v, *r, &out);
+      v = checked(overflowed, out);
     }
     return v;
   }
