@@ -25,6 +25,7 @@
 #include <array>
 #include <atomic>
 
+#include "exec/cuda/attention_layout.cuh"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/mma_utils.cuh"
@@ -35,31 +36,10 @@
 namespace mplan::exec::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// Where one (batch, head) plane of the inputs lives: element (row, c) is at
-// base + row · row_stride + c.
-struct Plane {
-  const bf16* base;
-  int64_t row_stride;
-};
-
-struct Dims {
-  int s, b, heads, d;
-  // qkv plane of (batch bi, head hh, slot 0/1/2 = Q/K/V).
-  __device__ Plane qkv_plane(const bf16* qkv, int bi, int hh, int slot) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {qkv + (static_cast<int64_t>(bi) * 3 + slot) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * 3 * hd};
-  }
-  // out/dout plane of (bi, hh).
-  __device__ Plane out_plane(const bf16* o, int bi, int hh) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {o + static_cast<int64_t>(bi) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * hd};
-  }
-};
+using attention_layout::Dims;
+using attention_layout::kLn2;
+using attention_layout::kLog2e;
+using attention_layout::Plane;
 
 // cp.async of rows [row0, row0 + kRows) × [0, DP) of a plane into a shared tile (kRows × ld) by
 // kThreads threads; rows >= s and columns >= d are zero-filled. A thread copies one fixed

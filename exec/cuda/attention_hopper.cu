@@ -18,6 +18,7 @@
 
 #include <cuda_bf16.h>
 
+#include "exec/cuda/attention_layout.cuh"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/mma_utils.cuh"
 #include "exec/cuda/wgmma.cuh"
@@ -25,28 +26,11 @@
 namespace mplan::exec::cuda {
 namespace {
 
-constexpr float kLn2 = 0.6931471805599453f;
-constexpr float kLog2e = 1.4426950408889634f;
+using attention_layout::Dims;
+using attention_layout::kLn2;
+using attention_layout::kLog2e;
+using attention_layout::Plane;
 constexpr int kThreads = 256;  // two warpgroups
-
-struct Plane {
-  const bf16* base;
-  int64_t row_stride;
-};
-
-struct Dims {
-  int s, b, heads, d;
-  __device__ Plane qkv_plane(const bf16* qkv, int bi, int hh, int slot) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {qkv + (static_cast<int64_t>(bi) * 3 + slot) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * 3 * hd};
-  }
-  __device__ Plane out_plane(const bf16* o, int bi, int hh) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {o + static_cast<int64_t>(bi) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * hd};
-  }
-};
 
 __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
   const uint32_t a = smem_addr(p);
