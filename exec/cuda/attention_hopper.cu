@@ -280,6 +280,8 @@ __device__ __forceinline__ void wg_barrier(int wg) {
 // ones add (red.global, one fixed thread per element: deterministic).
 constexpr int kBwdN = 128;  // keys per key block (64 per warpgroup)
 constexpr int kBwdM = 64;   // queries per step
+constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
+constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
 template <int D>
 struct BwdSmem {
@@ -396,6 +398,20 @@ __device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const floa
   }
 }
 
+// acc (64 keys × 64 queries of a warpgroup) = A·B^T over the head dim, A a K or V tile and B a Q
+// or dO tile, each in 64-column blocks of 128-byte swizzled rows (kBwdN and kBwdM rows a block).
+template <int D>
+__device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_addr,
+                                                   uint32_t b_addr) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t ka = (kk >> 2) * kRegK + (kk & 3) * 32;
+    const uint32_t kq = (kk >> 2) * kRegQ + (kk & 3) * 32;
+    mma_ss<64, 0, 0>(acc, sw128_desc(a_addr + ka, 16, 1024), sw128_desc(b_addr + kq, 16, 1024),
+                     kk > 0);
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_bwd_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ dout,
@@ -403,8 +419,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                       bf16* __restrict__ dqkv, float* __restrict__ dq_part, Dims dm, int splits,
                       float scale_log2, float scale) {
   using S = BwdSmem<D>;
-  constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V
-  constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO
   constexpr int DP = D;               // columns of a dQ partial row
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sK = align1024(smem_raw);
@@ -499,13 +513,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float sc[32];
         {
           wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-            const uint32_t ka = (kk >> 2) * kRegK + (kk & 3) * 32;
-            const uint32_t kq = (kk >> 2) * kRegQ + (kk & 3) * 32;
-            mma_ss<64, 0, 0>(sc, sw128_desc(k_addr + ka, 16, 1024),
-                             sw128_desc(q_addr + kq, 16, 1024), kk > 0);
-          }
+          bwd_keys_x_queries<D>(sc, k_addr, q_addr);
           wgmma_commit();
           wgmma_wait<0>();
           fence_regs(sc);
@@ -519,13 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int kq = 0; kq < kBwdM / 16; ++kq)
             mma_rs<D, 1>(dv, pa[kq], sw128_desc(do_addr + kq * 16 * 128, kRegQ, 1024), true);
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-            const uint32_t ka = (kk >> 2) * kRegK + (kk & 3) * 32;
-            const uint32_t kq = (kk >> 2) * kRegQ + (kk & 3) * 32;
-            mma_ss<64, 0, 0>(dp, sw128_desc(v_addr + ka, 16, 1024),
-                             sw128_desc(do_addr + kq, 16, 1024), kk > 0);
-          }
+          bwd_keys_x_queries<D>(dp, v_addr, do_addr);
           wgmma_commit();
           wgmma_wait<0>();
           fence_regs(dp);
