@@ -255,8 +255,8 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
       const std::string ignored =
           unfinished > 0 ? cat(" (", unfinished, " unfinished saves ignored)") : std::string();
       std::error_code ec;
-      const bool empty_dir = std::filesystem::is_directory(t.load, ec) &&
-                             std::filesystem::is_empty(t.load, ec) && !ec;
+      const bool empty_dir =
+          std::filesystem::is_directory(t.load, ec) && std::filesystem::is_empty(t.load, ec) && !ec;
       if (!empty_dir && !same_directory(t.load, t.save)) {
         throw Error(cat("--load: ", t.load,
                         std::filesystem::exists(t.load, ec) ? " holds no checkpoint" + ignored

@@ -278,8 +278,8 @@ __device__ __forceinline__ void wg_barrier(int wg) {
 // Backward. grid (b·heads, splits); 256 threads; 1 block per SM. Key blocks are dealt to the
 // splits in attention.cu's snake order; the first key block of a split stores its dQ rows, later
 // ones add (red.global, one fixed thread per element: deterministic).
-constexpr int kBwdN = 128;  // keys per key block (64 per warpgroup)
-constexpr int kBwdM = 64;   // queries per step
+constexpr int kBwdN = 128;          // keys per key block (64 per warpgroup)
+constexpr int kBwdM = 64;           // queries per step
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
 constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       bf16* __restrict__ dqkv, float* __restrict__ dq_part, Dims dm, int splits,
                       float scale_log2, float scale) {
   using S = BwdSmem<D>;
-  constexpr int DP = D;               // columns of a dQ partial row
+  constexpr int DP = D;  // columns of a dQ partial row
   extern __shared__ unsigned char smem_raw[];
   unsigned char* sK = align1024(smem_raw);
   unsigned char* sV = sK + S::kTileK;

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/gemm_lt.hpp"
 #include "exec/cuda/kernels.hpp"
-#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::cuda {
 namespace {

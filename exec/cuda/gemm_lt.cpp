@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "exec/cuda/kernels.hpp"
 #include "exec/cuda/cuda_check.hpp"
+#include "exec/cuda/kernels.hpp"
 
 namespace mplan::exec::cuda {
 

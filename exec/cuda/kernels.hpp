@@ -154,7 +154,8 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
                                AttentionKernels kernels, void* scratch, cudaStream_t stream);
 
-// The reference kernels (one warp per row, f32 math, no tensor cores): AttentionKernels::kReference.
+// The reference kernels (one warp per row, f32 math, no tensor cores):
+// AttentionKernels::kReference.
 void launch_attention_forward_naive(const AttentionShape& sh, const void* qkv, void* out,
                                     float* lse, float scale, DType t, cudaStream_t stream);
 void launch_attention_backward_naive(const AttentionShape& sh, const void* qkv, const void* dout,

@@ -17,9 +17,9 @@
 #include <random>
 #include <sstream>
 
+#include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/nccl_comm.hpp"
-#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::calibrate {
 

@@ -20,9 +20,9 @@
 
 #include "exec/cpu/cpu_backend.hpp"
 #include "exec/cuda/cuda_backend.hpp"
+#include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/tools/op_checks.hpp"
-#include "exec/cuda/cuda_check.hpp"
 
 namespace mplan::exec::cuda {
 namespace {

@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/nccl_comm.hpp"
 #include "exec/host_values.hpp"
-#include "exec/cuda/cuda_check.hpp"
 #include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {

@@ -394,8 +394,7 @@ TEST_P(EveryGpuCount, UpTo1024) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SweepWithSimulator, EveryGpuCount,
-                         ::testing::Values("gpt3-1.3b", "llama3-8b"),
-                         [](const auto& info) {
+                         ::testing::Values("gpt3-1.3b", "llama3-8b"), [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            std::replace(n.begin(), n.end(), '.', '_');

@@ -165,8 +165,9 @@ TEST(MegatronImport, RotaryArgumentsWithoutRopeWarn) {
   EXPECT_EQ(r.plan.model.position_embedding, PositionEmbedding::kLearned);
   EXPECT_EQ(r.plan.model.rotary_base, 10000);
   EXPECT_EQ(r.plan.model.rotary_percent, 1.0);
-  EXPECT_TRUE(any_contains(r.warnings, "--rotary-base: no effect without --position-embedding-type "
-                                       "rope"));
+  EXPECT_TRUE(any_contains(r.warnings,
+                           "--rotary-base: no effect without --position-embedding-type "
+                           "rope"));
   EXPECT_TRUE(any_contains(r.warnings, "--rotary-percent: no effect without"));
   r = import_megatron(base + "--position-embedding-type rope\n", default_import());
   EXPECT_EQ(r.plan.model.rotary_base, 500000);
@@ -179,9 +180,10 @@ TEST(MegatronImport, ArgumentsThatNeedAnotherWarnAlone) {
   const std::string base =
       "--num-layers 2 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024\n"
       "--max-position-embeddings 1024 --micro-batch-size 1 --vocab-size 32000 --bf16\n";
-  MegatronImport r = import_megatron(base + "--fp8-param-gather --fp4-param-gather\n"
-                                            "--num-experts 8 --moe-router-topk 2\n"
-                                            "--moe-flex-dispatcher-backend hybridep\n",
+  MegatronImport r = import_megatron(base +
+                                         "--fp8-param-gather --fp4-param-gather\n"
+                                         "--num-experts 8 --moe-router-topk 2\n"
+                                         "--moe-flex-dispatcher-backend hybridep\n",
                                      default_import());
   EXPECT_FALSE(r.plan.training.fp8_param_gather);
   EXPECT_FALSE(r.plan.training.fp4_param_gather);
@@ -189,11 +191,13 @@ TEST(MegatronImport, ArgumentsThatNeedAnotherWarnAlone) {
   EXPECT_EQ(r.plan.model.moe->moe_flex_dispatcher_backend, FlexBackend::kDeepEp);
   EXPECT_TRUE(any_contains(r.warnings, "--fp8-param-gather: no effect without --fp8-format"));
   EXPECT_TRUE(any_contains(r.warnings, "--fp4-param-gather: no effect without --fp4-format"));
-  EXPECT_TRUE(any_contains(r.warnings, "--moe-flex-dispatcher-backend: no effect without "
-                                       "--moe-token-dispatcher-type flex"));
-  r = import_megatron(base + "--fp8-format e4m3 --fp8-param-gather --num-experts 8\n"
-                             "--moe-router-topk 2 --moe-token-dispatcher-type flex\n"
-                             "--moe-flex-dispatcher-backend hybridep\n",
+  EXPECT_TRUE(any_contains(r.warnings,
+                           "--moe-flex-dispatcher-backend: no effect without "
+                           "--moe-token-dispatcher-type flex"));
+  r = import_megatron(base +
+                          "--fp8-format e4m3 --fp8-param-gather --num-experts 8\n"
+                          "--moe-router-topk 2 --moe-token-dispatcher-type flex\n"
+                          "--moe-flex-dispatcher-backend hybridep\n",
                       default_import());
   EXPECT_TRUE(r.plan.training.fp8_param_gather);
   EXPECT_EQ(r.plan.model.moe->moe_flex_dispatcher_backend, FlexBackend::kHybridEp);
