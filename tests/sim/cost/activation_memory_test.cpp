@@ -59,10 +59,9 @@ TEST_P(Table2, Fp8KeepsTheGemmInputsQuantized) {
   EXPECT_EQ(layer_activation_bytes(s).total(), 2 * kSbh / t);
 }
 
-TEST(ActivationMemory, MultiLatentAttentionKeepsLatentsAndWiderQk) {
-  // h 7168, a 128, q_r 1536, k_r 512, d_n 128, d_r 64, d_v 128 (DeepSeek-V3), s 4096, b 1, t 1,
-  // flash, no dropout: x (2sbh), each latent before and after its norm (2·2·sb·(q_r + k_r)),
-  // Q and K (2·2·sb·a·192), V and the context (2·2·sb·a·128).
+// DeepSeek-V3's attention: h 7168, a 128, q_r 1536, k_r 512, d_n 128, d_r 64, d_v 128, s 4096,
+// b 1, t 1, flash, no dropout.
+LayerActivationShape deepseek_v3_attention() {
   LayerActivationShape s = gpt22b(1);
   s.seq_length = 4096;
   s.micro_batch = 1;
@@ -78,6 +77,14 @@ TEST(ActivationMemory, MultiLatentAttentionKeepsLatentsAndWiderQk) {
   s.qk_head_dim = 128;
   s.qk_pos_emb_head_dim = 64;
   s.v_head_dim = 128;
+  return s;
+}
+
+TEST(ActivationMemory, MultiLatentAttentionKeepsLatentsAndWiderQk) {
+  // h 7168, a 128, q_r 1536, k_r 512, d_n 128, d_r 64, d_v 128 (DeepSeek-V3), s 4096, b 1, t 1,
+  // flash, no dropout: x (2sbh), each latent before and after its norm (2·2·sb·(q_r + k_r)),
+  // Q and K (2·2·sb·a·192), V and the context (2·2·sb·a·128).
+  LayerActivationShape s = deepseek_v3_attention();
   const int64_t sb = 4096;
   EXPECT_EQ(layer_activation_bytes(s).attention,
             2 * sb * 7168 + 4 * sb * (1536 + 512) + 4 * sb * 128 * 192 + 4 * sb * 128 * 128);
@@ -267,21 +274,7 @@ TEST(ActivationMemory, MoeRecomputeModules) {
 TEST(ActivationMemory, MlaUpProjRecomputeDropsQkv) {
   // DeepSeek-V3's attention as in MultiLatentAttentionKeepsLatentsAndWiderQk: mla_up_proj drops
   // Q, K (4·sb·128·192) and V (2·sb·128·128); the context stays for the projection.
-  LayerActivationShape s = gpt22b(1);
-  s.seq_length = 4096;
-  s.micro_batch = 1;
-  s.hidden = 7168;
-  s.heads = 128;
-  s.query_groups = 128;
-  s.head_dim = 128;
-  s.flash_attention = true;
-  s.attention_dropout = s.hidden_dropout = false;
-  s.mla = true;
-  s.q_lora_rank = 1536;
-  s.kv_lora_rank = 512;
-  s.qk_head_dim = 128;
-  s.qk_pos_emb_head_dim = 64;
-  s.v_head_dim = 128;
+  LayerActivationShape s = deepseek_v3_attention();
   s.recompute = Recompute::kSelective;
   s.recompute_modules = kRecomputeCoreAttn | kRecomputeMlaUpProj;
   const int64_t sb = 4096;
