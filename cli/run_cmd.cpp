@@ -60,6 +60,7 @@ struct RunOptions {
   std::optional<int64_t> warmup;  // first iterations of this call left out of the median
   std::string json_path;
   std::string trace_path;
+  std::string trace_level = "summary";
   std::string backend;  // "cpu", "cuda" or "" (cuda when built with GPUs and one is present)
   bool force = false;
   double watchdog_s = 600;
@@ -214,6 +215,10 @@ Setup check_run(const RunOptions& o, const ProcessIdentity& id) {
   if (o.iters && *o.iters < 1) throw Error(cat("--iters: must be >= 1, got ", *o.iters));
   if (o.warmup && *o.warmup < 0) throw Error(cat("--warmup: must be >= 0, got ", *o.warmup));
   if (o.watchdog_s < 0) throw Error(cat("--watchdog: must be >= 0 seconds, got ", o.watchdog_s));
+  if (o.trace_level != "summary" && o.trace_level != "ops")
+    throw Error(cat("--trace-level: must be summary or ops, got \"", o.trace_level, "\""));
+  if (o.trace_level == "ops" && o.trace_path.empty())
+    throw Error("--trace-level ops: needs --trace FILE (the kernel spans are written there)");
   Setup s;
   s.plan = load_plan(o.plan_path);
   require_valid(s.plan);
@@ -603,6 +608,7 @@ void train(const RunOptions& o, const Setup& s, const ProcessIdentity& id) {
   lo.tensorboard_dir = plan.training.tensorboard_dir;
   lo.trainer.act = act_dtype_of(plan);
   lo.trainer.seed = static_cast<uint64_t>(plan.training.seed);
+  lo.trainer.trace_ops = o.trace_level == "ops";
   lo.print = [](const std::string& text) { std::cout << text << std::flush; };
   if (root) {
     std::cout << "mplan run: " << plan.model.name << " on " << plan.world_size() << " rank"
@@ -886,6 +892,10 @@ void add_run(CLI::App& app) {
   cmd->add_option("--trace", opts->trace_path,
                   "Write a Chrome trace of the last iteration (every schedule action and "
                   "collective of every rank), in the schema of `mplan simulate --trace`");
+  cmd->add_option("--trace-level", opts->trace_level,
+                  "summary (default) or ops: the --trace also times every kernel inside the "
+                  "passes, named as `mplan simulate --trace-level ops` names them (two CUDA "
+                  "events per kernel)");
   cmd->add_option("--backend", opts->backend,
                   "cpu (reference, MPI ranks on CPU cores) or cuda (one GPU per rank); default: "
                   "cuda when built with GPU support and a GPU is visible, else cpu")
@@ -911,6 +921,7 @@ void add_run(CLI::App& app) {
       "Examples:\n"
       "  mpirun -np 4 mplan run configs/plans/gpt3-1.3b-dp4.json --iters 20 --warmup 5\n"
       "  mpirun -np 4 mplan run configs/plans/gpt3-1.3b-pp4.json --trace run-trace.json\n"
+      "  mplan run configs/plans/gpt3-1.3b-1gpu.json --trace ops.json --trace-level ops\n"
       "  mplan run configs/plans/gpt3-1.3b-1gpu.json --data-path data/corpus_text_document \\\n"
       "      --split 949,50,1 --train-iters 2000 --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine "
       "\\\n"

@@ -36,6 +36,8 @@ enum class SpanKind : uint8_t {
   kDpExposed,  // data-parallel time the compute stream spends: waits for the comm stream,
                // reductions and gathers run in line, the tied-embedding all-reduce
   kOptimizer,  // gradient-norm all-reduce, clipping, the optimizer step
+  kOp,         // one kernel (or fused group) inside a pass, with --trace-level ops: named as the
+               // simulator's ops-level items ("L3 qkv", "logits_wgrad"); not in the breakdown
 };
 
 struct TraceSpan {
@@ -53,6 +55,10 @@ class Tracer {
  public:
   explicit Tracer(Backend& be) : be_(be) {}
   Backend& backend() { return be_; }
+  // Whether passes also record a span per kernel (SpanKind::kOp; off by default: two timing
+  // marks per kernel).
+  bool ops() const { return ops_; }
+  void set_ops(bool on) { ops_ = on; }
 
   // Starts a new iteration (forgets the spans and the backend's marks).
   void clear();
@@ -86,6 +92,7 @@ class Tracer {
   std::vector<TraceSpan> spans_;
   std::vector<int64_t> mark_ns_;
   std::mutex mutex_;
+  bool ops_ = false;
 };
 
 }  // namespace mplan::exec

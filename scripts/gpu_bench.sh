@@ -5,7 +5,8 @@
 # trace-<plan>.json and torch-*.txt to $OUT (or bench-logs/) and prints a summary table last:
 # measured and predicted time and peak memory, and each stage's breakdown.
 # Usage: scripts/gpu_bench.sh BIN_DIR TORCH_SCRIPT|none PLAN.json...
-# Env: ITERS (default 20), WARMUP (5), TORCH_MODES ("compile eager"), TORCH_GPUS (4).
+# Env: ITERS (default 20), WARMUP (5), TORCH_MODES ("compile eager"), TORCH_GPUS (4),
+# TRACE_LEVEL (summary; ops: every kernel in the trace, as `mplan run --trace-level ops`).
 set -uo pipefail
 bin=$1 torch_script=$2
 shift 2
@@ -21,7 +22,7 @@ for plan in "$@"; do
   echo "== mplan run $name on $np GPU(s)"
   timeout 300 mpirun --oversubscribe --bind-to none -np "$np" "${xargs_env[@]}" \
     "$bin/mplan" run "$plan" --iters "$iters" --warmup "$warmup" --json "$out/run-$name.json" \
-    --trace "$out/trace-$name.json" 2>&1 | tee "$out/run-$name.log" | grep -vE '^iter ([2-9]|1[0-9])/' 
+    --trace "$out/trace-$name.json" --trace-level "${TRACE_LEVEL:-summary}" 2>&1 | tee "$out/run-$name.log" | grep -vE '^iter ([2-9]|1[0-9])/' 
 done
 if [ "$torch_script" != none ]; then
   for mode in ${TORCH_MODES:-compile eager}; do

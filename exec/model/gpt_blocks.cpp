@@ -53,7 +53,27 @@ void GptBlocks::traced(const char* what, F&& f) {
   TraceSpan s;
   s.name = layer_ >= 0 ? cat("L", layer_, " ", what) : std::string(what);
   s.kind = SpanKind::kTp;
-  tracer_->around(std::move(s), f);
+  s.begin = tracer_->mark(Stream::kCompute);
+  f();
+  s.end = tracer_->mark(Stream::kCompute);
+  op_mark_ = s.end;  // the next kernel starts after the collective
+  tracer_->add(std::move(s));
+}
+
+void GptBlocks::op_start() {
+  if (tracer_ != nullptr && tracer_->ops()) op_mark_ = tracer_->mark(Stream::kCompute);
+}
+
+void GptBlocks::op_done(const char* name) {
+  if (tracer_ == nullptr || !tracer_->ops()) return;
+  TraceSpan s;
+  const char* re = recomputing_ ? "re " : "";
+  s.name = layer_ >= 0 ? cat("L", layer_, " ", re, name) : cat(re, name);
+  s.kind = SpanKind::kOp;
+  s.begin = op_mark_ >= 0 ? op_mark_ : tracer_->mark(Stream::kCompute);
+  s.end = tracer_->mark(Stream::kCompute);
+  op_mark_ = s.end;
+  tracer_->add(std::move(s));
 }
 
 // ---- tensor-parallel communication --------------------------------------------------------------
@@ -74,7 +94,7 @@ Tensor GptBlocks::reduce_partial(Tensor partial, Tensor shard_out) {
   return shard_out;
 }
 
-Tensor GptBlocks::row_forward(Tensor x, int w, int b) {
+Tensor GptBlocks::row_forward(Tensor x, int w, int b, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
   if (d_.tp_rank == 0 && b >= 0)
@@ -82,22 +102,28 @@ Tensor GptBlocks::row_forward(Tensor x, int w, int b) {
              weight(b));
   else
     be_.gemm(gemm_args(false, true, T, h, k), x, weight(w), ws_.partial);
+  op_done(name);
   return reduce_partial(ws_.partial, ws_.reduced);
 }
 
-void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor x, int w, int b) {
+void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor x, int w, int b, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
-  if (b >= 0) be_.bias_grad_accumulate(dy_shard, grad(b));
+  if (b >= 0) {
+    be_.bias_grad_accumulate(dy_shard, grad(b));
+    op_done("bias_grad");
+  }
   Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);            // (s, b, h)
   be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
+  op_done(name);
 }
 
-void GptBlocks::row_input_grad(Tensor dy_shard, int w, Tensor dx) {
+void GptBlocks::row_input_grad(Tensor dy_shard, int w, Tensor dx, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = dx.numel() / T;
   Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);          // (s, b, h)
   be_.gemm(gemm_args(false, false, T, k, h), dy, weight(w), dx);  // dx (T, k) = dy W
+  op_done(name);
 }
 
 // ---- embedding ----------------------------------------------------------------------------------
@@ -106,22 +132,30 @@ void GptBlocks::embedding_forward(const ChunkParams& c, Tensor tokens, Tensor ou
   MPLAN_CHECK(tokens.dtype == DType::kI32 && tokens.numel() == d_.tokens(),
               "tokens must be (s, b) i32 with ", d_.tokens(), " elements");
   layer_ = -1;
+  op_start();
   // Vocab-parallel embedding: each rank looks up its vocabulary rows, the TP sum completes it.
   if (d_.tp == 1) {
     be_.embedding_forward(tokens, weight(c.wte), 0, out);
+    op_done("embedding");
   } else if (!d_.sp()) {
     be_.embedding_forward(tokens, weight(c.wte), d_.vocab_start(), out);
+    op_done("embedding");
     traced("tp_all_reduce", [&] { tp_.all_reduce(out, ReduceOp::kSum, Stream::kCompute); });
   } else {
     be_.embedding_forward(tokens, weight(c.wte), d_.vocab_start(), ws_.partial);
+    op_done("embedding");
     traced("tp_reduce_scatter", [&] { tp_.reduce_scatter(ws_.partial, out, Stream::kCompute); });
   }
-  if (c.wpe >= 0) be_.add_position_embedding(out, weight(c.wpe), d_.seq_offset());
+  if (c.wpe >= 0) {
+    be_.add_position_embedding(out, weight(c.wpe), d_.seq_offset());
+    op_done("position_add");
+  }
 }
 
 void GptBlocks::embedding_backward(const ChunkParams& c, Tensor tokens, Tensor d_out, Tensor keep,
                                    GradSync* sync) {
   layer_ = -1;
+  op_start();
   // The full-sequence gradient (gathered with SP) feeds both tables.
   Tensor dx0 = gather_sequence(d_out, ws_.d_gathered);
   if (keep.data != nullptr) {
@@ -133,11 +167,14 @@ void GptBlocks::embedding_backward(const ChunkParams& c, Tensor tokens, Tensor d
 
 void GptBlocks::embedding_weight_grad(const ChunkParams& c, Tensor tokens, Tensor d_full,
                                       GradSync* sync) {
+  layer_ = -1;
+  op_start();
   if (c.wpe >= 0) {
     be_.position_embedding_backward(d_full, grad(c.wpe), 0);
     mark(sync, c.wpe);
   }
   be_.embedding_backward(tokens, d_full, d_.vocab_start(), grad(c.wte));
+  op_done("embedding_bwd");
   mark(sync, c.wte);
 }
 
@@ -164,22 +201,30 @@ void GptBlocks::attention_forward(const LayerMain& m, Tensor ctx, Tensor lse) {
   Tensor qkv = m.qkv;
   if (d_.gqa()) {
     be_.gqa_expand(m.qkv, d_.heads_local(), d_.groups_local(), ws_.qkv_mha);
+    op_done("gqa_expand");
     qkv = ws_.qkv_mha;
   }
   be_.attention_forward(qkv, ctx, lse, attn_scale());
+  op_done("attention");
 }
 
 void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv) {
   if (!d_.gqa()) {
     be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
+    op_done("attention_bwd");
   } else {
     be_.gqa_expand(m.qkv, d_.heads_local(), d_.groups_local(), ws_.qkv_mha);
+    op_done("gqa_expand");
     be_.attention_backward(ws_.qkv_mha, ctx, ws_.d_ctx, lse, attn_scale(), ws_.d_qkv_mha);
+    op_done("attention_bwd");
     be_.gqa_reduce(ws_.d_qkv_mha, d_.heads_local(), d_.groups_local(), d_qkv);
+    op_done("gqa_reduce");
   }
   // The gradient of the rotated Q and K -> of the QKV GEMM's output.
-  if (d_.rope)
+  if (d_.rope) {
     be_.rope(d_qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, true);
+    op_done("rope_bwd");
+  }
 }
 
 void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
@@ -189,32 +234,45 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t qkv_cols = d_.qkv_heads_local() * d_.head_dim;
   layer_ = r.layer;
+  op_start();
   norm_forward(r.x, p.ln1_w, p.ln1_b, w.y1, m.ln1_mean, m.ln1_rstd);
+  op_done("input_norm");
   Tensor y1 = gather_sequence(w.y1, ws_.gathered);
   be_.gemm(
       gemm_args(false, true, T, qkv_cols, h, 0.0f, d_.bias ? Epilogue::kBias : Epilogue::kNone), y1,
       weight(p.qkv_w), m.qkv, gemm_bias(p.qkv_b));
-  if (d_.rope)
+  op_done("qkv");
+  if (d_.rope) {
     be_.rope(m.qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, false);
+    op_done("rope");
+  }
   attention_forward(m, w.ctx, m.lse.data != nullptr ? m.lse : ws_.att_lse);
-  Tensor attn = row_forward(w.ctx, p.proj_w, p.proj_b);
+  Tensor attn = row_forward(w.ctx, p.proj_w, p.proj_b, "proj");
   be_.add(m.x_mid, r.x, attn);
+  op_done("residual_add");
   norm_forward(m.x_mid, p.ln2_w, p.ln2_b, w.y2, m.ln2_mean, m.ln2_rstd);
+  op_done("pre_mlp_norm");
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
   if (d_.gated) {  // fc1 -> [gate | up], then silu(gate) · up
     be_.gemm(gemm_args(false, true, T, d_.fc1_local(), h, 0.0f,
                        d_.bias ? Epilogue::kBias : Epilogue::kNone),
              y2, weight(p.fc1_w), m.fc1_pre, gemm_bias(p.fc1_b));
+    op_done("fc1");
     be_.swiglu_forward(m.fc1_pre, w.fc1_act);
+    op_done("activation");
   } else if (d_.bias) {
     be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h, 0.0f, Epilogue::kBiasGelu), y2,
              weight(p.fc1_w), w.fc1_act, weight(p.fc1_b), m.fc1_pre);
+    op_done("fc1");
   } else {
     be_.gemm(gemm_args(false, true, T, d_.ffn_local(), h), y2, weight(p.fc1_w), m.fc1_pre);
+    op_done("fc1");
     be_.gelu_forward(m.fc1_pre, w.fc1_act);
+    op_done("activation");
   }
-  Tensor mlp = row_forward(w.fc1_act, p.fc2_w, p.fc2_b);
+  Tensor mlp = row_forward(w.fc1_act, p.fc2_w, p.fc2_b, "fc2");
   be_.add(x_out, m.x_mid, mlp);
+  op_done("residual_add");
 }
 
 // The activation's backward: d_pre = dL/d(fc1 output) from d_h; with `bias_grad`, fc1's bias
@@ -223,11 +281,17 @@ void GptBlocks::activation_backward(const LayerMain& m, const LayerParams& p, Te
                                     bool bias_grad) {
   if (d_.gated) {
     be_.swiglu_backward(ws_.d_h, m.fc1_pre, d_pre);
-    if (bias_grad && p.fc1_b >= 0) be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+    op_done("activation_bwd");
+    if (bias_grad && p.fc1_b >= 0) {
+      be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+      op_done("bias_grad");
+    }
   } else if (bias_grad && p.fc1_b >= 0) {
     be_.gelu_backward_bias_grad(ws_.d_h, m.fc1_pre, d_pre, grad(p.fc1_b));
+    op_done("activation_bwd");
   } else {
     be_.gelu_backward(ws_.d_h, m.fc1_pre, d_pre);
+    op_done("activation_bwd");
   }
 }
 
@@ -239,27 +303,32 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t qkv_cols = d_.qkv_heads_local() * d_.head_dim;
   layer_ = r.layer;
+  op_start();
   // d_res holds dL/d(output). MLP: out = x_mid + fc2(act(fc1(norm2(x_mid)))).
   if (split) {
     be_.copy(dy.d_fc2, d_res);
+    op_done("copy");
   } else {
-    row_weight_grad(d_res, w.fc1_act, p.fc2_w, p.fc2_b);
+    row_weight_grad(d_res, w.fc1_act, p.fc2_w, p.fc2_b, "fc2_wgrad");
     mark(sync, p.fc2_b);
     mark(sync, p.fc2_w);
   }
-  row_input_grad(d_res, p.fc2_w, ws_.d_h);
+  row_input_grad(d_res, p.fc2_w, ws_.d_h, "fc2_dgrad");
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
   activation_backward(m, p, d_pre, !split);
   if (!split) {
     Tensor y2 = gather_sequence(w.y2, ws_.gathered);
     be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
+    op_done("fc1_wgrad");
     mark(sync, p.fc1_b);
     mark(sync, p.fc1_w);
   }
   be_.gemm(gemm_args(false, false, T, h, d_.fc1_local()), d_pre, weight(p.fc1_w), ws_.partial);
+  op_done("fc1_dgrad");
   Tensor dy2 = reduce_partial(ws_.partial, ws_.reduced);
   norm_backward_add(dy2, m.x_mid, p.ln2_w, p.ln2_b, m.ln2_mean, m.ln2_rstd,
                     d_res);  // d_res: dL/dx_mid
+  op_done("pre_mlp_norm_bwd");
   if (!split) {
     mark(sync, p.ln2_b);
     mark(sync, p.ln2_w);
@@ -267,31 +336,40 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   // Attention: x_mid = x + proj(attention(rope(qkv(norm1(x))))).
   if (split) {
     be_.copy(dy.d_proj, d_res);
+    op_done("copy");
   } else {
-    row_weight_grad(d_res, w.ctx, p.proj_w, p.proj_b);
+    row_weight_grad(d_res, w.ctx, p.proj_w, p.proj_b, "proj_wgrad");
     mark(sync, p.proj_b);
     mark(sync, p.proj_w);
   }
-  row_input_grad(d_res, p.proj_w, ws_.d_ctx);
+  row_input_grad(d_res, p.proj_w, ws_.d_ctx, "proj_dgrad");
   Tensor ctx = w.ctx, lse = m.lse;
   if (lse.data == nullptr) {  // selective recompute: the attention core runs again
+    set_recomputing(true);
     attention_forward(m, ws_.att_ctx, ws_.att_lse);
+    set_recomputing(false);
     ctx = ws_.att_ctx;
     lse = ws_.att_lse;
   }
   Tensor d_qkv = split ? dy.d_qkv : ws_.d_qkv;
   attention_backward(m, ctx, lse, d_qkv);
   if (!split) {
-    if (p.qkv_b >= 0) be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
+    if (p.qkv_b >= 0) {
+      be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
+      op_done("bias_grad");
+    }
     Tensor y1 = gather_sequence(w.y1, ws_.gathered);
     be_.gemm(gemm_args(true, false, qkv_cols, h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
+    op_done("qkv_wgrad");
     mark(sync, p.qkv_b);
     mark(sync, p.qkv_w);
   }
   be_.gemm(gemm_args(false, false, T, h, qkv_cols), d_qkv, weight(p.qkv_w), ws_.partial);
+  op_done("qkv_dgrad");
   Tensor dy1 = reduce_partial(ws_.partial, ws_.reduced);
   norm_backward_add(dy1, r.x, p.ln1_w, p.ln1_b, m.ln1_mean, m.ln1_rstd,
                     d_res);  // d_res: dL/dx
+  op_done("input_norm_bwd");
   if (!split) {
     mark(sync, p.ln1_b);
     mark(sync, p.ln1_w);
@@ -304,15 +382,24 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   const LayerOutputGrads& dy = r.a.dy;
   const int64_t T = d_.tokens(), h = d_.hidden;
   layer_ = r.layer;
-  row_weight_grad(dy.d_fc2, w.fc1_act, p.fc2_w, p.fc2_b);
-  if (p.fc1_b >= 0) be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+  op_start();
+  row_weight_grad(dy.d_fc2, w.fc1_act, p.fc2_w, p.fc2_b, "fc2_wgrad");
+  if (p.fc1_b >= 0) {
+    be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+    op_done("bias_grad");
+  }
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
-  row_weight_grad(dy.d_proj, w.ctx, p.proj_w, p.proj_b);
-  if (p.qkv_b >= 0) be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
+  op_done("fc1_wgrad");
+  row_weight_grad(dy.d_proj, w.ctx, p.proj_w, p.proj_b, "proj_wgrad");
+  if (p.qkv_b >= 0) {
+    be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
+    op_done("bias_grad");
+  }
   Tensor y1 = gather_sequence(w.y1, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.qkv_heads_local() * d_.head_dim, h, T, 1.0f), dy.d_qkv, y1,
            grad(p.qkv_w));
+  op_done("qkv_wgrad");
   // The norms' gradients were accumulated in B (fused with their input gradients).
   for (int i : {p.fc2_b, p.fc2_w, p.fc1_b, p.fc1_w, p.ln2_b, p.ln2_w, p.proj_b, p.proj_w, p.qkv_b,
                 p.qkv_w, p.ln1_b, p.ln1_w})
@@ -326,12 +413,15 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
   MPLAN_CHECK(targets.dtype == DType::kI32 && targets.numel() == d_.tokens(),
               "targets must be (s, b) i32 with ", d_.tokens(), " elements");
   layer_ = -1;
+  op_start();
   norm_forward(hm.x, c.lnf_w, c.lnf_b, w.yf, hm.lnf_mean, hm.lnf_rstd);
+  op_done("final_norm");
   // Output layer (tied to the word embedding, or its copy on the last stage): column-parallel
   // over the vocabulary.
   Tensor yf = gather_sequence(w.yf, ws_.gathered);
   be_.gemm(gemm_args(false, true, d_.tokens(), d_.vocab_local(), d_.hidden), yf, weight(c.output),
            w.logits);
+  op_done("logits");
   // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit.
   be_.xent_local_max(w.logits, hm.row_max);
   if (d_.tp > 1)
@@ -344,21 +434,25 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
   be_.xent_loss_and_grad(dlogits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
                          hm.token_loss);
   be_.sum(hm.token_loss, loss_sum, /*accumulate=*/true);
+  op_done("cross_entropy");
 }
 
 void GptBlocks::head_backward(const ChunkParams& c, const HeadMain& hm, const HeadWeightInputs& w,
                               Tensor d_x, bool split, GradSync* sync) {
   layer_ = -1;
+  op_start();
   // logits = yf · W^T: dW += dlogits^T · yf; dyf = dlogits · W, TP-reduced.
   if (!split) head_weight_grad(c, w, sync, /*mark_norm=*/false);
   be_.gemm(gemm_args(false, false, d_.tokens(), d_.hidden, d_.vocab_local()), w.logits,
            weight(c.output), ws_.partial);
+  op_done("logits_dgrad");
   Tensor dyf = reduce_partial(ws_.partial, ws_.reduced);
   if (d_.rmsnorm)
     be_.rmsnorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_rstd, d_x, grad(c.lnf_w));
   else
     be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x, grad(c.lnf_w),
                            grad(c.lnf_b));
+  op_done("final_norm_bwd");
   if (!split) {
     mark(sync, c.lnf_b);
     mark(sync, c.lnf_w);
@@ -368,9 +462,11 @@ void GptBlocks::head_backward(const ChunkParams& c, const HeadMain& hm, const He
 void GptBlocks::head_weight_grad(const ChunkParams& c, const HeadWeightInputs& w, GradSync* sync,
                                  bool mark_norm) {
   layer_ = -1;
+  op_start();
   Tensor yf = gather_sequence(w.yf, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.vocab_local(), d_.hidden, d_.tokens(), 1.0f), w.logits, yf,
            grad(c.output));
+  op_done("logits_wgrad");
   // The tied word embedding of this chunk is final only after the embedding's backward.
   if (c.output != c.wte) mark(sync, c.output);
   if (mark_norm) {  // zero-bubble: its gradient was accumulated in B

@@ -62,6 +62,9 @@ class GptBlocks {
 
   Tensor weight(int i) const;
   Tensor grad(int i) const;
+  // Trace names (--trace-level ops) of the forward kernels that follow: a recomputation's
+  // ("re qkv") or not.
+  void set_recomputing(bool on) { recomputing_ = on; }
 
   // ---- embedding (first chunk) ----
   // out (s_l, b, h) = word embedding of tokens (s, b) i32 (+ position embedding), TP-reduced.
@@ -101,7 +104,7 @@ class GptBlocks {
   // Row-parallel output / column-parallel input-gradient: the TP sum of `partial` (s, b, h),
   // as this rank's sequence shard with SP (reduce-scatter into `shard_out`) or in place.
   Tensor reduce_partial(Tensor partial, Tensor shard_out);
-  Tensor row_forward(Tensor x, int w, int b);
+  Tensor row_forward(Tensor x, int w, int b, const char* name);
   // The norm of the model (LayerNorm or RMSNorm; b, mean unused with RMSNorm).
   void norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tensor rstd);
   void norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd, Tensor dres);
@@ -112,12 +115,17 @@ class GptBlocks {
   void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
   void activation_backward(const LayerMain& m, const LayerParams& p, Tensor d_pre, bool bias_grad);
   // Row-parallel weight gradients from the output gradient shard dy (s_l, b, h).
-  void row_weight_grad(Tensor dy_shard, Tensor x, int w, int b);
+  void row_weight_grad(Tensor dy_shard, Tensor x, int w, int b, const char* name);
   // Row-parallel input gradient: dx = gather(dy) · W.
-  void row_input_grad(Tensor dy_shard, int w, Tensor dx);
+  void row_input_grad(Tensor dy_shard, int w, Tensor dx, const char* name);
   float attn_scale() const;
   template <class F>
   void traced(const char* what, F&& f);
+  // --trace-level ops: op_start() marks the start of a stretch of kernels; op_done(name) after
+  // the kernels of one simulator item records them as a span named as the simulator names it
+  // ("L<layer> <name>", "re " before a recomputed forward's). No-ops without ops tracing.
+  void op_start();
+  void op_done(const char* name);
 
   const GptDims& d_;
   const ParamLayout& params_;
@@ -127,6 +135,8 @@ class GptBlocks {
   Workspace& ws_;
   Tracer* tracer_;
   int64_t layer_ = -1;  // the layer being run (trace names)
+  int op_mark_ = -1;    // the end of the last traced kernel (ops tracing)
+  bool recomputing_ = false;
 };
 
 }  // namespace mplan::exec

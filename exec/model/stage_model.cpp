@@ -291,10 +291,12 @@ void StageModel::backward(int c, int64_t mb, Tensor tokens, GradSync* sync) {
     const int64_t first = shape.group_first[k];
     MPLAN_CHECK(shape.group_last[k] == i, "recompute group of layer ", i, " ends at ",
                 shape.group_last[k]);
+    blocks_->set_recomputing(true);
     for (int64_t j = first; j <= i; ++j) {
       Tensor out = j < i ? ws_.rc_main[static_cast<size_t>(j + 1 - first)].x : ws_.rc_out;
       blocks_->layer_forward(layer_ref(c, j, s, w, /*recomputing=*/true), out);
     }
+    blocks_->set_recomputing(false);
     for (int64_t j = i; j >= first; --j)
       blocks_->layer_backward(layer_ref(c, j, s, w, true), g, split, sync);
     i = first;

@@ -8,8 +8,10 @@ namespace mplan::exec {
 
 namespace {
 
+// Kernels inside passes (--trace-level ops) are part of their pass's time.
 bool on_compute_stream(const TraceSpan& s) {
-  return s.kind != SpanKind::kDpComm;  // p2p spans are marked on the compute stream too
+  return s.kind != SpanKind::kDpComm && s.kind != SpanKind::kOp;  // p2p spans are marked on
+                                                                  // the compute stream too
 }
 
 }  // namespace
@@ -86,7 +88,8 @@ MeasuredBreakdown measure_breakdown(const std::vector<Tracer::Timed>& spans) {
       case SpanKind::kOptimizer:
         opt += d;
         break;
-      case SpanKind::kDpComm:
+      case SpanKind::kDpComm:  // not on the compute stream
+      case SpanKind::kOp:      // inside a pass
         break;
     }
     t = std::max(t, iv.end);

@@ -9,6 +9,7 @@ namespace {
 const char* category(const TraceSpan& s) {
   switch (s.kind) {
     case SpanKind::kPass:
+    case SpanKind::kOp:
       return "compute";
     case SpanKind::kOptimizer:
       // The gradient-norm all-reduce is a collective there; the breakdown counts it as optimizer.

@@ -129,7 +129,10 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
               p.tp, ", dp ", p.dp, ", pp ", p.pp, ")");
   pp_rank_ = pp_.rank();
   embedding_member_ = world.group("embedding").size() > 1;
-  if (o.trace) tracer_ = std::make_unique<Tracer>(be_);
+  if (o.trace) {
+    tracer_ = std::make_unique<Tracer>(be_);
+    tracer_->set_ops(o.trace_ops);
+  }
 
   // The largest micro-batch count of the run (ramp-up grows it to the final batch).
   int64_t max_micro = 0;

@@ -58,6 +58,7 @@ struct TrainerOptions {
   uint64_t seed = 1234;      // weights (and the synthetic tokens)
   int64_t bucket_elems = 0;  // data-parallel bucket size in parameters; 0: Megatron's rule
   bool trace = true;         // timing marks around every action (traces, breakdown, watchdog)
+  bool trace_ops = false;    // and around every kernel of a pass (--trace-level ops)
   // Training samples by global index; null: synthetic tokens from `seed` (SyntheticTokenSource,
   // the benchmark data). Its samples must be seq_length + 1 tokens.
   std::shared_ptr<const TokenSource> data = nullptr;

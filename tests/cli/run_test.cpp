@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_runner.hpp"
 
@@ -560,6 +562,81 @@ TEST_F(RunCommand, TraceHasTheSimulatorsNamesAndTheBreakdownItsPrediction) {
   EXPECT_NE(r.out.find("predicted"), std::string::npos);
 }
 
+// Compute events of a trace's first rank and stream but the passes themselves and the optimizer
+// step (its kernels), by name, and whether each lies inside a forward or backward pass.
+std::map<std::string, int> kernel_events(const std::string& trace_path, bool& inside_passes) {
+  nlohmann::json t = nlohmann::json::parse(slurp(trace_path));
+  std::vector<std::pair<double, double>> passes;
+  std::map<std::string, int> count;
+  std::vector<std::pair<double, double>> kernels;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "X" || e["pid"] != 0 || e["tid"] != 0 || e["cat"] != "compute") continue;
+    const std::string name = e["name"];
+    const double b = e["ts"].get<double>(), end = b + e["dur"].get<double>();
+    if (name == "forward" || name == "backward") {
+      passes.emplace_back(b, end);
+    } else if (name != "optimizer") {
+      ++count[name];
+      kernels.emplace_back(b, end);
+    }
+  }
+  inside_passes = !kernels.empty();
+  for (const auto& [b, end] : kernels) {
+    bool in = false;
+    for (const auto& [pb, pe] : passes) in = in || (b >= pb - 1e-3 && end <= pe + 1e-3);
+    inside_passes = inside_passes && in;
+  }
+  return count;
+}
+
+// --trace-level ops: every kernel of a pass, named and counted as the simulator's ops-level
+// trace of the same plan for the executor (`--stack mplan`), inside its pass; GPT and a
+// Llama-family model (grouped-query attention, RoPE, SwiGLU), each recomputation.
+TEST_F(RunCommand, OpsTraceHasTheSimulatorsKernelsPerPass) {
+  nlohmann::json gpt = nlohmann::json::parse(slurp(kTinyGpt));
+  nlohmann::json llama = gpt;
+  llama["model"].update({{"num_query_groups", 2},
+                         {"activation", "swiglu"},
+                         {"normalization", "rmsnorm"},
+                         {"position_embedding", "rope"},
+                         {"tied_embeddings", false},
+                         {"add_bias_linear", false}});
+  const nlohmann::json full = {
+      {"recompute", "full"}, {"recompute_method", "uniform"}, {"recompute_num_layers", 1}};
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {{"gpt", gpt},
+                                                                     {"gpt-selective", gpt},
+                                                                     {"gpt-full", gpt},
+                                                                     {"llama-selective", llama},
+                                                                     {"llama-full", llama}};
+  for (auto [name, plan] : cases) {
+    SCOPED_TRACE(name);
+    if (name.find("selective") != std::string::npos) plan["parallel"]["recompute"] = "selective";
+    if (name.find("full") != std::string::npos) plan["parallel"].update(full);
+    const std::string path = write_temp("run_ops_" + name + ".json", plan.dump());
+    const std::string measured = temp_path("run_ops_" + name + "_trace.json");
+    const std::string simulated = temp_path("run_ops_" + name + "_sim.json");
+    Result r = run("run " + path + " --backend cpu --iters 1 --warmup 0 --trace " + measured +
+                   " --trace-level ops");
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = run("simulate " + path + " --stack mplan --trace " + simulated + " --trace-level ops");
+    ASSERT_EQ(r.code, 0) << r.out;
+    bool run_inside = false, sim_inside = false;
+    const std::map<std::string, int> ran = kernel_events(measured, run_inside);
+    EXPECT_EQ(ran, kernel_events(simulated, sim_inside));
+    EXPECT_TRUE(run_inside);
+    EXPECT_GT(ran.count("L1 qkv"), 0u);
+  }
+  // Without --trace there is nowhere to write them; another level is not one.
+  Result r = run("run " + kTinyGpt + " --backend cpu --iters 1 --warmup 0 --trace-level ops");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--trace-level ops: needs --trace FILE"), std::string::npos) << r.out;
+  r = run("run " + kTinyGpt + " --backend cpu --iters 1 --warmup 0 --trace " +
+          temp_path("run_ops_bad.json") + " --trace-level kernels");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--trace-level: must be summary or ops, got \"kernels\""), std::string::npos)
+      << r.out;
+}
+
 TEST_F(RunCommand, RejectsBadOptions) {
   Result r = run("run " + kTinyGpt + " --iters 3 --warmup 3");
   EXPECT_EQ(r.code, 2);
@@ -591,6 +668,7 @@ TEST_F(RunCommand, HelpListsEveryOption) {
                           "--seed",
                           "--json",
                           "--trace",
+                          "--trace-level",
                           "--backend",
                           "--force",
                           "--watchdog",
