@@ -102,10 +102,11 @@ struct GpuSpec {
   // Achieved fraction of hbm bandwidth per kernel kind, as a curve over the bytes the kind moves;
   // an empty curve: memory_bound_efficiency over the cost model's pass counts.
   std::array<Curve, kNumMemKernels> memory_bound_kinds{};
-  double kernel_overhead_us = 0;  // added to every kernel (gaps and context between kernels)
-  double kernel_min_us = 0;       // the least time of a kernel (a tiny kernel back to back)
-  double host_overhead_us = 0;    // host time to issue one kernel (a kernel takes at least
-                                  // that: a stretch of short kernels is bound by the host)
+  double kernel_overhead_us = 0;  // the least time of a kernel in a stream (a tiny kernel
+                                  // back to back; sim/cost/kernel_overhead.hpp)
+  double kernel_min_us = 0;       // a tiny kernel alone between two events (recorded only)
+  double host_overhead_us = 0;    // host time to issue one kernel (recorded only: the host runs
+                                  // ahead of the executor's kernels)
   double overlap_slowdown = 0;    // a kernel runs this much slower while a collective runs beside
                                   // it on another stream (over the overlapped time)
   // Low precision (src/plan/low_precision): dense tensor-core peaks, 10^12 FLOP/s (datasheet;

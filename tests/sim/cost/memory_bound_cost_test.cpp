@@ -52,11 +52,12 @@ TEST(MemoryBoundCost, KindCurveReplacesTheSingleEfficiency) {
   EXPECT_TRUE(has_kind_rate(g, MemKernel::kLayerNormForward));
   EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 5e8, 1e9), 250000);  // 5e8 / 2e12
   EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 1e7, 0), 6667);  // 1e7 / (4e12/3)
-  // Per-kernel costs: the least time, and the overhead once per kernel launched.
-  g.kernel_min_us = 10;
-  g.kernel_overhead_us = 1;
-  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 1e7, 0), 11000);
-  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 5e8, 0, 3), 253000);
+  // Per-kernel floor: a tiny kernel's time back to back, once per kernel launched.
+  g.kernel_min_us = 10;  // recorded only
+  g.kernel_overhead_us = 8;
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 1e7, 0), 8000);
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 1e7, 0, 3), 24000);
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 5e8, 0, 3), 250000);
   EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 0, 0), 0);
 }
 
