@@ -49,8 +49,8 @@ Side load_side(const std::string& path, const char* which) {
   s.result = sim::simulate(s.plan);
   const RankGrid grid(s.plan.parallel);
   std::vector<int64_t> scratch;
-  s.groups =
-      sim::stage_groups(grid, s.plan.cluster.gpus_per_node, s.result.critical_stage, scratch);
+  s.groups = sim::stage_groups(grid, s.plan.cluster.gpus_per_node, s.result.critical_stage, scratch,
+                               cp_a2a_size(s.plan.parallel));
   return s;
 }
 

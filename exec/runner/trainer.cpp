@@ -70,6 +70,18 @@ void check_executable(const Plan& plan) {
     throw Error(
         "training.optimizer_cpu_offload: the executor runs the optimizer on the GPU (the simulator "
         "and the Megatron-LM export take the offload)");
+  if (p.overlap_p2p_comm && p.schedule == ScheduleKind::kInterleaved)
+    throw Error(
+        "parallel.overlap_p2p_comm: the executor's pipeline sends and receives block the passes "
+        "(the simulator and the Megatron-LM export take the overlap); set it false");
+  if (plan.training.cpu_offloading_num_layers > 0)
+    throw Error(
+        "training.cpu_offloading_num_layers: the executor keeps activations on the GPU (the "
+        "simulator and the Megatron-LM export take the offload)");
+  if (plan.training.fine_grained_activation_offloading)
+    throw Error(
+        "training.fine_grained_activation_offloading: the executor keeps activations on the GPU "
+        "(the simulator and the Megatron-LM export take the offload)");
   gpt_dims(plan.model, p.micro_batch_size, p.tp, 0, p.sequence_parallel);  // model checks
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "src/common/error.hpp"
+#include "src/plan/training_config.hpp"
 
 namespace mplan::cost {
 
@@ -161,6 +162,35 @@ LayerActivationBytes layer_activation_bytes(const LayerActivationShape& s) {
   out.attention = round_bytes(x.attention());
   out.mlp = round_bytes(x.mlp());
   return out;
+}
+
+int64_t OffloadableBytes::of(uint32_t m) const {
+  int64_t n = 0;
+  if (m & kOffloadAttnNorm) n += attn_norm;
+  if (m & kOffloadQkvLinear) n += qkv_linear;
+  if (m & kOffloadCoreAttn) n += core_attn;
+  if (m & kOffloadAttnProj) n += attn_proj;
+  if (m & kOffloadMlpNorm) n += mlp_norm;
+  if (m & kOffloadExpertFc1) n += expert_fc1;
+  if (m & kOffloadMoeAct) n += moe_act;
+  return n;
+}
+
+OffloadableBytes offloadable_bytes(const LayerActivationShape& s) {
+  check(s);
+  OffloadableBytes o;
+  if (s.recompute == Recompute::kFull) return o;  // the checkpoint alone: nothing to offload
+  const Terms x = layer_terms(s);
+  o.attn_norm = s.norms_fused ? 0 : round_bytes(x.norm_attn);
+  o.qkv_linear = round_bytes(x.qkv_in + (s.norms_fused ? x.norm_attn : 0.0));
+  o.core_attn = round_bytes(x.qk + x.v);
+  o.attn_proj = round_bytes(x.context);
+  o.mlp_norm = s.norms_fused && !s.moe ? 0 : round_bytes(x.norm_mlp);
+  if (s.moe) {
+    o.expert_fc1 = round_bytes(x.dispatched);
+    o.moe_act = round_bytes(x.act_in);
+  }
+  return o;
 }
 
 int64_t embedding_activation_bytes(const LayerActivationShape& s) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "src/parallel/parallel_config.hpp"
+#include "src/plan/training_config.hpp"
 
 namespace mplan::cost {
 
@@ -69,6 +70,19 @@ struct LayerActivationBytes {
 
 // Bytes kept from the forward of one layer until its backward, for one micro-batch.
 LayerActivationBytes layer_activation_bytes(const LayerActivationShape& s);
+
+// Fine-grained activation offloading (--offload-modules; Megatron-LM
+// core/pipeline_parallel/fine_grained_activation_offload.py, transformer_layer.py): the bytes of
+// the input each module saves for its backward, of what the layer keeps after recompute, per
+// micro-batch (0 where the layer has no such module: attn_norm and a dense layer's mlp_norm are
+// IdentityOp when Transformer Engine fuses the norm into the linear after it, whose input
+// qkv_linear then offloads with the norm's input; expert_fc1 and moe_act only in MoE layers).
+struct OffloadableBytes {
+  int64_t attn_norm = 0, qkv_linear = 0, core_attn = 0, attn_proj = 0, mlp_norm = 0;
+  int64_t expert_fc1 = 0, moe_act = 0;
+  int64_t of(uint32_t modules) const;  // the sum over the OffloadModule bits in `modules`
+};
+OffloadableBytes offloadable_bytes(const LayerActivationShape& s);
 
 // First pipeline stage, per micro-batch: token ids (int64) and the embedding dropout mask, as
 // Megatron's estimator counts them (megatron/training/theoretical_memory_usage.py): 8sb + sbh,

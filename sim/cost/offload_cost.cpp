@@ -1,9 +1,11 @@
-// Optimizer CPU offloading. Sources: Megatron-LM megatron/core/optimizer/cpu_offloading
-// (hybrid_optimizer.py: the gradients of the offloaded parameters copied to the host, the host's
-// torch Adam, the parameters copied back; README.md: --optimizer-offload-fraction), the host link
-// and host memory rates of the cluster profile (configs/clusters, each with its source).
+// Optimizer and activation CPU offloading. Sources: Megatron-LM
+// megatron/core/optimizer/cpu_offloading (hybrid_optimizer.py: the gradients of the offloaded
+// parameters copied to the host, the host's torch Adam, the parameters copied back; README.md:
+// --optimizer-offload-fraction), the host link and host memory rates of the cluster profile
+// (configs/clusters, each with its source).
 #include "sim/cost/offload_cost.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/cost/dp_sharding_memory.hpp"
@@ -30,7 +32,17 @@ OffloadedOptimizerStep offloaded_optimizer_step(const TrainingConfig& t, const C
   s.d2h_ns = to_ns(4.0 * p / link_bytes_per_ns);
   s.host_ns = to_ns((2.0 * state + 4.0) * p / host_bytes_per_ns);
   s.h2d_ns = to_ns(4.0 * p / link_bytes_per_ns);
+  s.overlapped = t.overlap_cpu_optimizer_d2h_h2d;
   return s;
+}
+
+double host_copy_bytes_per_ns(const ClusterSpec& c) {
+  return std::min(c.host_link(), c.host_memory() / static_cast<double>(c.gpus_per_node));
+}
+
+int64_t exposed_host_copy_ns(const ClusterSpec& c, double bytes, int64_t hide_ns) {
+  MPLAN_CHECK(bytes >= 0 && hide_ns >= 0, "bytes ", bytes, " hide ", hide_ns);
+  return std::max<int64_t>(0, to_ns(bytes / host_copy_bytes_per_ns(c)) - hide_ns);
 }
 
 }  // namespace mplan::cost

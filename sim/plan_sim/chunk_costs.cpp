@@ -108,6 +108,20 @@ void append_stage_chunks(const Plan& plan, const PlanCosts& costs, int64_t stage
       if (!recomputed_layer) ch.act_bytes += full ? lc.act_full_bytes : lc.act_bytes;
       u.bwd = recompute + lc.bwd.cost;
       u.bwd_input = recompute + lc.bwd_input.cost;
+      // Activation offloading: every layer (fine-grained) or the first cpu_offloading_num_layers
+      // (Transformer Engine's offload context); its offloaded bytes leave the kept activations
+      // and are on the GPU only during its forward (until the copy) and its backward.
+      u.offloaded = lc.offload_bytes > 0 && !full &&
+                    (plan.training.fine_grained_activation_offloading ||
+                     l < plan.training.cpu_offloading_num_layers);
+      if (u.offloaded) {
+        u.fwd += lc.offload_fwd.cost;
+        u.bwd += lc.offload_bwd.cost;
+        u.bwd_input += lc.offload_bwd.cost;
+        ch.act_bytes -= lc.offload_bytes;
+        ch.ws_fwd_bytes = std::max(ch.ws_fwd_bytes, lc.ws_fwd_bytes + lc.offload_bytes);
+        ch.ws_bwd_bytes = std::max(ch.ws_bwd_bytes, lc.ws_bwd_bytes + lc.offload_bytes);
+      }
       u.bwd_weight = lc.bwd_weight.cost;
       ch.weight_input_bytes += lc.weight_input_bytes;
       ch.weight_dy_bytes += lc.weight_dy_bytes;

@@ -25,6 +25,7 @@ struct ChunkUnit {
   int32_t layer = -1;           // global index for kLayer
   int32_t recompute_first = 0;  // full recompute: layers [first, first + count) run again here
   int32_t recompute_count = 0;
+  bool offloaded = false;  // activation offloading moves this layer's offload_bytes to the host
   bool recompute_attention = false;  // selective recompute: this layer's recompute modules
   int32_t recompute_moe = 0;         // how many of the recomputed layers are MoE layers
   PassCost fwd, bwd, bwd_input, bwd_weight;

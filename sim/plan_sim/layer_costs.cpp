@@ -24,6 +24,7 @@
 #include "sim/cost/memory_bound_cost.hpp"
 #include "sim/cost/model_state_memory.hpp"
 #include "sim/cost/moe_routing.hpp"
+#include "sim/cost/offload_cost.hpp"
 #include "sim/cost/precision_cost.hpp"
 #include "sim/cost/time_ns.hpp"
 #include "src/common/error.hpp"
@@ -106,6 +107,8 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
     d.window = (*m.window_size)[0] + 1;
   d.te = plan.training.implementation == Implementation::kMegatronTe;
   d.tp_overlap = d.te && d.sp && p.tp_comm_overlap;
+  d.cp_comm = p.cp_comm_type;
+  d.cp_a2a = cp_a2a_size(p);
   return d;
 }
 
@@ -427,29 +430,62 @@ AttentionTimes attention_times_full(const Ctx& c) {
     }
     return at;
   }
-  // Context parallelism (Transformer Engine's load-balanced ring, Megatron's default p2p
-  // exchange): cp steps, each over (s/cp) x (s/cp) positions of which half are computed under the
-  // causal mask; K and V travel to the next rank while a step computes (and dK, dV with them in
-  // the backward), so each of the cp - 1 transfers costs what its step does not hide.
-  cost::AttentionShape step{d.b, heads, kv_heads, d.sl, d.sl, hd, true, d.e};
+  // Context parallelism (Transformer Engine's context_parallel.py), by --cp-comm-type:
+  // - p2p (Megatron's default; AttnFuncWithCPAndKVP2P, the load-balanced ring): cp steps, each
+  //   over (s/cp) x (s/cp) positions of which half are computed under the causal mask; K and V
+  //   travel to the next rank while a step computes (and dK, dV with them in the backward), so
+  //   each of the cp - 1 transfers costs what its step does not hide;
+  // - all_gather (AttnFuncWithCPAndKVAllGather): K and V all-gathered before the same work, not
+  //   overlapped (TransformerConfig.cp_comm_type: "The all-gather is not async"); gathered again
+  //   in the backward, dK and dV reduce-scattered after it;
+  // - a2a (AttnFuncWithCPAndQKVOA2A, DeepSpeed Ulysses): all-to-alls scatter the heads and gather
+  //   the sequence of Q, K, V before the core and the reverse for its output; the core runs on
+  //   the whole sequence with heads / cp (backward: dO before, dQ, dK, dV after); not overlapped;
+  // - a2a+p2p: the all-to-all over the first hierarchical group (a ranks), then the p2p ring over
+  //   the second (cp / a ranks), with heads / a and s / (cp / a) positions per ring step.
+  const int64_t ca = d.cp_a2a, cr = d.cp / ca;  // all-to-all group, ring
+  const int64_t heads_r = heads / ca, kv_heads_r = std::max<int64_t>(1, kv_heads / ca);
+  const double e = c.dbl(d.e), T = c.dbl(d.tokens);
+  // Q, and K with V (multi-latent attention: keys q_w wide, values kv_w) this GPU holds.
+  const double q_bytes = e * T * c.dbl(d.q_w);
+  const double kv_bytes = d.mla ? e * T * c.dbl(d.q_w + d.kv_w) : e * T * 2.0 * c.dbl(d.kv_w);
+  const double out_bytes = e * T * c.dbl(d.mla ? d.kv_w : d.q_w);
+  if (ca > 1) {  // the all-to-all send buffer of this GPU, as the expert-parallel exchange's
+    auto a2a = [&](double bytes) {
+      return c.coll(CollectiveKind::kAllToAll, bytes, c.groups.cp_a2a);
+    };
+    at.cp_fwd += a2a(q_bytes + kv_bytes) + a2a(out_bytes);
+    at.cp_bwd += a2a(out_bytes) + a2a(q_bytes + kv_bytes);
+  }
+  const int64_t s_step = d.s / cr;  // the positions each ring step's queries and keys cover
+  cost::AttentionShape step{d.b, heads_r, kv_heads_r, s_step, s_step, hd, true, d.e};
   int64_t step_fwd = 0, step_bwd = 0;
   if (d.flash) {
     step_fwd = cost::flash_attention_forward_ns(c.gpu, step);
     step_bwd = cost::flash_attention_backward_ns(c.gpu, step);
-  } else {
+  } else if (cr > 1) {
     step.causal = false;  // a materialized block computes every score
     step_fwd = cost::materialized_attention_forward_ns(c.gpu, step, sm) / 2;
     step_bwd = cost::materialized_attention_backward_ns(c.gpu, step, sm) / 2;
+  } else {
+    step_fwd = cost::materialized_attention_forward_ns(c.gpu, step, sm);
+    step_bwd = cost::materialized_attention_backward_ns(c.gpu, step, sm);
   }
-  at.fwd = d.cp * step_fwd;
-  at.bwd = d.cp * step_bwd;
-  // K and V (multi-latent attention: keys of q_w, values of kv_w per token on this GPU)
-  const double kv_bytes = d.mla ? c.dbl(d.e) * c.dbl(d.tokens) * c.dbl(d.q_w + d.kv_w)
-                                : c.dbl(d.e) * c.dbl(d.tokens) * 2.0 * c.dbl(d.kv_w);
-  const int64_t send_fwd = cost::p2p_time_ns(c.cluster, kv_bytes, c.groups.cp_ring_same_node);
-  const int64_t send_bwd = cost::p2p_time_ns(c.cluster, 2 * kv_bytes, c.groups.cp_ring_same_node);
-  at.cp_fwd = (d.cp - 1) * std::max<int64_t>(0, send_fwd - step_fwd);
-  at.cp_bwd = (d.cp - 1) * std::max<int64_t>(0, send_bwd - step_bwd);
+  at.fwd = cr * step_fwd;
+  at.bwd = cr * step_bwd;
+  if (cr == 1) return at;
+  if (d.cp_comm == CpCommType::kAllGather) {
+    const double gathered = c.dbl(d.cp) * kv_bytes;  // (s, b, 2·kv_w) after the gather
+    const int64_t ag = c.coll(CollectiveKind::kAllGather, gathered, c.groups.cp);
+    at.cp_fwd += ag;
+    at.cp_bwd += ag + c.coll(CollectiveKind::kReduceScatter, gathered, c.groups.cp);
+    return at;
+  }
+  const bool same_node = ca > 1 ? c.groups.cp_outer_ring_same_node : c.groups.cp_ring_same_node;
+  const int64_t send_fwd = cost::p2p_time_ns(c.cluster, kv_bytes, same_node);
+  const int64_t send_bwd = cost::p2p_time_ns(c.cluster, 2 * kv_bytes, same_node);
+  at.cp_fwd += (cr - 1) * std::max<int64_t>(0, send_fwd - step_fwd);
+  at.cp_bwd += (cr - 1) * std::max<int64_t>(0, send_bwd - step_bwd);
   return at;
 }
 
@@ -922,10 +958,33 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
   l.weight_dy_bytes = std::llround(w_dy);
   const double score_bytes =
       d.flash ? 0.0 : e * c.dbl(d.a / d.t) * c.dbl(d.b) * c.dbl(d.sl) * c.dbl(d.s);
-  l.ws_fwd_bytes = std::llround(score_bytes);
-  double ws_bwd = std::max(2 * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes);
+  // cp_comm_type all_gather: the gathered K and V live through the attention core, and in the
+  // backward the gathered dK and dV beside them until their reduce-scatter (TE's
+  // AttnFuncWithCPAndKVAllGather).
+  const double gathered_kv = d.cp > 1 && d.cp_comm == CpCommType::kAllGather
+                                 ? c.dbl(d.cp) * e * c.dbl(d.tokens) *
+                                       (d.mla ? c.dbl(d.q_w + d.kv_w) : 2.0 * c.dbl(d.kv_w))
+                                 : 0.0;
+  l.ws_fwd_bytes = std::llround(score_bytes + gathered_kv);
+  double ws_bwd = std::max(2 * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes + 2 * gathered_kv);
   if (!d.fused) ws_bwd += e * c.dbl(d.h) * c.dbl(d.gate * (moe ? d.moe_ffn / d.etp : d.ffn / d.t));
   l.ws_bwd_bytes = std::llround(ws_bwd);
+
+  // Activation offloading (sim/cost/offload_cost): the bytes the layer moves to the host, and
+  // what of the copies the layer's own forward (backward) does not hide, standing for the next
+  // layer's forward (the previous layer's backward) that runs beside the copy.
+  const TrainingConfig& t = c.plan.training;
+  if (t.cpu_offloading_num_layers > 0)  // TE's offload context: every tensor the layer saves
+    l.offload_bytes = l.act_bytes;
+  else if (t.fine_grained_activation_offloading)
+    l.offload_bytes = cost::offloadable_bytes(shape(rc)).of(t.offload_modules);
+  if (l.offload_bytes > 0) {
+    const double bytes = c.dbl(l.offload_bytes);
+    l.offload_fwd.add("activation_offload", Cat::kCompute,
+                      cost::exposed_host_copy_ns(c.cluster, bytes, l.fwd.cost.total_ns()), true);
+    l.offload_bwd.add("activation_reload", Cat::kCompute,
+                      cost::exposed_host_copy_ns(c.cluster, bytes, l.bwd.cost.total_ns()), true);
+  }
 }
 
 void build_embedding(const Ctx& c, ExtraCosts& x) {
@@ -1068,8 +1127,10 @@ void add_mtp(const Ctx& c, const LayerCosts& layer, ExtraCosts& x) {
 }
 
 void reset(LayerCosts& l, bool rec) {
-  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd, &l.recompute_fwd})
+  for (Pass* p : {&l.fwd, &l.bwd, &l.bwd_input, &l.bwd_weight, &l.attn_fwd, &l.recompute_fwd,
+                  &l.offload_fwd, &l.offload_bwd})
     p->clear(rec);
+  l.offload_bytes = 0;
   l.act_bytes = l.act_full_bytes = l.ckpt_bytes = l.weight_input_bytes = l.weight_dy_bytes = 0;
   l.ws_fwd_bytes = l.ws_bwd_bytes = l.dense_params = l.expert_params = l.lp_gemm_params = 0;
 }

@@ -67,6 +67,10 @@ struct PlanDims {
   // Transformer Engine's layer spec (megatron-te): the norms fused into the linears after them,
   // and --tp-comm-overlap's userbuffers (only with sequence parallelism).
   bool te = false, tp_overlap = false;
+  // Context parallelism's exchange (--cp-comm-type) and its all-to-all group (a2a: cp; a2a+p2p:
+  // the first hierarchical size; else 1).
+  CpCommType cp_comm = CpCommType::kP2p;
+  int64_t cp_a2a = 1;
 };
 PlanDims plan_dims(const Plan& plan, const SimOptions& options);
 
@@ -77,6 +81,10 @@ struct LayerCosts {
   Pass bwd_weight;     // zero-bubble W: weight gradients
   Pass attn_fwd;       // the attention core's forward
   Pass recompute_fwd;  // what selective recompute runs again (the recompute modules' forwards)
+  // Activation offloading: the host copies' exposed time after the forward (offload) and before
+  // the backward (reload), for a layer whose activations are offloaded (ChunkUnit::offloaded).
+  Pass offload_fwd, offload_bwd;
+  int64_t offload_bytes = 0;  // bytes per micro-batch that such a layer keeps on the host
   // Bytes per micro-batch:
   int64_t act_bytes = 0;           // kept from forward to backward with the plan's recompute
                                    // (none or selective; see ckpt_bytes for full)

@@ -2,7 +2,13 @@
 // program"). Megatron-LM behaviour reproduced here:
 // - p2p: each Megatron p2p call (one schedule group) is posted after the previous compute pass and
 //   completes before the next one starts (batch_isend_irecv + wait); the k-th send from a rank to
-//   a peer meets the k-th receive there (NCCL's per-peer ordering).
+//   a peer meets the k-th receive there (NCCL's per-peer ordering). With overlap_p2p_comm (the
+//   interleaved schedule's isend/irecv, schedules.py forward_backward_pipelining_with_interleaving)
+//   each transfer is posted after the previous compute pass and waited for only before the next
+//   pass of its direction (fwd_wait_handles before a forward, bwd_wait_handles before a
+//   backward), so in the steady 1F1B phase it runs beside the pass of the other direction; with
+//   overlap_p2p_comm_warmup_flush a pass waits only for the receives of its direction (sends are
+//   waited for when the next send of the stream is posted: stream order).
 // - data parallel (distributed_data_parallel.py, param_and_grad_buffer.py,
 // finalize_model_grads.py):
 //   with overlap_grad_reduce each bucket's all-reduce (reduce-scatter with the distributed
@@ -78,6 +84,9 @@ class Builder {
     pp_ = par_.pp;
     vpp_ = par_.vpp;
     full_ = opt_.full_grid;
+    // arguments.py: overlap_p2p_comm only with the interleaved schedule.
+    overlap_p2p_ = par_.overlap_p2p_comm && par_.schedule == ScheduleKind::kInterleaved;
+    overlap_sends_ = overlap_p2p_ && par_.overlap_p2p_comm_warmup_flush;
     split_ = sch_.split_backward;
     L_.microbatches = sch_.spec.microbatches;
     const int64_t gpn = plan_.cluster.gpus_per_node;
@@ -89,7 +98,7 @@ class Builder {
     L_.chunks.units.clear();
     L_.chunks.buckets.clear();
     for (int64_t s = 0; s < pp_; ++s) {
-      L_.groups[s] = stage_groups(grid_, gpn, s, L_.scratch);
+      L_.groups[s] = stage_groups(grid_, gpn, s, L_.scratch, cp_a2a_size(par_));
       const bool same = s > 0 && same_cost_groups(L_.groups[s - 1], L_.groups[s]);
       if (!same) build_plan_costs(plan_, opt_, L_.groups[s], opt_.record_trace, L_.plan_costs);
       append_stage_chunks(plan_, L_.plan_costs, s, L_.chunks);
@@ -140,6 +149,7 @@ class Builder {
     // Rendezvous tables.
     L_.channels.resize(static_cast<size_t>(2 * ranks));
     for (auto& ch : L_.channels) ch.ids.clear(), ch.sends = ch.recvs = 0;
+    L_.p2p_kind.clear();
     L_.collectives.resize(kNumSlots);
     for (auto& slot : L_.collectives)
       for (auto& g : slot) g.clear();
@@ -163,7 +173,9 @@ class Builder {
   }
   static bool same_cost_groups(const StageGroups& a, const StageGroups& b) {
     return same_placement(a.tp, b.tp) && same_placement(a.cp, b.cp) && same_placement(a.ep, b.ep) &&
-           same_placement(a.expert_tp, b.expert_tp) && a.cp_ring_same_node == b.cp_ring_same_node;
+           same_placement(a.expert_tp, b.expert_tp) && a.cp_ring_same_node == b.cp_ring_same_node &&
+           same_placement(a.cp_a2a, b.cp_a2a) &&
+           a.cp_outer_ring_same_node == b.cp_outer_ring_same_node;
   }
 
   // Full grid: ranks joined by a tensor-, context- or expert-parallel group run every pass
@@ -255,18 +267,36 @@ class Builder {
     m.dep_end = static_cast<int32_t>(L_.deps.size());
   }
 
-  // A compute pass (or piece of one) on the compute stream, after every pending transfer.
-  OpId compute_op(int32_t er, const PassCost& cost, OpLabel label) {
+  // A compute pass (or piece of one) on the compute stream, after every pending transfer (with
+  // overlap_p2p_comm: the pending transfers that block a pass of direction `fwd`).
+  OpId compute_op(int32_t er, const PassCost& cost, OpLabel label, bool fwd = true) {
     OpId op =
         full_ ? collective(er, kStreamCompute, kSlotSync, cost.total_ns(), label, OpKind::kCompute)
               : P_.add_op(er, kStreamCompute, cost.total_ns(), label);
+    L_.kept.clear();
+    if (overlap_p2p_) keep_other_transfers(fwd);
     for (OpId d : L_.pending) P_.add_wait(op, d);
     note(op, cost, true);
-    L_.pending.clear();
+    L_.pending.swap(L_.kept);
     L_.group_ops.clear();
     L_.prev_group.clear();
     last_compute_ = op;
     return op;
+  }
+  // overlap_p2p_comm: moves the pending transfers a pass of direction `fwd` does not wait for
+  // from L_.pending to L_.kept.
+  void keep_other_transfers(bool fwd) {
+    size_t n = 0;
+    for (OpId d : L_.pending) {
+      const uint8_t k = static_cast<size_t>(d) < L_.p2p_kind.size() ? L_.p2p_kind[d] : kP2pNone;
+      const bool own = fwd ? (k == kP2pRecvFwd || (k == kP2pSendFwd && !overlap_sends_))
+                           : (k == kP2pRecvBwd || (k == kP2pSendBwd && !overlap_sends_));
+      if (k == kP2pNone || own)
+        L_.pending[n++] = d;
+      else
+        L_.kept.push_back(d);
+    }
+    L_.pending.resize(n);
   }
 
   // The engine rank of stage `stage` that talks to engine rank `er`.
@@ -325,6 +355,15 @@ class Builder {
     }
     const OpId op = P_.join(er, stream, rv, send ? OpKind::kSend : OpKind::kRecv,
                             {name, a.microbatch, a.chunk});
+    if (overlap_p2p_) {
+      // Posted asynchronously after the previous compute pass (isend / irecv).
+      if (L_.p2p_kind.size() <= static_cast<size_t>(op))
+        L_.p2p_kind.resize(static_cast<size_t>(op) + 1, kP2pNone);
+      L_.p2p_kind[op] = static_cast<uint8_t>(stream - kStreamSendFwd + 1);
+      if (last_compute_ != des::kNone) P_.add_wait(op, last_compute_);
+      L_.pending.push_back(op);
+      return;
+    }
     // Posted after the previous compute pass, or after the previous group completed.
     if (L_.prev_group.empty()) {
       if (last_compute_ != des::kNone) P_.add_wait(op, last_compute_);
@@ -540,7 +579,7 @@ class Builder {
       int32_t b = ch.bucket_begin;
       for (size_t k = 0; k < L_.piece_ends.size(); ++k) {
         const int32_t lo = k == 0 ? 0 : L_.piece_ends[k - 1] + 1, hi = L_.piece_ends[k];
-        const OpId op = compute_op(er, unit_sum(ch, lo, hi, 'B'), label);
+        const OpId op = compute_op(er, unit_sum(ch, lo, hi, 'B'), label, false);
         if (opt_.record_trace) segments(op, stage, ch, 'B', lo, hi);
         if (first == des::kNone) first = op;
         last = op;
@@ -549,7 +588,7 @@ class Builder {
       }
     } else {
       const PassCost& cost = split_ ? ch.bwd_input : ch.bwd;
-      const OpId op = compute_op(er, cost, label);
+      const OpId op = compute_op(er, cost, label, false);
       if (opt_.record_trace)
         segments(op, stage, ch, split_ ? 'I' : 'B', 0, ch.unit_end - ch.unit_begin - 1);
       first = last = op;
@@ -569,7 +608,7 @@ class Builder {
   }
 
   void weight_grad(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, bool last_mb) {
-    const OpId op = compute_op(er, ch.bwd_weight, label);
+    const OpId op = compute_op(er, ch.bwd_weight, label, false);
     if (opt_.record_trace) segments(op, stage, ch, 'W', 0, ch.unit_end - ch.unit_begin - 1);
     P_.add_memory(op, des::MemWhen::kAtEnd, kMemActivations,
                   -ch.weight_input_bytes - ch.weight_dy_bytes);
@@ -754,8 +793,13 @@ class Builder {
       const LayerCosts& lc =
           u.kind == ChunkUnit::kLayer ? layer_costs_of(pc, plan_, u.layer) : pc.dense;
       if (u.kind == ChunkUnit::kLayer) {
-        if (which == 'F') return emit(lc.fwd, u.layer, false);
+        if (which == 'F') {
+          emit(lc.fwd, u.layer, false);
+          if (u.offloaded) emit(lc.offload_fwd, u.layer, false);
+          return;
+        }
         if (which == 'W') return emit(lc.bwd_weight, u.layer, false);
+        if (u.offloaded) emit(lc.offload_bwd, u.layer, false);
         if (u.recompute_attention) emit(lc.recompute_fwd, u.layer, true);
         for (int32_t l = u.recompute_first; l < u.recompute_first + u.recompute_count; ++l)
           emit(layer_costs_of(pc, plan_, l).fwd, l, true);
@@ -792,6 +836,7 @@ class Builder {
   des::Program& P_;
   int64_t pp_ = 1, vpp_ = 1;
   bool full_ = false, split_ = false;
+  bool overlap_p2p_ = false, overlap_sends_ = false;  // overlap_p2p_comm (+ warmup_flush)
   PlanDims dims_;
   Names names_{};
   double p2p_bytes_ = 0, grad_bytes_ = 4, param_bytes_ = 2;

@@ -33,6 +33,8 @@ enum LoweredStream : int32_t {
   kStreamRecvBwd = 5,
   kNumLoweredStreams = 6
 };
+// Lowered::p2p_kind: a transfer's stream as kStreamSendFwd .. kStreamRecvBwd + 1 - kStreamSendFwd.
+enum : uint8_t { kP2pNone = 0, kP2pSendFwd, kP2pRecvFwd, kP2pSendBwd, kP2pRecvBwd };
 
 // Memory classes.
 enum LoweredMemClass : int {
@@ -75,6 +77,10 @@ struct Lowered {
   std::vector<int32_t> sync_group_size;
   std::vector<int64_t> scratch;
   std::vector<des::OpId> group_ops, prev_group, pending, ag_ops;
+  // overlap_p2p_comm: per OpId, the p2p transfer's kind (kP2pNone for other ops), and the pending
+  // transfers a compute pass left for a later one.
+  std::vector<uint8_t> p2p_kind;
+  std::vector<des::OpId> kept;
   std::vector<int32_t> piece_ends;
   std::vector<int32_t> first_fwd, last_bwd, last_w;  // per chunk: action index
 };

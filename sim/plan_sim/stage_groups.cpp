@@ -34,7 +34,7 @@ cost::GroupPlacement placement_of_ranks(std::vector<int64_t>& ranks, int64_t gpu
 }
 
 StageGroups stage_groups(const RankGrid& grid, int64_t gpus_per_node, int64_t stage,
-                         std::vector<int64_t>& scratch) {
+                         std::vector<int64_t>& scratch, int64_t cp_a2a) {
   MPLAN_CHECK(stage >= 0 && stage < grid.pp(), "stage ", stage, " of ", grid.pp());
   const int pp = grid.pp(), st = static_cast<int>(stage);
   StageGroups g;
@@ -84,6 +84,17 @@ StageGroups stage_groups(const RankGrid& grid, int64_t gpus_per_node, int64_t st
     const int64_t a = grid.rank_at(c.tp, i, c.dp, st);
     const int64_t b = grid.rank_at(c.tp, (i + 1) % grid.cp(), c.dp, st);
     g.cp_ring_same_node = node(a) == node(b);
+  }
+  // Megatron's hierarchical context-parallel groups (parallel_state.py): the first size groups
+  // consecutive context-parallel ranks.
+  const int a2a = static_cast<int>(std::clamp<int64_t>(cp_a2a, 1, grid.cp()));
+  g.cp_a2a = place([&] {
+    for (int i = 0; i < a2a; ++i) scratch.push_back(grid.rank_at(c.tp, i, c.dp, st));
+  });
+  for (int i = 0; a2a > 1 && i < grid.cp() && g.cp_outer_ring_same_node; i += a2a) {
+    const int64_t a = grid.rank_at(c.tp, i, c.dp, st);
+    const int64_t b = grid.rank_at(c.tp, (i + a2a) % grid.cp(), c.dp, st);
+    g.cp_outer_ring_same_node = node(a) == node(b);
   }
   g.next_same_node = node(g.rank) == node(grid.rank_at(c.tp, c.cp, c.dp, (st + 1) % pp));
   g.prev_same_node = node(g.rank) == node(grid.rank_at(c.tp, c.cp, c.dp, (st - 1 + pp) % pp));

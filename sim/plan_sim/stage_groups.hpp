@@ -26,14 +26,20 @@ struct StageGroups {
   cost::GroupPlacement model_parallel;  // tp x pp (kTpPp): gradient-norm all-reduce
   cost::GroupPlacement world;           // every GPU (gradient norm with the distributed optimizer)
   bool cp_ring_same_node = true;        // every context-parallel neighbour pair shares a node
-  bool next_same_node = true;           // this rank and its counterpart on stage (stage + 1) % pp
-  bool prev_same_node = true;           // ... on stage (stage - 1 + pp) % pp
-  bool embedding_same_node = true;      // the first- and last-stage ranks of its embedding group
+  // --cp-comm-type a2a / a2a+p2p: the all-to-all group (context-parallel ranks 0 .. a - 1 of the
+  // stage's first rank; all of them for a2a), and whether every neighbour pair of the p2p ring
+  // between those groups (context-parallel ranks i and i + a) shares a node.
+  cost::GroupPlacement cp_a2a;
+  bool cp_outer_ring_same_node = true;
+  bool next_same_node = true;       // this rank and its counterpart on stage (stage + 1) % pp
+  bool prev_same_node = true;       // ... on stage (stage - 1 + pp) % pp
+  bool embedding_same_node = true;  // the first- and last-stage ranks of its embedding group
 };
 
-// Groups of pipeline stage `stage`. `scratch` is reused between calls.
+// Groups of pipeline stage `stage`, with a context-parallel all-to-all group of `cp_a2a` ranks
+// (cp_a2a_size of the plan; 1: none). `scratch` is reused between calls.
 StageGroups stage_groups(const RankGrid& grid, int64_t gpus_per_node, int64_t stage,
-                         std::vector<int64_t>& scratch);
+                         std::vector<int64_t>& scratch, int64_t cp_a2a);
 
 // Placement of the ranks in `ranks` (reordered in place): nodes spanned and GPUs per node, the
 // most and (when they differ) the fewest on one node — groups of a GPU count that is no multiple

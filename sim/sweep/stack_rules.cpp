@@ -62,6 +62,15 @@ std::optional<Violation> stack_violation(const Plan& plan) {
   if (plan.training.optimizer_cpu_offload)
     return Violation{"training.optimizer_cpu_offload",
                      cat("mplan's executor runs the optimizer on the GPU", who)};
+  if (p.overlap_p2p_comm && p.schedule == ScheduleKind::kInterleaved)
+    return Violation{"parallel.overlap_p2p_comm",
+                     cat("mplan's executor blocks on pipeline sends and receives", who)};
+  if (plan.training.cpu_offloading_num_layers > 0)
+    return Violation{"training.cpu_offloading_num_layers",
+                     cat("mplan's executor keeps activations on the GPU", who)};
+  if (plan.training.fine_grained_activation_offloading)
+    return Violation{"training.fine_grained_activation_offloading",
+                     cat("mplan's executor keeps activations on the GPU", who)};
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t c = 0; c < p.vpp; ++c)
       if (chunk_layers(plan.model.num_layers, p, s, c).count < 1)

@@ -15,12 +15,13 @@ namespace {
 
 bool same_cost_groups(const sim::StageGroups& a, const sim::StageGroups& b) {
   return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.expert_tp == b.expert_tp &&
-         a.cp_ring_same_node == b.cp_ring_same_node;
+         a.cp_ring_same_node == b.cp_ring_same_node && a.cp_a2a == b.cp_a2a &&
+         a.cp_outer_ring_same_node == b.cp_outer_ring_same_node;
 }
 
 bool same_grid(const ParallelConfig& a, const ParallelConfig& b) {
   return a.tp == b.tp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.pp == b.pp &&
-         a.dp == b.dp && a.order == b.order;
+         a.dp == b.dp && a.order == b.order && cp_a2a_size(a) == cp_a2a_size(b);
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOpt
     s.gpus_per_node = gpn;
     s.groups.clear();
     for (int64_t stage = 0; stage < p.pp; ++stage)
-      s.groups.push_back(sim::stage_groups(*s.grid, gpn, stage, s.ranks));
+      s.groups.push_back(sim::stage_groups(*s.grid, gpn, stage, s.ranks, cp_a2a_size(p)));
   }
   s.chunks.chunks.clear();
   s.chunks.units.clear();

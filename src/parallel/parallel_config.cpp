@@ -102,6 +102,36 @@ uint32_t recompute_modules_from_names(const std::vector<std::string>& names,
   return bits;
 }
 
+const char* to_string(CpCommType c) {
+  switch (c) {
+    case CpCommType::kP2p:
+      return "p2p";
+    case CpCommType::kAllGather:
+      return "all_gather";
+    case CpCommType::kA2a:
+      return "a2a";
+    case CpCommType::kA2aP2p:
+      return "a2a+p2p";
+  }
+  return "?";
+}
+
+CpCommType cp_comm_type_from_string(const std::string& s, const std::string& field) {
+  if (s == "p2p") return CpCommType::kP2p;
+  if (s == "all_gather" || s == "allgather") return CpCommType::kAllGather;
+  if (s == "a2a") return CpCommType::kA2a;
+  if (s == "a2a+p2p") return CpCommType::kA2aP2p;
+  throw Error(cat(field, ": must be one of p2p, all_gather, a2a, a2a+p2p; got \"", s, "\""));
+}
+
+int64_t cp_a2a_size(const ParallelConfig& p) {
+  if (p.cp <= 1) return 1;
+  if (p.cp_comm_type == CpCommType::kA2a) return p.cp;
+  if (p.cp_comm_type == CpCommType::kA2aP2p && !p.hierarchical_context_parallel_sizes.empty())
+    return std::clamp<int64_t>(p.hierarchical_context_parallel_sizes[0], 1, p.cp);
+  return 1;
+}
+
 int64_t ParallelConfig::expert_dp() const {
   int64_t denom = etp * ep * pp;
   return denom > 0 ? world_size() / denom : 0;
@@ -187,6 +217,24 @@ ParallelConfig parallel_from_json(const Json& j, const std::string& path) {
   p.num_distributed_optimizer_instances =
       o.get_int("num_distributed_optimizer_instances", 1, kDataParallel);
   p.tp_comm_overlap = o.get_bool("tp_comm_overlap", false);
+  if (o.has("cp_comm_type"))
+    p.cp_comm_type =
+        cp_comm_type_from_string(o.get_string("cp_comm_type"), o.field("cp_comm_type"));
+  if (o.has("hierarchical_context_parallel_sizes")) {
+    const Json& v = o.raw("hierarchical_context_parallel_sizes");
+    const std::string f = o.field("hierarchical_context_parallel_sizes");
+    if (!v.is_array() || v.size() != 2)
+      throw Error(cat(f, ": must be a list of two sizes [all-to-all, p2p], got ", json_excerpt(v)));
+    for (size_t i = 0; i < 2; ++i) {
+      if (!v[i].is_number_integer() || v[i].get<int64_t>() < kDegree.min ||
+          v[i].get<int64_t>() > kDegree.max)
+        throw Error(cat(f, "[", i, "]: must be an integer between ", kDegree.min, " and ",
+                        kDegree.max, ", got ", json_excerpt(v[i])));
+      p.hierarchical_context_parallel_sizes.push_back(v[i].get<int64_t>());
+    }
+  }
+  p.overlap_p2p_comm = o.get_bool("overlap_p2p_comm", false);
+  p.overlap_p2p_comm_warmup_flush = o.get_bool("overlap_p2p_comm_warmup_flush", false);
   o.finish();
   return p;
 }
@@ -229,6 +277,11 @@ Json parallel_to_json(const ParallelConfig& p) {
   if (p.num_distributed_optimizer_instances != 1)
     j["num_distributed_optimizer_instances"] = p.num_distributed_optimizer_instances;
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.cp_comm_type != CpCommType::kP2p) j["cp_comm_type"] = to_string(p.cp_comm_type);
+  if (!p.hierarchical_context_parallel_sizes.empty())
+    j["hierarchical_context_parallel_sizes"] = p.hierarchical_context_parallel_sizes;
+  if (p.overlap_p2p_comm) j["overlap_p2p_comm"] = true;
+  if (p.overlap_p2p_comm_warmup_flush) j["overlap_p2p_comm_warmup_flush"] = true;
   if (p.recompute_modules != kDefaultRecomputeModules)
     j["recompute_modules"] = recompute_module_names(p.recompute_modules);
   return j;

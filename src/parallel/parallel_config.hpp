@@ -46,6 +46,12 @@ std::vector<std::string> recompute_module_names(uint32_t bits);
 // The bits of Megatron's module names; an Error naming `field` for any other name.
 uint32_t recompute_modules_from_names(const std::vector<std::string>& names,
                                       const std::string& field);
+// --cp-comm-type: how context parallelism exchanges keys and values (TransformerConfig
+// .cp_comm_type; one type for every layer here, where Megatron also takes one per layer).
+enum class CpCommType { kP2p, kAllGather, kA2a, kA2aP2p };
+const char* to_string(CpCommType c);  // Megatron's names: p2p, all_gather, a2a, a2a+p2p
+// Megatron's names; "allgather" (arguments.py's help text) is read as all_gather.
+CpCommType cp_comm_type_from_string(const std::string& s, const std::string& field);
 
 struct ParallelConfig {
   int64_t tp = 1;                  // --tensor-model-parallel-size
@@ -90,6 +96,17 @@ struct ParallelConfig {
   // --tp-comm-overlap: Transformer Engine's userbuffers pipeline the tensor-parallel all-gathers
   // and reduce-scatters with the GEMMs beside them (needs sequence parallelism).
   bool tp_comm_overlap = false;
+  // --cp-comm-type (one type for every layer) and --hierarchical-context-parallel-sizes (a2a+p2p:
+  // the all-to-all group size, then the p2p ring's; their product is cp).
+  CpCommType cp_comm_type = CpCommType::kP2p;
+  std::vector<int64_t> hierarchical_context_parallel_sizes;
+  // overlap_p2p_comm (Megatron's --no-overlap-p2p-communication turns it off): the interleaved
+  // schedule's sends and receives run beside the passes instead of blocking them. Read only with
+  // the interleaved schedule (Megatron sets it false for the others). The plan's default is false,
+  // the blocking exchange; Megatron's launcher default is true (mplan import writes it).
+  bool overlap_p2p_comm = false;
+  // --overlap-p2p-communication-warmup-flush: the warm-up and flush phases overlap too.
+  bool overlap_p2p_comm_warmup_flush = false;
 
   bool operator==(const ParallelConfig&) const = default;
 
@@ -100,6 +117,10 @@ struct ParallelConfig {
     return microbatch_group_size_per_vp_stage > 0 ? microbatch_group_size_per_vp_stage : pp;
   }
 };
+
+// The context-parallel all-to-all group size of `p`'s --cp-comm-type: cp for a2a, the first
+// hierarchical size for a2a+p2p (1 while it is missing), 1 for p2p and all_gather or cp = 1.
+int64_t cp_a2a_size(const ParallelConfig& p);
 
 // Parses the "parallel" object. `schedule` defaults to interleaved when vpp > 1, else 1f1b.
 ParallelConfig parallel_from_json(const Json& j, const std::string& path);

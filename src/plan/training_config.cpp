@@ -9,6 +9,36 @@
 
 namespace mplan {
 
+namespace {
+constexpr const char* kOffloadModuleNames[kNumOffloadModules] = {
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"};
+}  // namespace
+
+std::vector<std::string> offload_module_names(uint32_t bits) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < kNumOffloadModules; ++i)
+    if (bits & (1u << i)) out.push_back(kOffloadModuleNames[i]);
+  return out;
+}
+
+uint32_t offload_modules_from_names(const std::vector<std::string>& names,
+                                    const std::string& field) {
+  uint32_t bits = 0;
+  for (const std::string& n : names) {
+    uint32_t i = 0;
+    while (i < kNumOffloadModules && n != kOffloadModuleNames[i]) ++i;
+    if (i == kNumOffloadModules)
+      throw Error(cat(field,
+                      ": must name modules among attn_norm, qkv_linear, core_attn, attn_proj, "
+                      "mlp_norm, expert_fc1, moe_act (fused_group_mlp needs "
+                      "--use-transformer-engine-op-fuser and gdp_qkv GatedDeltaProduct layers, "
+                      "neither of which mplan models); got \"",
+                      n, "\""));
+    bits |= 1u << i;
+  }
+  return bits;
+}
+
 const char* to_string(LrDecayStyle s) {
   switch (s) {
     case LrDecayStyle::kConstant:
@@ -282,6 +312,22 @@ TrainingConfig training_from_json(const Json& j, const std::string& path) {
   t.optimizer_precision = optimizer_precision_from_json(o);
   t.optimizer_cpu_offload = o.get_bool("optimizer_cpu_offload", false);
   t.optimizer_offload_fraction = o.get_number("optimizer_offload_fraction", 1.0, {0.0, 1.0});
+  t.overlap_cpu_optimizer_d2h_h2d = o.get_bool("overlap_cpu_optimizer_d2h_h2d", false);
+  t.cpu_offloading_num_layers = o.get_int("cpu_offloading_num_layers", 0, {0, 1'000'000});
+  t.fine_grained_activation_offloading = o.get_bool("fine_grained_activation_offloading", false);
+  if (o.has("offload_modules")) {
+    const Json& v = o.raw("offload_modules");
+    const std::string f = o.field("offload_modules");
+    if (!v.is_array() || v.size() > 16)
+      throw Error(cat(f, ": must be a list of module names (at most 16), got ", json_excerpt(v)));
+    std::vector<std::string> names;
+    for (const Json& e : v) {
+      if (!e.is_string())
+        throw Error(cat(f, ": must be a list of module names, got ", json_excerpt(e)));
+      names.push_back(e.get<std::string>());
+    }
+    t.offload_modules = offload_modules_from_names(names, f);
+  }
 
   parse_low_precision(o, t);
 
@@ -381,6 +427,10 @@ Json training_to_json(const TrainingConfig& t) {
   if (t.optimizer_cpu_offload) j["optimizer_cpu_offload"] = true;
   if (t.optimizer_offload_fraction != 1.0)
     j["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
+  if (t.overlap_cpu_optimizer_d2h_h2d) j["overlap_cpu_optimizer_d2h_h2d"] = true;
+  if (t.cpu_offloading_num_layers > 0) j["cpu_offloading_num_layers"] = t.cpu_offloading_num_layers;
+  if (t.fine_grained_activation_offloading) j["fine_grained_activation_offloading"] = true;
+  if (t.offload_modules != 0) j["offload_modules"] = offload_module_names(t.offload_modules);
   return j;
 }
 

@@ -36,6 +36,24 @@ const char* to_string(Fp8Recipe r);  // "tensorwise", "delayed", "blockwise", "m
 const char* to_string(Fp4Format f);  // "none", "e2m1"
 const char* to_string(Fp4Recipe r);  // "nvfp4"
 
+// --offload-modules of --fine-grained-activation-offloading (TransformerConfig.offload_modules):
+// the modules whose input moves to host memory from a layer's forward to its backward, as bits.
+enum OffloadModule : uint32_t {
+  kOffloadAttnNorm = 1u << 0,   // attn_norm: the input norm's input
+  kOffloadQkvLinear = 1u << 1,  // qkv_linear: the QKV projection's input
+  kOffloadCoreAttn = 1u << 2,   // core_attn: Q, K and V
+  kOffloadAttnProj = 1u << 3,   // attn_proj: the output projection's input (the context)
+  kOffloadMlpNorm = 1u << 4,    // mlp_norm: the pre-MLP norm's input
+  kOffloadExpertFc1 = 1u << 5,  // expert_fc1: the routed experts' FC1 input
+  kOffloadMoeAct = 1u << 6,     // moe_act: the experts' activation input
+};
+inline constexpr uint32_t kNumOffloadModules = 7;
+// Megatron's names in its order (attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm,
+// expert_fc1, moe_act), and back (an Error naming `field` for any other name).
+std::vector<std::string> offload_module_names(uint32_t bits);
+uint32_t offload_modules_from_names(const std::vector<std::string>& names,
+                                    const std::string& field);
+
 enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot };
 const char* to_string(LrDecayStyle s);  // Megatron's names: constant, linear, cosine, ...
 
@@ -120,6 +138,17 @@ struct TrainingConfig {
   // (docs/cost-model.md, "Optimizer offloading").
   bool optimizer_cpu_offload = false;
   double optimizer_offload_fraction = 1.0;  // Megatron-LM's default
+  // --overlap-cpu-optimizer-d2h-h2d: the hybrid optimizer's copies run beside the host's Adam.
+  bool overlap_cpu_optimizer_d2h_h2d = false;
+  // Activation offloading (docs/cost-model.md, "Activation offloading").
+  // --cpu-offloading-num-layers: Transformer Engine's CPU offload context moves the activations
+  // of the first N transformer layers to host memory after their forward and back before their
+  // backward (Megatron sets cpu_offloading when N > 0; cpu_offloading_activations is on and
+  // cpu_offloading_weights off, Megatron's defaults, neither having a command-line argument).
+  int64_t cpu_offloading_num_layers = 0;
+  // --fine-grained-activation-offloading with --offload-modules (OffloadModule bits).
+  bool fine_grained_activation_offloading = false;
+  uint32_t offload_modules = 0;
   bool operator==(const TrainingConfig&) const = default;
 };
 

@@ -382,6 +382,80 @@ void check_training(const Plan& plan, Collector& c) {
           "is fp32 (use attention_backend \"unfused\")");
 }
 
+// Context parallelism's exchange: arguments.py validate_args (hierarchical sizes) and Transformer
+// Engine's AttnFuncWithCPAndQKVOA2A (heads split over the all-to-all group).
+void check_context_parallel(const Plan& plan, Collector& c) {
+  const ParallelConfig& p = plan.parallel;
+  const ModelSpec& m = plan.model;
+  const std::vector<int64_t>& h = p.hierarchical_context_parallel_sizes;
+  if (!h.empty() && h[0] * h[1] != p.cp)
+    c.add("parallel.hierarchical_context_parallel_sizes",
+          "context_parallel_size must equal prod(hierarchical_context_parallel_sizes) (cp = ", p.cp,
+          ", product = ", h[0] * h[1], ")");
+  if (p.cp_comm_type == CpCommType::kA2aP2p && h.empty())
+    c.add("parallel.hierarchical_context_parallel_sizes",
+          "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in cp comm");
+  const int64_t a2a = cp_a2a_size(p);
+  if (a2a <= 1 || m.num_attention_heads % p.tp != 0) return;
+  const int64_t heads = m.num_attention_heads / p.tp;
+  const int64_t kv_heads = m.mla ? heads : m.num_query_groups / p.tp;
+  if (heads % a2a != 0 || kv_heads % a2a != 0)
+    c.add("parallel.cp_comm_type",
+          "The number of attention heads needs to be divisible by CP size! (cp_comm_type ",
+          to_string(p.cp_comm_type), ": heads / tp = ", heads,
+          " and query groups / tp = ", kv_heads, " must divide by the all-to-all size ", a2a, ")");
+}
+
+// Pipeline p2p overlap: arguments.py validate_args turns overlap_p2p_comm off for every schedule
+// but the interleaved one; ModelParallelConfig.__post_init__ (warm-up and flush overlap).
+void check_p2p_overlap(const Plan& plan, Collector& c) {
+  const ParallelConfig& p = plan.parallel;
+  const bool overlap = p.overlap_p2p_comm && p.schedule == ScheduleKind::kInterleaved;
+  if (p.overlap_p2p_comm_warmup_flush && !overlap)
+    c.add("parallel.overlap_p2p_comm_warmup_flush",
+          "Pipeline parallel communication overlapping in warmup and flush is only compatible "
+          "with overlap_p2p_comm but not batch_p2p_comm (overlap_p2p_comm needs the interleaved "
+          "schedule)");
+}
+
+// Activation offloading: TransformerConfig.__post_init__ and arguments.py validate_args.
+void check_activation_offloading(const Plan& plan, Collector& c) {
+  const TrainingConfig& t = plan.training;
+  const ParallelConfig& p = plan.parallel;
+  const int64_t n = t.cpu_offloading_num_layers;
+  if (n > 0 && n >= plan.model.num_layers)
+    c.add("training.cpu_offloading_num_layers",
+          "CPU offloading can be done only for layers less than ", plan.model.num_layers, " (got ",
+          n, ")");
+  if (n > 0 && p.pp > 1)
+    c.add("training.cpu_offloading_num_layers",
+          "Currently there is no support for Pipeline parallelism with CPU offloading");
+  if (n > 0 && p.recompute != Recompute::kNone)
+    c.add("training.cpu_offloading_num_layers",
+          "CPU offloading does not work when activation recomputation is enabled");
+  if (!t.fine_grained_activation_offloading) return;
+  const uint32_t om = t.offload_modules;
+  if (n > 0)
+    c.add("training.fine_grained_activation_offloading",
+          "fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
+  if (om == 0)
+    c.add("training.offload_modules",
+          "fine_grained_activation_offloading needs at least one module in offload_modules");
+  if ((om & kOffloadAttnProj) && !(om & kOffloadCoreAttn))
+    c.add("training.offload_modules",
+          "attn_proj cannot be set to offload_modules alone without core_attn because the input "
+          "of attn_proj is the output of core_attn, which is needed in core_attn.backward().");
+  if (p.recompute == Recompute::kSelective && (p.recompute_modules & kRecomputeMoe) &&
+      (om & (kOffloadExpertFc1 | kOffloadMoeAct)))
+    c.add("training.offload_modules",
+          "Cannot offload expert_fc1 or moe_act while recomputing the entire MoE layer ('moe' in "
+          "recompute_modules)");
+  if (t.implementation == Implementation::kMegatronLocal)
+    c.add("training.fine_grained_activation_offloading",
+          "Fine-grained activation offloading is only supported with transformer_engine "
+          "implementation");
+}
+
 }  // namespace
 
 std::vector<Violation> validate(const Plan& plan) {
@@ -394,6 +468,9 @@ std::vector<Violation> validate(const Plan& plan) {
   check_training(plan, c);
   check_dp_sharding(plan, c);
   check_optimizer_precision(plan, c);
+  check_context_parallel(plan, c);
+  check_p2p_overlap(plan, c);
+  check_activation_offloading(plan, c);
 
   // ---- Checks owned by other modules: one line each, appended below, in this order. ----------
   // Each is `void append_<module>_violations(const Plan&, std::vector<Violation>& out)`, declared

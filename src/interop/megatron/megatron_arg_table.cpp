@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 
 #include "src/common/error.hpp"
 #include "src/interop/megatron/layer_pattern.hpp"
@@ -185,6 +186,38 @@ void read_virtual_stages(const Row& r, In& s) {
         "--num-virtual-stages-per-pipeline-rank: virtual pipeline stages need "
         "--pipeline-model-parallel-size > 1");
   p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+}
+
+// --cp-comm-type: one type for every layer, or one per layer (Megatron); mplan takes one type,
+// so a per-layer list must name the same type throughout.
+void read_cp_comm_type(const Row& r, In& s) {
+  const ArgOccurrence* a = s.args.get(r.name);
+  if (!a || a->values.empty()) return;
+  for (const ShellField& v : a->values) {
+    if (!v.resolved()) throw Error(cat(r.name, ": needs a type known here, got '", v.text, "'"));
+    if (v.text != a->values.front().text)
+      throw Error(cat(r.name, " ", MegatronArgList::text_of(a->values),
+                      ": a type per layer is not modelled; mplan takes one type for every layer"));
+  }
+  s.parallel.cp_comm_type = cp_comm_type_from_string(a->values.front().text, std::string(r.name));
+}
+
+// --hierarchical-context-parallel-sizes (nargs '+'): the all-to-all and p2p sizes of a2a+p2p.
+void read_hierarchical_cp_sizes(const Row& r, In& s) {
+  const ArgOccurrence* a = s.args.get(r.name);
+  if (!a) return;
+  if (a->values.size() != 2)
+    throw Error(cat(r.name, ": mplan takes two sizes (all-to-all, p2p), got '",
+                    MegatronArgList::text_of(a->values), "'"));
+  std::vector<int64_t>& out = s.parallel.hierarchical_context_parallel_sizes;
+  out.clear();
+  for (const ShellField& v : a->values) {
+    char* end = nullptr;
+    const long long n = v.resolved() ? std::strtoll(v.text.c_str(), &end, 10) : 0;
+    if (!v.resolved() || end == v.text.c_str() || *end != '\0' || n < 1 || n > 1024)
+      throw Error(cat(r.name, ": must be integers between 1 and 1024, got '", v.text, "'"));
+    out.push_back(n);
+  }
 }
 
 // --pipeline-model-parallel-layout (arguments.py): at most one of it and the two other ways of
@@ -931,21 +964,34 @@ const std::vector<Row>& table() {
       {"--context-parallel-size", G::kParallel, "parallel.cp", kStep,
        [](const Row& r, In& s) { s.parallel.cp = s.args.int_value(r.name, 1, true).value_or(1); },
        [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.cp); }},
-      {"--cp-comm-type", G::kParallel, "", kStep,
+      {"--cp-comm-type", G::kParallel, "parallel.cp_comm_type", kStep, read_cp_comm_type,
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.cp > 1) o.arg(r.name, to_string(o.plan.parallel.cp_comm_type));
+       }},
+      {"--hierarchical-context-parallel-sizes", G::kParallel,
+       "parallel.hierarchical_context_parallel_sizes", kStep, read_hierarchical_cp_sizes,
+       [](const Row& r, Out& o) {
+         std::vector<std::string> v;
+         for (int64_t n : o.plan.parallel.hierarchical_context_parallel_sizes)
+           v.push_back(std::to_string(n));
+         if (!v.empty()) o.args.push_back({std::string(r.name), v});
+       }},
+      // Megatron's default overlaps the interleaved schedule's p2p transfers (arguments.py turns
+      // it off for the other schedules); the plan's false is the blocking exchange.
+      {"--no-overlap-p2p-communication", G::kParallel, "parallel.overlap_p2p_comm", kStep,
        [](const Row& r, In& s) {
-         const ArgOccurrence* a = s.args.get(r.name);
-         if (!a) return;
-         for (const ShellField& v : a->values)
-           if (v.text != "p2p") {
-             s.warnings.push_back(cat(r.name, " ", MegatronArgList::text_of(a->values),
-                                      ": not modelled; mplan costs context parallelism as the "
-                                      "p2p ring"));
-             return;
-           }
+         s.parallel.overlap_p2p_comm =
+             !s.args.flag(r.name) && s.parallel.schedule == ScheduleKind::kInterleaved;
        },
        [](const Row& r, Out& o) {
-         // The cost model's context parallelism is Megatron-LM's default p2p ring.
-         if (o.plan.parallel.cp > 1) o.arg(r.name, "p2p");
+         const ParallelConfig& p = o.plan.parallel;
+         if (p.schedule == ScheduleKind::kInterleaved && !p.overlap_p2p_comm) o.flag(r.name);
+       }},
+      {"--overlap-p2p-communication-warmup-flush", G::kParallel,
+       "parallel.overlap_p2p_comm_warmup_flush", kStep,
+       [](const Row& r, In& s) { s.parallel.overlap_p2p_comm_warmup_flush = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.parallel.overlap_p2p_comm_warmup_flush) o.flag(r.name);
        }},
       {"--expert-model-parallel-size", G::kParallel, "parallel.ep", kStep,
        [](const Row& r, In& s) {
@@ -1468,6 +1514,46 @@ const std::vector<Row>& table() {
          const TrainingConfig& t = o.plan.training;
          if (t.optimizer_cpu_offload && t.optimizer_offload_fraction != 1.0)
            o.number(r.name, t.optimizer_offload_fraction);
+       }},
+
+      {"--overlap-cpu-optimizer-d2h-h2d", G::kTraining, "training.overlap_cpu_optimizer_d2h_h2d",
+       kStep,
+       [](const Row& r, In& s) { s.training.overlap_cpu_optimizer_d2h_h2d = s.args.flag(r.name); },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.overlap_cpu_optimizer_d2h_h2d) o.flag(r.name);
+       }},
+      {"--cpu-offloading-num-layers", G::kTraining, "training.cpu_offloading_num_layers", kStep,
+       [](const Row& r, In& s) {
+         s.training.cpu_offloading_num_layers = s.args.int_value(r.name, 0, true).value_or(0);
+       },
+       [](const Row& r, Out& o) {
+         const int64_t n = o.plan.training.cpu_offloading_num_layers;
+         if (n > 0) o.arg(r.name, n);
+       }},
+      {"--fine-grained-activation-offloading", G::kTraining,
+       "training.fine_grained_activation_offloading", kStep,
+       [](const Row& r, In& s) {
+         s.training.fine_grained_activation_offloading = s.args.flag(r.name);
+       },
+       [](const Row& r, Out& o) {
+         if (o.plan.training.fine_grained_activation_offloading) o.flag(r.name);
+       }},
+      {"--offload-modules", G::kTraining, "training.offload_modules", kStep,
+       [](const Row& r, In& s) {
+         const ArgOccurrence* a = s.args.get(r.name);
+         if (!a) return;
+         std::vector<std::string> names;
+         for (const ShellField& v : a->values) {
+           if (!v.resolved())
+             throw Error(cat(r.name, ": needs module names known here, got '", v.text, "'"));
+           names.push_back(v.text);
+         }
+         s.training.offload_modules = offload_modules_from_names(names, std::string(r.name));
+       },
+       [](const Row& r, Out& o) {
+         const TrainingConfig& t = o.plan.training;
+         if (t.offload_modules != 0)
+           o.args.push_back({std::string(r.name), offload_module_names(t.offload_modules)});
        }},
 
       // ---- data ---------------------------------------------------------------------------------

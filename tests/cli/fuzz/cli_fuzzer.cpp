@@ -68,7 +68,8 @@ std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext) {
 
 // The shipped plans (configs/plans and its folders) and the fuzzer's own seeds of the newest plan
 // fields (tests/cli/fuzz/seeds: MLA, MTP, fp8/fp4 recipes, pipeline layouts and splits, Megatron-
-// FSDP, the precision-aware optimizer, implementations, ramp-up) with their model and cluster
+// FSDP, the precision-aware optimizer, implementations, ramp-up, context-parallel exchanges,
+// pipeline p2p overlap, activation and optimizer offloading) with their model and cluster
 // written out, so mutations reach every field.
 std::vector<Json> seed_plans(const fs::path& source) {
   std::vector<Json> plans;

@@ -369,6 +369,16 @@ TEST(Trainer, TheSweepsStackRulesRefuseWhatTheExecutorRefuses) {
   p.training.optimizer_precision.use_precision_aware_optimizer = true;
   p.training.optimizer_cpu_offload = true;
   refused.emplace_back("optimizer offload", p);
+  p = mplan_plan(tiny_plan({.pp = 2, .vpp = 2, .schedule = ScheduleKind::kInterleaved}));
+  p.parallel.overlap_p2p_comm = true;
+  refused.emplace_back("overlapped pipeline p2p", p);
+  p = base;
+  p.training.cpu_offloading_num_layers = 1;
+  refused.emplace_back("activation offload", p);
+  p = base;
+  p.training.fine_grained_activation_offloading = true;
+  p.training.offload_modules = kOffloadCoreAttn;
+  refused.emplace_back("fine-grained activation offload", p);
   refused.emplace_back(
       "empty chunk",
       mplan_plan(

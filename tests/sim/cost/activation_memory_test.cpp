@@ -142,6 +142,33 @@ TEST_P(Table2, FlashAttentionDropsTheScoreTerm) {
 
 INSTANTIATE_TEST_SUITE_P(TensorParallelSizes, Table2, ::testing::Values(1, 2, 4, 8));
 
+TEST(ActivationMemory, OffloadModulesAreTheInputsModulesSave) {
+  // The 22B layer with flash attention, no dropout: Korthikanti's terms in units of sbh:
+  // norms 2 + 2, QKV input 2, Q and K 4, V 2, context 2 (each / t but the norms and QKV input).
+  LayerActivationShape s = gpt22b(2);
+  s.flash_attention = true;
+  s.attention_dropout = s.hidden_dropout = false;
+  OffloadableBytes o = offloadable_bytes(s);  // Megatron's local spec: every norm a module
+  EXPECT_EQ(o.attn_norm, 2 * kSbh);
+  EXPECT_EQ(o.mlp_norm, 2 * kSbh);
+  EXPECT_EQ(o.qkv_linear, 2 * kSbh);
+  EXPECT_EQ(o.core_attn, 6 * kSbh / 2);
+  EXPECT_EQ(o.attn_proj, 2 * kSbh / 2);
+  EXPECT_EQ(o.expert_fc1 + o.moe_act, 0);  // a dense layer
+  EXPECT_EQ(o.of(kOffloadCoreAttn | kOffloadAttnProj), 8 * kSbh / 2);
+  EXPECT_EQ(o.of(0), 0);
+  // Transformer Engine's spec: the norms are fused into QKV and FC1 (IdentityOp modules); the
+  // QKV linear keeps the norm's input beside its own.
+  s.norms_fused = true;
+  o = offloadable_bytes(s);
+  EXPECT_EQ(o.attn_norm, 0);
+  EXPECT_EQ(o.mlp_norm, 0);
+  EXPECT_EQ(o.qkv_linear, 4 * kSbh);
+  // Full recompute keeps the checkpoint alone: nothing to offload.
+  s.recompute = Recompute::kFull;
+  EXPECT_EQ(offloadable_bytes(s).of(0x7f), 0);
+}
+
 TEST(ActivationMemory, NoParallelismIs34PlusScores) {
   // Section 4.1: sbh (34 + 5as/h); the attention block 11sbh + 5as^2b, MLP 19sbh, norms 4sbh.
   LayerActivationBytes b = layer_activation_bytes(gpt22b(1));

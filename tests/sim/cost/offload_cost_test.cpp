@@ -54,5 +54,37 @@ TEST(OffloadCost, ProfileWithoutHostNumbersUsesPcie4) {
   EXPECT_EQ(s.host_ns, 34'453'125);
 }
 
+TEST(OffloadCost, OverlappedCopiesRunAsAPipeline) {
+  // --overlap-cpu-optimizer-d2h-h2d: the numbers of OptimizerStepOnTheHost, bounded by the host's
+  // Adam (182291667 ns) instead of their sum.
+  const ClusterSpec c = load_cluster("dgx-h100");
+  TrainingConfig t;
+  t.optimizer_precision.use_precision_aware_optimizer = true;
+  t.optimizer_cpu_offload = true;
+  t.optimizer_offload_fraction = 0.5;
+  t.overlap_cpu_optimizer_d2h_h2d = true;
+  OffloadedOptimizerStep s = offloaded_optimizer_step(t, c, 1'000'000'000, 40'000'000);
+  EXPECT_TRUE(s.overlapped);
+  EXPECT_EQ(s.total_ns(), 182'291'667);
+  // A fast host: the GPU's own step (20 ms) bounds it.
+  ClusterSpec fast = c;
+  fast.host_memory_gbps = 614.4 * 100;
+  s = offloaded_optimizer_step(t, fast, 1'000'000'000, 40'000'000);
+  EXPECT_EQ(s.d2h_ns, 31'746'032);  // the link, not the host memory, bounds the copies
+  EXPECT_EQ(s.total_ns(), 31'746'032);
+}
+
+TEST(OffloadCost, ActivationCopiesHideBehindCompute) {
+  // dgx-h100: min(63 B/ns link, 614.4 / 8 = 76.8 B/ns host memory) = 63 B/ns. 630 MB take 10 ms.
+  ClusterSpec c = load_cluster("dgx-h100");
+  EXPECT_DOUBLE_EQ(host_copy_bytes_per_ns(c), 63.0);
+  EXPECT_EQ(exposed_host_copy_ns(c, 630e6, 4'000'000), 6'000'000);
+  EXPECT_EQ(exposed_host_copy_ns(c, 630e6, 12'000'000), 0);
+  // Host memory shared by 16 GPUs: 614.4 / 16 = 38.4 B/ns bounds the copy.
+  c.gpus_per_node = 16;
+  EXPECT_DOUBLE_EQ(host_copy_bytes_per_ns(c), 38.4);
+  EXPECT_EQ(exposed_host_copy_ns(c, 384e6, 0), 10'000'000);
+}
+
 }  // namespace
 }  // namespace mplan::cost

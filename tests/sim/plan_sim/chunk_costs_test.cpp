@@ -18,7 +18,9 @@ using testing::plan;
 ChunkTable chunks_of(const Plan& pl, PlanCosts& costs) {
   std::vector<int64_t> scratch;
   RankGrid grid(pl.parallel);
-  build_plan_costs(pl, {}, stage_groups(grid, pl.cluster.gpus_per_node, 0, scratch), false, costs);
+  build_plan_costs(
+      pl, {}, stage_groups(grid, pl.cluster.gpus_per_node, 0, scratch, cp_a2a_size(pl.parallel)),
+      false, costs);
   ChunkTable t;
   for (int64_t s = 0; s < pl.parallel.pp; ++s) append_stage_chunks(pl, costs, s, t);
   return t;

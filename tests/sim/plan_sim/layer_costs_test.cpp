@@ -36,7 +36,9 @@ PlanCosts costs_of(const Plan& pl, const SimOptions& o = {}) {
   std::vector<int64_t> scratch;
   RankGrid grid(pl.parallel);
   PlanCosts c;
-  build_plan_costs(pl, o, stage_groups(grid, pl.cluster.gpus_per_node, 0, scratch), true, c);
+  build_plan_costs(
+      pl, o, stage_groups(grid, pl.cluster.gpus_per_node, 0, scratch, cp_a2a_size(pl.parallel)),
+      true, c);
   return c;
 }
 
@@ -119,6 +121,91 @@ TEST(LayerCosts, ContextParallelRingExposure) {
   EXPECT_EQ(c.dense.fwd.cost[Cat::kCp], send - step);
   EXPECT_EQ(count(c.dense.fwd, "attention"), 1);
   EXPECT_EQ(c.dense.attn_fwd.cost.total_ns(), 2 * step + (send - step));
+}
+
+// cp_comm_type on the toy GPT of ContextParallelRingExposure (s 8192, h 4096, 32 heads of 128,
+// cp 2 on one node): 4096 positions of Q (2·4096·4096 bytes) and of K with V (twice that) here.
+TEST(LayerCosts, ContextParallelAllGatherAndA2a) {
+  Plan pl = plan(gpt(2, 4096, 32, 8192, 51200), testing::toy_cluster(), 1, 1, 1, 1, 1);
+  pl.parallel.cp = 2;
+  pl.cluster.intra_node.latency_us = 10;  // collectives take time on the toy cluster
+  const double q = 2.0 * 4096 * 4096, kv = 2 * q;
+  const cost::GroupPlacement cp2{2, 1, 2};
+  const double step_flops = 4.0 * 32 * 4096 * 4096 * 128 / 2;  // one ring step (causal half)
+  const int64_t step = std::llround(step_flops / (1000.0 * 1e12 * 0.25) * 1e9);
+  // all_gather: the whole K and V gathered before the two steps' work, not overlapped; gathered
+  // again in the backward and dK, dV reduce-scattered. The gathered K, V are workspace.
+  pl.parallel.cp_comm_type = CpCommType::kAllGather;
+  PlanCosts c = costs_of(pl);
+  const int64_t ag =
+      cost::collective_time_ns(pl.cluster, cost::CollectiveKind::kAllGather, 2 * kv, cp2);
+  const int64_t rs =
+      cost::collective_time_ns(pl.cluster, cost::CollectiveKind::kReduceScatter, 2 * kv, cp2);
+  EXPECT_GT(ag, 0);
+  EXPECT_EQ(c.dense.fwd.cost[Cat::kCp], ag);
+  EXPECT_EQ(c.dense.bwd.cost[Cat::kCp], ag + rs);
+  EXPECT_EQ(c.dense.attn_fwd.cost.total_ns(), 2 * step + ag);
+  EXPECT_EQ(c.dense.ws_fwd_bytes, std::llround(2 * kv));
+  // a2a (Ulysses): Q, K, V all-to-all'd before, the output after; the core runs once over the
+  // whole causal sequence with 16 heads: 4·16·8192²·128 / 2 FLOPs, the two ring steps' work.
+  pl.parallel.cp_comm_type = CpCommType::kA2a;
+  c = costs_of(pl);
+  auto a2a = [&](double bytes) {
+    return cost::collective_time_ns(pl.cluster, cost::CollectiveKind::kAllToAll, bytes, cp2);
+  };
+  const int64_t core =
+      std::llround(4.0 * 16 * 8192 * 8192 * 128 / 2 / (1000.0 * 1e12 * 0.25) * 1e9);
+  EXPECT_EQ(core, 2 * step);
+  EXPECT_EQ(c.dense.fwd.cost[Cat::kCp], a2a(q + kv) + a2a(q));
+  EXPECT_EQ(c.dense.bwd.cost[Cat::kCp], a2a(q) + a2a(q + kv));
+  EXPECT_EQ(c.dense.attn_fwd.cost.total_ns(), core + a2a(q + kv) + a2a(q));
+  EXPECT_EQ(c.dense.ws_fwd_bytes, 0);
+}
+
+TEST(LayerCosts, ContextParallelA2aP2pRingsOverTheSecondGroup) {
+  // cp 4 as [2, 2]: all-to-all over pairs, then a ring of 2 whose steps cover 4096 x 4096
+  // positions with 16 heads; K and V of those 4096 positions and 16 heads: 2·4096·2·2048 bytes.
+  Plan pl = plan(gpt(2, 4096, 32, 8192, 51200), testing::toy_cluster(), 1, 1, 1, 1, 1);
+  pl.parallel.cp = 4;
+  pl.parallel.cp_comm_type = CpCommType::kA2aP2p;
+  pl.parallel.hierarchical_context_parallel_sizes = {2, 2};
+  pl.cluster.intra_node.latency_us = 10000;  // the ring transfer outlasts its step
+  const PlanCosts c = costs_of(pl);
+  const double q = 2.0 * 2048 * 4096, kv = 2 * q;  // this GPU's 2048 positions
+  const cost::GroupPlacement pair{2, 1, 2};
+  auto a2a = [&](double bytes) {
+    return cost::collective_time_ns(pl.cluster, cost::CollectiveKind::kAllToAll, bytes, pair);
+  };
+  const int64_t step =
+      std::llround(4.0 * 16 * 4096 * 4096 * 128 / 2 / (1000.0 * 1e12 * 0.25) * 1e9);
+  const int64_t send = cost::p2p_time_ns(pl.cluster, 2.0 * 4096 * 2 * 2048, true);
+  EXPECT_EQ(2.0 * 4096 * 2 * 2048, kv);
+  EXPECT_GT(send, step);
+  EXPECT_EQ(c.dense.fwd.cost[Cat::kCp], a2a(q + kv) + a2a(q) + (send - step));
+  EXPECT_EQ(c.dense.attn_fwd.cost.total_ns(), 2 * step + a2a(q + kv) + a2a(q) + (send - step));
+}
+
+// Activation offloading: cpu_offloading offloads everything the layer keeps, fine-grained the
+// inputs of the named modules; each copy costs what the layer's own pass does not hide at the
+// host link's 0.5 B/ns.
+TEST(LayerCosts, ActivationOffloadingCopies) {
+  Plan pl = plan(gpt(2, 1024, 8, 1024, 128), testing::toy_cluster(), 1, 1, 1, 1, 1);
+  pl.cluster.host_link_gbps = 0.5;
+  PlanCosts c = costs_of(pl);
+  EXPECT_EQ(c.dense.offload_bytes, 0);
+  pl.training.cpu_offloading_num_layers = 1;
+  c = costs_of(pl);
+  const LayerCosts& l = c.dense;
+  EXPECT_EQ(l.offload_bytes, l.act_bytes);
+  const double copy_ns = static_cast<double>(l.act_bytes) / 0.5;
+  EXPECT_EQ(l.offload_fwd.cost.total_ns(), std::llround(copy_ns) - l.fwd.cost.total_ns());
+  EXPECT_EQ(l.offload_bwd.cost.total_ns(), std::llround(copy_ns) - l.bwd.cost.total_ns());
+  // Fine-grained core_attn (megatron-te: flash attention): Q, K and V, 3 · 2 · s·b·h bytes.
+  pl.training.cpu_offloading_num_layers = 0;
+  pl.training.fine_grained_activation_offloading = true;
+  pl.training.offload_modules = kOffloadCoreAttn;
+  c = costs_of(pl);
+  EXPECT_EQ(c.dense.offload_bytes, 3 * 2 * 1024 * 1024);
 }
 
 TEST(LayerCosts, MoeAllToAllsAndExpertGemms) {

@@ -134,6 +134,51 @@ TEST(Simulate, OptimizerCpuOffloadMovesStateAndStepToTheHost) {
   EXPECT_EQ(simulate(pl).per_stage[0].optimizer_bytes, 0);
 }
 
+// --cpu-offloading-num-layers N: the first N layers' activations leave the GPU between their
+// forward and backward, and each such layer's forward and backward take the copies' exposed time
+// (layer_costs_test works it out); pp 1, one micro-batch: the times add up.
+TEST(Simulate, CpuOffloadingMovesTheFirstLayersActivationsToTheHost) {
+  const int64_t s = 1024, b = 1, h = 1024, a = 8, L = 3, V = 128;
+  Plan pl = plan(gpt(L, h, a, s, V), toy_cluster(), 1, 1, 1, b, b);
+  pl.cluster.host_link_gbps = 0.5;  // slow enough that the copies show
+  const SimulationResult r0 = simulate(pl);
+  pl.training.cpu_offloading_num_layers = 1;
+  expect_valid(pl);
+  const SimulationResult r1 = simulate(pl);
+  pl.training.cpu_offloading_num_layers = 2;
+  const SimulationResult r2 = simulate(pl);
+  const int64_t layer = r0.per_stage[0].activations_bytes - r1.per_stage[0].activations_bytes;
+  EXPECT_GT(layer, 0);
+  EXPECT_EQ(r1.per_stage[0].activations_bytes - r2.per_stage[0].activations_bytes, layer);
+  const double per_layer = r1.iteration_time_s - r0.iteration_time_s;
+  EXPECT_GT(per_layer, 0);
+  EXPECT_NEAR(r2.iteration_time_s - r1.iteration_time_s, per_layer, 1e-9);
+}
+
+// overlap_p2p_comm: the interleaved schedule's transfers run beside the passes of the other
+// direction; no effect on 1F1B (Megatron turns it off there).
+TEST(Simulate, OverlapP2pCommHidesInterleavedTransfers) {
+  // Llama 3 8B on two DGX H100 nodes, tp 2 x pp 4 x dp 2: pipeline neighbours 1 and 2 sit on
+  // different nodes.
+  Plan pl = plan(load_model("llama3-8b"), load_cluster("dgx-h100"), 2, 4, 2, 1, 64);
+  pl.parallel.sequence_parallel = true;
+  const double one_f_one_b = simulate(pl).iteration_time_s;
+  pl.parallel.overlap_p2p_comm = true;
+  EXPECT_EQ(simulate(pl).iteration_time_s, one_f_one_b);
+  pl.parallel.vpp = 2;
+  pl.parallel.schedule = ScheduleKind::kInterleaved;
+  pl.parallel.overlap_p2p_comm = false;
+  expect_valid(pl);
+  const SimulationResult blocking = simulate(pl);
+  pl.parallel.overlap_p2p_comm = true;
+  expect_valid(pl);
+  const SimulationResult overlapped = simulate(pl);
+  EXPECT_LT(overlapped.iteration_time_s, blocking.iteration_time_s);
+  pl.parallel.overlap_p2p_comm_warmup_flush = true;
+  expect_valid(pl);
+  EXPECT_LT(simulate(pl).iteration_time_s, overlapped.iteration_time_s);
+}
+
 // Full recompute keeps 2sbh per layer (Table 2); during a backward one layer is recomputed.
 TEST(Simulate, FullRecomputeKeepsTheLayerInputs) {
   const int64_t s = 1024, b = 1, h = 1024, a = 8, L = 4, V = 128;

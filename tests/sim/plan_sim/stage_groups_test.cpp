@@ -38,7 +38,7 @@ TEST(StageGroups, MatchRankGridGroups) {
     const RankGrid g(p);
     std::vector<int64_t> scratch;
     for (int64_t st = 0; st < k.pp; ++st) {
-      const StageGroups s = stage_groups(g, k.gpn, st, scratch);
+      const StageGroups s = stage_groups(g, k.gpn, st, scratch, 1);
       const int r = g.rank_at(0, 0, 0, static_cast<int>(st));
       EXPECT_EQ(s.rank, r);
       expect_same(s.tp, of(g, GroupKind::kTp, r, k.gpn), "tp");
@@ -62,11 +62,11 @@ TEST(StageGroups, PipelineAcrossNodes) {
   const RankGrid g(p);
   std::vector<int64_t> scratch;
   // 8 GPUs per node: stages 0-1 on node 0, 2-3 on node 1.
-  EXPECT_TRUE(stage_groups(g, 8, 0, scratch).next_same_node);
-  EXPECT_FALSE(stage_groups(g, 8, 1, scratch).next_same_node);
-  EXPECT_FALSE(stage_groups(g, 8, 0, scratch).embedding_same_node);
-  EXPECT_FALSE(stage_groups(g, 8, 0, scratch).prev_same_node);  // stage 3 is on node 1
-  const StageGroups s = stage_groups(g, 8, 0, scratch);
+  EXPECT_TRUE(stage_groups(g, 8, 0, scratch, 1).next_same_node);
+  EXPECT_FALSE(stage_groups(g, 8, 1, scratch, 1).next_same_node);
+  EXPECT_FALSE(stage_groups(g, 8, 0, scratch, 1).embedding_same_node);
+  EXPECT_FALSE(stage_groups(g, 8, 0, scratch, 1).prev_same_node);  // stage 3 is on node 1
+  const StageGroups s = stage_groups(g, 8, 0, scratch, 1);
   EXPECT_EQ(s.model_parallel.nodes, 2);
   EXPECT_EQ(s.model_parallel.per_node, 8);
 }
@@ -93,10 +93,33 @@ TEST(StageGroups, UnevenPlacementKeepsTheMostAndTheFewest) {
   p.tp = 4, p.pp = 8, p.dp = 3, p.etp = 4;
   const RankGrid grid(p);
   std::vector<int64_t> scratch;
-  const StageGroups s = stage_groups(grid, 8, 0, scratch);
+  const StageGroups s = stage_groups(grid, 8, 0, scratch, 1);
   EXPECT_EQ(s.dp_cp, (cost::GroupPlacement{3, 2, 2, 1}));
   EXPECT_EQ(s.tp, (cost::GroupPlacement{4, 1, 4, 0}));
 }
 
 }  // namespace
+TEST(StageGroups, HierarchicalContextParallelGroups) {
+  // cp 8 as [4, 2] on 4-GPU nodes with tp 1: the all-to-all group is context-parallel ranks
+  // 0..3 (one node); the ring between groups joins ranks i and i + 4, on different nodes.
+  ParallelConfig p;
+  p.cp = 8;
+  p.cp_comm_type = CpCommType::kA2aP2p;
+  p.hierarchical_context_parallel_sizes = {4, 2};
+  const RankGrid g(p);
+  std::vector<int64_t> scratch;
+  const StageGroups s = stage_groups(g, 4, 0, scratch, cp_a2a_size(p));
+  EXPECT_EQ(cp_a2a_size(p), 4);
+  EXPECT_EQ(s.cp_a2a.size, 4);
+  EXPECT_EQ(s.cp_a2a.nodes, 1);
+  EXPECT_EQ(s.cp.nodes, 2);
+  EXPECT_FALSE(s.cp_outer_ring_same_node);
+  EXPECT_FALSE(s.cp_ring_same_node);
+  // On 8-GPU nodes everything shares one node.
+  const StageGroups t = stage_groups(g, 8, 0, scratch, cp_a2a_size(p));
+  EXPECT_TRUE(t.cp_outer_ring_same_node);
+  // No all-to-all: a group of one.
+  EXPECT_EQ(stage_groups(g, 8, 0, scratch, 1).cp_a2a.size, 1);
+}
+
 }  // namespace mplan::sim

@@ -116,6 +116,24 @@ TEST(ParallelConfig, RecomputeModulesRoundTrip) {
   EXPECT_EQ(error_of("{" + base + R"(, "recompute_modules": ["attention"]})"),
             "parallel.recompute_modules: must name modules among core_attn, moe_act, layernorm, "
             "mla_up_proj, mlp, moe, shared_experts; got \"attention\"");
+  ParallelConfig cp = d;
+  cp.cp = 4;
+  cp.cp_comm_type = CpCommType::kA2aP2p;
+  cp.hierarchical_context_parallel_sizes = {2, 2};
+  cp.overlap_p2p_comm = true;
+  cp.overlap_p2p_comm_warmup_flush = true;
+  const Json cj = parallel_to_json(cp);
+  EXPECT_EQ(cj.at("cp_comm_type"), "a2a+p2p");
+  EXPECT_EQ(parallel_from_json(cj, "parallel"), cp);
+  EXPECT_FALSE(parallel_to_json(d).contains("cp_comm_type"));
+  EXPECT_FALSE(parallel_to_json(d).contains("overlap_p2p_comm"));
+  EXPECT_EQ(cp_a2a_size(cp), 2);
+  EXPECT_EQ(cp_comm_type_from_string("allgather", "f"), CpCommType::kAllGather);
+  EXPECT_EQ(error_of("{" + base + R"(, "cp_comm_type": "ring"})"),
+            "parallel.cp_comm_type: must be one of p2p, all_gather, a2a, a2a+p2p; got \"ring\"");
+  EXPECT_EQ(error_of("{" + base + R"(, "hierarchical_context_parallel_sizes": [2]})"),
+            "parallel.hierarchical_context_parallel_sizes: must be a list of two sizes "
+            "[all-to-all, p2p], got [2]");
   EXPECT_EQ(error_of("{" + base + R"(, "recompute_modules": "mlp"})"),
             "parallel.recompute_modules: must be a list of module names (at most 16), got \"mlp\"");
 }

@@ -62,6 +62,30 @@ TEST(TrainingConfig, OptimizerCpuOffloadRoundTrips) {
             "training.optimizer_offload_fraction: must be <= 1, got 1.5");
 }
 
+TEST(TrainingConfig, ActivationOffloadingRoundTrips) {
+  const TrainingConfig d = training_from_json(parse_json("{}", "t"), "training");
+  EXPECT_EQ(d.cpu_offloading_num_layers, 0);
+  EXPECT_FALSE(d.fine_grained_activation_offloading);
+  EXPECT_EQ(d.offload_modules, 0u);
+  EXPECT_FALSE(training_to_json(d).contains("offload_modules"));
+  const TrainingConfig t = training_from_json(
+      parse_json(R"({"cpu_offloading_num_layers": 3, "fine_grained_activation_offloading": true,
+                     "offload_modules": ["attn_proj", "core_attn"],
+                     "overlap_cpu_optimizer_d2h_h2d": true})",
+                 "t"),
+      "training");
+  EXPECT_EQ(t.cpu_offloading_num_layers, 3);
+  EXPECT_EQ(t.offload_modules, kOffloadCoreAttn | kOffloadAttnProj);
+  EXPECT_EQ(offload_module_names(t.offload_modules),
+            (std::vector<std::string>{"core_attn", "attn_proj"}));
+  EXPECT_TRUE(t.overlap_cpu_optimizer_d2h_h2d);
+  EXPECT_EQ(training_from_json(training_to_json(t), "training"), t);
+  EXPECT_EQ(error_of(R"({"offload_modules": ["fused_group_mlp"]})").substr(0, 63),
+            "training.offload_modules: must name modules among attn_norm, qk");
+  EXPECT_EQ(error_of(R"({"cpu_offloading_num_layers": -1})"),
+            "training.cpu_offloading_num_layers: must be >= 0, got -1");
+}
+
 TEST(TrainingConfig, Rampup) {
   TrainingConfig t =
       training_from_json(parse_json(R"({"rampup_batch_size": [16, 8, 300000]})", "t"), "training");

@@ -423,6 +423,81 @@ TEST(Validate, TpCommOverlapNeedsSequenceParallelism) {
   EXPECT_EQ(all(validate(p)), "");
 }
 
+TEST(Validate, ContextParallelCommTypes) {
+  Plan p = base();  // llama3-8b: 32 heads, 8 query groups; tp 2
+  p.parallel.cp = 4;
+  p.parallel.dp = 1;
+  for (CpCommType c : {CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a}) {
+    p.parallel.cp_comm_type = c;
+    EXPECT_EQ(all(validate(p)), "") << to_string(c);
+  }
+  // Transformer Engine splits the 16 heads and 4 query groups of a tp rank over the cp ranks.
+  p.parallel.cp = 8;
+  expect_only(p, "parallel.cp_comm_type",
+              "The number of attention heads needs to be divisible by CP size!");
+  // a2a+p2p: the hierarchical sizes are required, their product is cp, and the all-to-all size
+  // splits the heads.
+  p.parallel.cp_comm_type = CpCommType::kA2aP2p;
+  expect_only(p, "parallel.hierarchical_context_parallel_sizes",
+              "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in cp comm");
+  p.parallel.hierarchical_context_parallel_sizes = {2, 2};
+  expect_only(p, "parallel.hierarchical_context_parallel_sizes",
+              "context_parallel_size must equal prod(hierarchical_context_parallel_sizes) (cp = "
+              "8, product = 4)");
+  p.parallel.hierarchical_context_parallel_sizes = {2, 4};
+  EXPECT_EQ(all(validate(p)), "");
+  p.parallel.hierarchical_context_parallel_sizes = {8, 1};
+  expect_only(p, "parallel.cp_comm_type", "needs to be divisible by CP size");
+}
+
+TEST(Validate, OverlapP2pWarmupFlushNeedsTheOverlap) {
+  Plan p = base();
+  p.parallel.vpp = 2;
+  p.parallel.schedule = ScheduleKind::kInterleaved;
+  p.parallel.overlap_p2p_comm_warmup_flush = true;
+  expect_only(p, "parallel.overlap_p2p_comm_warmup_flush",
+              "only compatible with overlap_p2p_comm but not batch_p2p_comm");
+  p.parallel.overlap_p2p_comm = true;
+  EXPECT_EQ(all(validate(p)), "");
+  // Megatron turns the overlap off for a schedule other than the interleaved one.
+  p.parallel.vpp = 1;
+  p.parallel.schedule = ScheduleKind::k1F1B;
+  expect_only(p, "parallel.overlap_p2p_comm_warmup_flush", "overlap_p2p_comm");
+}
+
+TEST(Validate, ActivationOffloadingRules) {
+  Plan p = base();  // 32 layers, pp 2
+  p.training.cpu_offloading_num_layers = 4;
+  expect_only(p, "training.cpu_offloading_num_layers",
+              "Currently there is no support for Pipeline parallelism with CPU offloading");
+  p.parallel.pp = 1;
+  p.parallel.dp = 8;
+  EXPECT_EQ(all(validate(p)), "");
+  p.training.cpu_offloading_num_layers = 32;
+  expect_only(p, "training.cpu_offloading_num_layers",
+              "CPU offloading can be done only for layers less than 32 (got 32)");
+  p.training.cpu_offloading_num_layers = 31;
+  p.parallel.recompute = Recompute::kSelective;
+  expect_only(p, "training.cpu_offloading_num_layers",
+              "CPU offloading does not work when activation recomputation is enabled");
+  p.parallel.recompute = Recompute::kNone;
+  p.training.fine_grained_activation_offloading = true;
+  p.training.offload_modules = kOffloadCoreAttn;
+  expect_only(p, "training.fine_grained_activation_offloading",
+              "fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
+  p.training.cpu_offloading_num_layers = 0;
+  EXPECT_EQ(all(validate(p)), "");
+  p.training.offload_modules = kOffloadAttnProj;
+  expect_only(p, "training.offload_modules",
+              "attn_proj cannot be set to offload_modules alone without core_attn");
+  p.training.offload_modules = 0;
+  expect_only(p, "training.offload_modules", "needs at least one module");
+  p.training.offload_modules = kOffloadCoreAttn;
+  p.training.implementation = Implementation::kMegatronLocal;
+  expect_only(p, "training.fine_grained_activation_offloading",
+              "only supported with transformer_engine implementation");
+}
+
 TEST(Validate, OptimizerCpuOffloadMegatronAccepts) {
   Plan p = base();
   p.training.optimizer_cpu_offload = true;

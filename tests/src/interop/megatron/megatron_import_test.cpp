@@ -354,12 +354,11 @@ TEST(MegatronImport, MoeWithoutGroupedGemmIsReported) {
   MegatronImport r = import_megatron(
       "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
       "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --num-experts 4 "
-      "--cp-comm-type a2a\n",
+      "\n",
       o);
   // Megatron-LM's default without --moe-grouped-gemm: one GEMM per local expert, costed so.
   ASSERT_TRUE(r.plan.model.moe.has_value());
   EXPECT_FALSE(r.plan.model.moe->moe_grouped_gemm);
-  EXPECT_TRUE(any_contains(r.warnings, "--cp-comm-type a2a: not modelled"));
 }
 
 // Megatron-LM's documented layouts: the DeepSeek-V3-style functional test's
@@ -564,6 +563,89 @@ TEST(MegatronImport, OptimizerCpuOffloadAndBack) {
   EXPECT_THAT(
       [&] { import_megatron(base + "--optimizer-offload-fraction 2\n", default_import()); },
       ThrowsMessage<Error>(HasSubstr("--optimizer-offload-fraction: must be between 0 and 1")));
+}
+
+TEST(MegatronImport, CpCommTypeAndBack) {
+  MegatronImportOptions o = default_import();
+  o.gpus = 4;
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 "
+      "--context-parallel-size 4 ";
+  MegatronImport r = import_megatron(
+      base + "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2\n", o);
+  EXPECT_EQ(r.plan.parallel.cp_comm_type, CpCommType::kA2aP2p);
+  EXPECT_EQ(r.plan.parallel.hierarchical_context_parallel_sizes, (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(validate(r.plan).empty());
+  const std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--cp-comm-type a2a+p2p"));
+  EXPECT_THAT(script, HasSubstr("--hierarchical-context-parallel-sizes 2 2"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  // One type per layer, all the same: read as that type; differing types are refused.
+  r = import_megatron(base + "--cp-comm-type allgather allgather\n", o);
+  EXPECT_EQ(r.plan.parallel.cp_comm_type, CpCommType::kAllGather);
+  EXPECT_THAT([&] { import_megatron(base + "--cp-comm-type p2p a2a\n", o); },
+              ThrowsMessage<Error>(HasSubstr("a type per layer is not modelled")));
+  EXPECT_THAT([&] { import_megatron(base + "--cp-comm-type ring\n", o); },
+              ThrowsMessage<Error>(HasSubstr("--cp-comm-type: must be one of p2p")));
+}
+
+TEST(MegatronImport, OverlapP2pCommAndBack) {
+  MegatronImportOptions o = default_import();
+  o.gpus = 2;
+  const std::string base =
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 "
+      "--global-batch-size 8 --pipeline-model-parallel-size 2 ";
+  // Megatron's default overlaps the interleaved schedule's transfers, and only those.
+  MegatronImport r = import_megatron(base + "--num-virtual-stages-per-pipeline-rank 2\n", o);
+  EXPECT_TRUE(r.plan.parallel.overlap_p2p_comm);
+  std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, Not(HasSubstr("overlap-p2p")));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  EXPECT_FALSE(import_megatron(base + "\n", o).plan.parallel.overlap_p2p_comm);
+  r = import_megatron(
+      base + "--num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication\n", o);
+  EXPECT_FALSE(r.plan.parallel.overlap_p2p_comm);
+  script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--no-overlap-p2p-communication"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  r = import_megatron(
+      base + "--num-virtual-stages-per-pipeline-rank 2 --overlap-p2p-communication-warmup-flush\n",
+      o);
+  EXPECT_TRUE(r.plan.parallel.overlap_p2p_comm_warmup_flush);
+  script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--overlap-p2p-communication-warmup-flush"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+}
+
+TEST(MegatronImport, ActivationOffloadingAndBack) {
+  const std::string base =
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 8 --seq-length 128 "
+      "--max-position-embeddings 128 --vocab-size 100 --micro-batch-size 1 --bf16 ";
+  MegatronImport r = import_megatron(base + "--cpu-offloading-num-layers 2\n", default_import());
+  EXPECT_EQ(r.plan.training.cpu_offloading_num_layers, 2);
+  std::string script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--cpu-offloading-num-layers 2"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  r = import_megatron(base +
+                          "--fine-grained-activation-offloading --offload-modules core_attn "
+                          "attn_proj\n",
+                      default_import());
+  EXPECT_TRUE(r.plan.training.fine_grained_activation_offloading);
+  EXPECT_EQ(r.plan.training.offload_modules, kOffloadCoreAttn | kOffloadAttnProj);
+  script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--fine-grained-activation-offloading"));
+  EXPECT_THAT(script, HasSubstr("--offload-modules core_attn attn_proj"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
+  r = import_megatron(base +
+                          "--use-precision-aware-optimizer --optimizer-cpu-offload "
+                          "--overlap-cpu-optimizer-d2h-h2d\n",
+                      default_import());
+  EXPECT_TRUE(r.plan.training.overlap_cpu_optimizer_d2h_h2d);
+  script = render_megatron_torchrun(megatron_launch_from_plan(r.plan), "t");
+  EXPECT_THAT(script, HasSubstr("--overlap-cpu-optimizer-d2h-h2d"));
+  EXPECT_TRUE(import_megatron(script, {}).plan == r.plan);
 }
 
 TEST(MegatronImport, TpCommOverlapAndBack) {
