@@ -106,22 +106,21 @@ Tensor GptBlocks::row_forward(Tensor x, int w, int b, const char* name) {
   return reduce_partial(ws_.partial, ws_.reduced);
 }
 
-void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor x, int w, int b, const char* name) {
+void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int b,
+                                const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
   if (b >= 0) {
     be_.bias_grad_accumulate(dy_shard, grad(b));
     op_done("bias_grad");
   }
-  Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);            // (s, b, h)
   be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
   op_done(name);
 }
 
-void GptBlocks::row_input_grad(Tensor dy_shard, int w, Tensor dx, const char* name) {
+void GptBlocks::row_input_grad(Tensor dy, int w, Tensor dx, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = dx.numel() / T;
-  Tensor dy = gather_sequence(dy_shard, ws_.d_gathered);          // (s, b, h)
   be_.gemm(gemm_args(false, false, T, k, h), dy, weight(w), dx);  // dx (T, k) = dy W
   op_done(name);
 }
@@ -305,15 +304,16 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   layer_ = r.layer;
   op_start();
   // d_res holds dL/d(output). MLP: out = x_mid + fc2(act(fc1(norm2(x_mid)))).
+  Tensor d_out = gather_sequence(d_res, ws_.d_gathered);  // (s, b, h), once for both GEMMs
   if (split) {
     be_.copy(dy.d_fc2, d_res);
     op_done("copy");
   } else {
-    row_weight_grad(d_res, w.fc1_act, p.fc2_w, p.fc2_b, "fc2_wgrad");
+    row_weight_grad(d_res, d_out, w.fc1_act, p.fc2_w, p.fc2_b, "fc2_wgrad");
     mark(sync, p.fc2_b);
     mark(sync, p.fc2_w);
   }
-  row_input_grad(d_res, p.fc2_w, ws_.d_h, "fc2_dgrad");
+  row_input_grad(d_out, p.fc2_w, ws_.d_h, "fc2_dgrad");
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
   activation_backward(m, p, d_pre, !split);
   if (!split) {
@@ -334,15 +334,16 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     mark(sync, p.ln2_w);
   }
   // Attention: x_mid = x + proj(attention(rope(qkv(norm1(x))))).
+  d_out = gather_sequence(d_res, ws_.d_gathered);
   if (split) {
     be_.copy(dy.d_proj, d_res);
     op_done("copy");
   } else {
-    row_weight_grad(d_res, w.ctx, p.proj_w, p.proj_b, "proj_wgrad");
+    row_weight_grad(d_res, d_out, w.ctx, p.proj_w, p.proj_b, "proj_wgrad");
     mark(sync, p.proj_b);
     mark(sync, p.proj_w);
   }
-  row_input_grad(d_res, p.proj_w, ws_.d_ctx, "proj_dgrad");
+  row_input_grad(d_out, p.proj_w, ws_.d_ctx, "proj_dgrad");
   Tensor ctx = w.ctx, lse = m.lse;
   if (lse.data == nullptr) {  // selective recompute: the attention core runs again
     set_recomputing(true);
@@ -383,7 +384,8 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   layer_ = r.layer;
   op_start();
-  row_weight_grad(dy.d_fc2, w.fc1_act, p.fc2_w, p.fc2_b, "fc2_wgrad");
+  row_weight_grad(dy.d_fc2, gather_sequence(dy.d_fc2, ws_.d_gathered), w.fc1_act, p.fc2_w, p.fc2_b,
+                  "fc2_wgrad");
   if (p.fc1_b >= 0) {
     be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
     op_done("bias_grad");
@@ -391,7 +393,8 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
   op_done("fc1_wgrad");
-  row_weight_grad(dy.d_proj, w.ctx, p.proj_w, p.proj_b, "proj_wgrad");
+  row_weight_grad(dy.d_proj, gather_sequence(dy.d_proj, ws_.d_gathered), w.ctx, p.proj_w, p.proj_b,
+                  "proj_wgrad");
   if (p.qkv_b >= 0) {
     be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
     op_done("bias_grad");

@@ -114,10 +114,11 @@ class GptBlocks {
   void attention_forward(const LayerMain& m, Tensor ctx, Tensor lse);
   void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
   void activation_backward(const LayerMain& m, const LayerParams& p, Tensor d_pre, bool bias_grad);
-  // Row-parallel weight gradients from the output gradient shard dy (s_l, b, h).
-  void row_weight_grad(Tensor dy_shard, Tensor x, int w, int b, const char* name);
-  // Row-parallel input gradient: dx = gather(dy) · W.
-  void row_input_grad(Tensor dy_shard, int w, Tensor dx, const char* name);
+  // Row-parallel weight gradients from the output gradient: its shard dy_shard (s_l, b, h) for
+  // the bias, the gathered dy (s, b, h; the shard itself without sequence parallelism).
+  void row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int b, const char* name);
+  // Row-parallel input gradient: dx = dy · W, dy gathered.
+  void row_input_grad(Tensor dy, int w, Tensor dx, const char* name);
   float attn_scale() const;
   template <class F>
   void traced(const char* what, F&& f);

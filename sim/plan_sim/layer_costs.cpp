@@ -278,10 +278,14 @@ void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name,
 
 // Backward of a row-parallel linear: all-gather of the output gradient with sequence
 // parallelism; input-gradient GEMM (tokens x in_width x h) into `b_pass`, weight-gradient GEMM
-// (in_width x h x tokens) into `w_pass`.
+// (in_width x h x tokens) into `w_pass`. `split` (zero-bubble's B and W): the executor keeps the
+// output gradient for W, a copy in B.
 void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
-                  const cost::GroupPlacement& tp) {
+                  const cost::GroupPlacement& tp, bool split) {
+  if (split && c.d.exec)
+    b_pass.add("copy", Cat::kCompute,
+               c.kern(MemKernel::kCopy, c.tokens_r(), c.dbl(c.d.h), 2 * c.x_bytes()));
   const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad);
   const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
   if (c.d.tp_overlap) {
@@ -298,32 +302,42 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 
 // Backward of a column-parallel linear, in three forms: `fused` (Megatron: the saved input's
 // all-gather overlaps the input-gradient GEMM, the input gradient's all-reduce / reduce-scatter
-// overlaps the weight-gradient GEMM) and split into `b_pass` / `w_pass` (zero-bubble: the
+// overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` / `w_pass` (zero-bubble: the
 // input-gradient collective is exposed in B; the input all-gather belongs to W).
-// `bias_grad`: the bias gradient is a kernel of its own (the executor's QKV; not GeLU's, which its
-// backward kernel computes).
+// The bias gradient of a column-parallel linear: in another kernel (Megatron's fused wgrad, or
+// none), a kernel of its own (the executor's QKV and SwiGLU FC1), or a kernel of its own only in
+// W (the executor's GeLU FC1: its activation backward computes it when B and W run together).
+enum class BiasGrad : uint8_t { kElsewhere, kKernel, kKernelInW };
+
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
                      const char* wgrad_name, const char* ag_name, const char* comm_name,
                      int64_t tokens, int64_t out_width, const cost::GroupPlacement& tp,
-                     bool bias_grad = false) {
+                     BiasGrad bias_grad = BiasGrad::kElsewhere) {
   const int64_t dgrad = c.gemm(tokens, c.d.h, out_width, GemmPass::kInputGrad);
   const int64_t wgrad = c.gemm(out_width, c.d.h, tokens, GemmPass::kWeightGrad);
   const int64_t ag =
       c.d.sp ? c.coll(CollectiveKind::kAllGather, c.ag_scale * c.full_x_bytes(), tp) : 0;
   const auto kind = c.d.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
   const int64_t comm = c.coll(kind, c.full_x_bytes(), tp);
-  fused.add(dgrad_name, Cat::kCompute, c.overlapped(dgrad, ag));
-  fused.add(ag_name, Cat::kTp, std::max<int64_t>(0, ag - dgrad), true);
-  fused.add(wgrad_name, Cat::kCompute, c.overlapped(wgrad, comm));
-  fused.add(comm_name, Cat::kTp, std::max<int64_t>(0, comm - wgrad), true);
+  if (c.d.exec) {  // the executor runs both collectives in line on the compute stream
+    fused.add(ag_name, Cat::kTp, ag, true);
+    fused.add(wgrad_name, Cat::kCompute, wgrad);
+    fused.add(dgrad_name, Cat::kCompute, dgrad);
+    fused.add(comm_name, Cat::kTp, comm, true);
+  } else {
+    fused.add(dgrad_name, Cat::kCompute, c.overlapped(dgrad, ag));
+    fused.add(ag_name, Cat::kTp, std::max<int64_t>(0, ag - dgrad), true);
+    fused.add(wgrad_name, Cat::kCompute, c.overlapped(wgrad, comm));
+    fused.add(comm_name, Cat::kTp, std::max<int64_t>(0, comm - wgrad), true);
+  }
   b_pass.add(dgrad_name, Cat::kCompute, dgrad);
   b_pass.add(comm_name, Cat::kTp, comm, true);
   w_pass.add(ag_name, Cat::kTp, ag, true);
   w_pass.add(wgrad_name, Cat::kCompute, wgrad);
-  if (bias_grad) {
+  if (bias_grad != BiasGrad::kElsewhere) {
     const int64_t ns = c.kern(MemKernel::kBiasGrad, c.dbl(tokens), c.dbl(out_width),
                               c.dbl(c.d.e) * c.dbl(tokens) * c.dbl(out_width));
-    fused.add("bias_grad", Cat::kCompute, ns);
+    if (bias_grad == BiasGrad::kKernel) fused.add("bias_grad", Cat::kCompute, ns);
     w_pass.add("bias_grad", Cat::kCompute, ns);
   }
 }
@@ -544,8 +558,9 @@ void mla_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPasses b
   bias_dropout_add_backward(c, bp.fused);
   bias_dropout_add_backward(c, bp.b);
   row_backward(c, bp.fused, bp.fused, "tp_all_gather", "proj_dgrad", "proj_wgrad", T, d.kv_w,
-               c.groups.tp);
-  row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", T, d.kv_w, c.groups.tp);
+               c.groups.tp, false);
+  row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", T, d.kv_w, c.groups.tp,
+               true);
   bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
   bp.add_b("cp_kv_exchange", Cat::kCp, at.cp_bwd, true);
   bp.add_b("rope_bwd", Cat::kCompute, c.mem(2.0 * e * c.dbl(T) * c.dbl((heads + 1) * d.rope_dim)));
@@ -603,9 +618,9 @@ void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPa
   bias_dropout_add_backward(c, bp.fused);
   bias_dropout_add_backward(c, bp.b);
   row_backward(c, bp.fused, bp.fused, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
-               c.groups.tp);
+               c.groups.tp, false);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
-               c.groups.tp);
+               c.groups.tp, true);
   bp.add_b("gqa_expand", Cat::kCompute, at.gqa_expand);
   bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
   bp.add_b("gqa_reduce", Cat::kCompute, at.gqa_reduce);
@@ -616,7 +631,7 @@ void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPa
                     2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
   column_backward(c, bp.fused, bp.b, bp.w, "qkv_dgrad", "qkv_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.q_w + 2 * d.kv_w,
-                  c.groups.tp, d.exec && d.bias);
+                  c.groups.tp, d.exec && d.bias ? BiasGrad::kKernel : BiasGrad::kElsewhere);
   norm_backward(c, bp.fused, "input_norm_bwd");
   norm_backward(c, bp.b, "input_norm_bwd");
 }
@@ -656,13 +671,15 @@ void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
   const PlanDims& d = c.d;
   const int64_t f_t = ffn / d.t;
   row_backward(c, bp.fused, bp.fused, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
-               c.groups.tp);
-  row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
-               c.groups.tp);
+               c.groups.tp, false);
+  row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t, c.groups.tp,
+               true);
   bp.add_b("activation_bwd", Cat::kCompute, activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t, c.groups.tp,
-                  d.exec && d.bias && d.gate == 2);
+                  !(d.exec && d.bias) ? BiasGrad::kElsewhere
+                  : d.gate == 2       ? BiasGrad::kKernel
+                                      : BiasGrad::kKernelInW);
 }
 
 // MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):
@@ -1047,9 +1064,16 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   x.fwd.add("cross_entropy", Cat::kCompute,
             c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
                    kCrossEntropyForwardBytesPerLogit * logits, d.exec ? 3 : 1));
-  // Three all-reduces of one fp32 value per token over tp: max, predicted logit, sum.
-  x.fwd.add("tp_all_reduce", Cat::kTp,
-            3 * c.coll(CollectiveKind::kAllReduce, 4.0 * c.dbl(d.tokens), c.groups.tp), true);
+  // Megatron: three all-reduces of one fp32 value per token over tp (max, predicted logit,
+  // sum). The executor: two (the max, then the sum of exponentials with the target's logit).
+  const int64_t ar = c.coll(CollectiveKind::kAllReduce, 4.0 * c.dbl(d.tokens), c.groups.tp);
+  if (d.exec) {
+    x.fwd.add("tp_all_reduce", Cat::kTp, ar, true);
+    x.fwd.add("tp_all_reduce", Cat::kTp,
+              c.coll(CollectiveKind::kAllReduce, 8.0 * c.dbl(d.tokens), c.groups.tp), true);
+  } else {
+    x.fwd.add("tp_all_reduce", Cat::kTp, 3 * ar, true);
+  }
   BackwardPasses bp{x.bwd, x.bwd_input, x.bwd_weight};
   if (!d.exec)
     bp.add_b("cross_entropy_bwd", Cat::kCompute,

@@ -271,7 +271,7 @@ TEST(ClusterSpec, CalibratedPresetsCarryTheirMeasurementsAndOutOfSampleResiduals
     const Validation* v = c.validation_for(Implementation::kMplan);
     ASSERT_NE(v, nullptr) << name;
     EXPECT_FALSE(v->in_sample) << name;
-    EXPECT_EQ(v->time_errors.size(), 15u) << name;
+    EXPECT_GE(v->time_errors.size(), 8u) << name;  // the accuracy runs of the same call
     EXPECT_EQ(c.gpu_for(Implementation::kMplan).runtime_overhead_gib, 3.36) << name;
   }
 }
