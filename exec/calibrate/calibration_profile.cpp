@@ -221,12 +221,27 @@ Json build_profile(const Json& base, const Measurements& m, const ProfileOptions
   }
 
   if (!m.memory_bound.empty()) {
+    // Each kind's curve at the default width (4096; the other kinds have one), and the row-wise
+    // kinds' curves at every width measured.
     std::map<std::string, std::vector<CurveSample>> kinds;
-    for (const MemoryBoundSample& s : m.memory_bound)
-      kinds[s.kind].push_back({s.bytes, s.bytes / (s.ms * 1e-3) / 1e9 / hbm_gbps});
+    std::map<std::string, std::map<int64_t, std::vector<CurveSample>>> widths;
+    for (const MemoryBoundSample& s : m.memory_bound) {
+      const CurveSample p{s.bytes, s.bytes / (s.ms * 1e-3) / 1e9 / hbm_gbps};
+      if (s.width == 0 || s.width == kDefaultMemoryWidth) kinds[s.kind].push_back(p);
+      if (s.width > 0) widths[s.kind][s.width].push_back(p);
+    }
     Json mk = Json::object();
     for (auto& [k, pts] : kinds) mk[k] = curve_json(median_by_x(pts), 4);
     gpu["memory_bound_kinds"] = mk;
+    Json mw = Json::object();
+    for (auto& [k, by_width] : widths) {
+      if (by_width.size() < 2) continue;  // one width: the kind's curve says it all
+      Json w = Json::object();
+      for (auto& [width, pts] : by_width)
+        w[std::to_string(width)] = curve_json(median_by_x(pts), 4);
+      mw[k] = w;
+    }
+    if (!mw.empty()) gpu["memory_bound_widths"] = mw;
     if (kinds.count("copy")) {
       const std::vector<CurveSample> c = median_by_x(kinds["copy"]);
       gpu["memory_bound_efficiency"] = round_to(c.back().y, 4);  // the largest copy

@@ -36,11 +36,13 @@ struct AttentionSample {
   AttentionShape shape;
   double fwd_ms = 0, bwd_ms = 0;
 };
+inline constexpr int64_t kDefaultMemoryWidth = 4096;  // the row width of every kind's curve
 struct MemoryBoundSample {
   std::string kind;   // a memory_bound_kinds key: "copy", "layernorm_forward", ...
   std::string shape;  // e.g. "8192x4096"
   double bytes = 0;   // fewest bytes the kernel must move
   double ms = 0;
+  int64_t width = 0;  // the row width of a row-wise kind (the norms; 0: any other kind)
 };
 struct OverheadSample {
   double kernel_min_us = 0;       // one tiny kernel alone between two events

@@ -117,6 +117,8 @@ CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec
                                        {1024, 2048, 4096, 8192}, {64, 128});
   s.memory_rows =
       quick ? std::vector<int64_t>{2048, 16384} : std::vector<int64_t>{512, 2048, 8192, 32768};
+  for (const ModelSpec& m : models)
+    if (m.hidden_size != 4096) push_unique(s.memory_widths, m.hidden_size);
   const double MiB = 1 << 20;
   s.nccl_bytes = quick ? std::vector<double>{8, MiB, 16 * MiB, 256 * MiB}
                        : std::vector<double>{8,        64 * 1024, MiB,       4 * MiB,
@@ -127,6 +129,7 @@ CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec
 }
 
 void add_plan_shapes(CalibrationSettings& s, const ModelSpec& model, int64_t mbs, int64_t tp) {
+  if (model.hidden_size != 4096) push_unique(s.memory_widths, model.hidden_size);
   for (const GemmShape& g : linear_gemm_shapes(model, mbs, tp)) push_unique(s.gemms, g);
   for (const AttentionShape& a : attention_shapes_for({model}, {mbs}, {tp}, {}, {}, {}, {}))
     push_unique(s.attention, a);

@@ -70,9 +70,12 @@ struct CalibrationSettings {
   std::vector<GemmShape> gemms;  // the models' linear GEMMs, then square ones
   std::vector<AttentionShape> attention;
   std::vector<int64_t> memory_rows;  // rows of the memory-bound kernels (4096 wide)
-  std::vector<double> nccl_bytes;    // nccl-tests sizes S (the first, 8 bytes, gives α)
-  int warmup = 2, reps = 7;          // per timed shape
-  double sustained_seconds = 10;     // the same GEMM back to back, for the clock under load
+  // Widths the row-wise kinds (the norms) are measured at besides 4096: the models' and plans'
+  // hidden sizes (a norm's rate depends on its row width, not only on its bytes).
+  std::vector<int64_t> memory_widths;
+  std::vector<double> nccl_bytes;  // nccl-tests sizes S (the first, 8 bytes, gives α)
+  int warmup = 2, reps = 7;        // per timed shape
+  double sustained_seconds = 10;   // the same GEMM back to back, for the clock under load
 };
 CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec>& models);
 

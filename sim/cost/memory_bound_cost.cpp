@@ -4,6 +4,8 @@
 // mem_kernel_bytes, so a measured size gives back its measured time).
 #include "sim/cost/memory_bound_cost.hpp"
 
+#include <cmath>
+
 #include "sim/cost/kernel_overhead.hpp"
 #include "sim/cost/time_ns.hpp"
 #include "src/common/error.hpp"
@@ -73,10 +75,27 @@ bool has_kind_rate(const GpuSpec& gpu, MemKernel k) {
   return !gpu.memory_bound_kinds[static_cast<size_t>(k)].empty();
 }
 
+namespace {
+
+// The kind's curve, or, measured at several widths, the one of the width nearest `width`.
+const Curve& kind_curve(const GpuSpec& gpu, MemKernel k, double width) {
+  const auto& by_width = gpu.memory_bound_widths[static_cast<size_t>(k)];
+  if (width <= 0 || by_width.empty()) return gpu.memory_bound_kinds[static_cast<size_t>(k)];
+  const Curve* best = nullptr;
+  double best_d = 0;
+  for (const auto& [w, c] : by_width) {
+    const double d = std::abs(std::log2(static_cast<double>(w) / width));
+    if (best == nullptr || d < best_d) best = &c, best_d = d;
+  }
+  return *best;
+}
+
+}  // namespace
+
 int64_t mem_kernel_time_ns(const GpuSpec& gpu, MemKernel k, double bytes, double legacy_bytes,
-                           int kernels) {
+                           int kernels, double width) {
   MPLAN_CHECK(bytes >= 0 && legacy_bytes >= 0, "bytes ", bytes, " legacy ", legacy_bytes);
-  const Curve& c = gpu.memory_bound_kinds[static_cast<size_t>(k)];
+  const Curve& c = kind_curve(gpu, k, width);
   double work_ns = 0;
   if (c.empty()) {
     if (legacy_bytes == 0) return 0;

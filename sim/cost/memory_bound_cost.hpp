@@ -32,10 +32,11 @@ double mem_kernel_bytes(MemKernel k, double rows, double cols, int64_t e);
 
 // Time of one kernel of kind `k` moving `bytes` (mem_kernel_bytes) in `kernels` launches: with
 // the kind's curve, bytes / (HBM · curve(bytes)); without it, `legacy_bytes` (the cost model's
-// pass count) / (HBM · memory_bound_efficiency). The profile's per-kernel costs apply
-// (sim/cost/kernel_overhead.hpp).
+// pass count) / (HBM · memory_bound_efficiency). A row-wise kind measured at several row widths
+// (GpuSpec::memory_bound_widths) takes the curve of the width nearest `width` in octaves (width
+// 0: the kind's curve). The profile's per-kernel costs apply (sim/cost/kernel_overhead.hpp).
 int64_t mem_kernel_time_ns(const GpuSpec& gpu, MemKernel k, double bytes, double legacy_bytes,
-                           int kernels = 1);
+                           int kernels = 1, double width = 0);
 // Whether the profile has a curve of its own for `k`.
 bool has_kind_rate(const GpuSpec& gpu, MemKernel k);
 

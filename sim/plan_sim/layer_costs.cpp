@@ -172,11 +172,12 @@ struct Ctx {
     if (bytes == 0) return 0;
     return cost::to_ns(cost::kernel_ns(gpu, cost::memory_bound_seconds(gpu, bytes) * 1e9, 1));
   }
-  // A memory-bound kernel of kind `k` on rows × cols elements: the kind's measured rate where
-  // the profile has one, else `legacy_bytes` (the pass count below) at memory_bound_efficiency.
+  // A memory-bound kernel of kind `k` on rows × cols elements: the kind's measured rate (at
+  // row width cols, where measured at several) where the profile has one, else `legacy_bytes`
+  // (the pass count below) at memory_bound_efficiency.
   int64_t kern(MemKernel k, double rows, double cols, double legacy_bytes, int kernels = 1) const {
     return cost::mem_kernel_time_ns(gpu, k, cost::mem_kernel_bytes(k, rows, cols, d.e),
-                                    legacy_bytes, kernels);
+                                    legacy_bytes, kernels, cols);
   }
   MemKernel norm_kind(bool backward) const {
     if (d.rmsnorm) return backward ? MemKernel::kRmsNormBackward : MemKernel::kRmsNormForward;
@@ -302,11 +303,12 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 
 // Backward of a column-parallel linear, in three forms: `fused` (Megatron: the saved input's
 // all-gather overlaps the input-gradient GEMM, the input gradient's all-reduce / reduce-scatter
-// overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` / `w_pass` (zero-bubble: the
-// input-gradient collective is exposed in B; the input all-gather belongs to W).
-// The bias gradient of a column-parallel linear: in another kernel (Megatron's fused wgrad, or
-// none), a kernel of its own (the executor's QKV and SwiGLU FC1), or a kernel of its own only in
-// W (the executor's GeLU FC1: its activation backward computes it when B and W run together).
+// overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` /
+// `w_pass` (zero-bubble: the input-gradient collective is exposed in B; the input all-gather
+// belongs to W). The bias gradient of a column-parallel linear: in another kernel (Megatron's fused
+// wgrad, or none), a kernel of its own (the executor's QKV and SwiGLU FC1), or a kernel of its own
+// only in W (the executor's GeLU FC1: its activation backward computes it when B and W run
+// together).
 enum class BiasGrad : uint8_t { kElsewhere, kKernel, kKernelInW };
 
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,

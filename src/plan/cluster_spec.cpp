@@ -3,6 +3,10 @@
 // as the keys that differ from the base.
 #include "src/plan/cluster_spec.hpp"
 
+#include <algorithm>
+
+#include <charconv>
+
 #include <cmath>
 
 #include "src/common/embedded_configs.hpp"
@@ -415,6 +419,11 @@ Json gpu_to_json(const GpuSpec& gpu) {
       kinds[to_string(static_cast<MemKernel>(i))] =
           curve_to_json(gpu.memory_bound_kinds[static_cast<size_t>(i)]);
   if (!kinds.empty()) g["memory_bound_kinds"] = kinds;
+  Json widths = Json::object();
+  for (int i = 0; i < kNumMemKernels; ++i)
+    for (const auto& [w, c] : gpu.memory_bound_widths[static_cast<size_t>(i)])
+      widths[to_string(static_cast<MemKernel>(i))][std::to_string(w)] = curve_to_json(c);
+  if (!widths.empty()) g["memory_bound_widths"] = widths;
   if (gpu.kernel_overhead_us > 0) g["kernel_overhead_us"] = gpu.kernel_overhead_us;
   if (gpu.kernel_min_us > 0) g["kernel_min_us"] = gpu.kernel_min_us;
   if (gpu.host_overhead_us > 0) g["host_overhead_us"] = gpu.host_overhead_us;
@@ -424,6 +433,36 @@ Json gpu_to_json(const GpuSpec& gpu) {
   if (gpu.compute_capability > 0) g["compute_capability"] = gpu.compute_capability;
   return g;
 }
+
+namespace {
+
+// "memory_bound_widths": {kind: {"<width>": curve, ...}, ...}, widths positive integers.
+void memory_bound_widths_from_json(const JsonObject& g, GpuSpec& gpu) {
+  JsonObject k = g.get_object("memory_bound_widths");
+  for (int i = 0; i < kNumMemKernels; ++i) {
+    const std::string kind = to_string(static_cast<MemKernel>(i));
+    if (!k.has(kind)) continue;
+    JsonObject w = k.get_object(kind);
+    auto& out = gpu.memory_bound_widths[static_cast<size_t>(i)];
+    for (const auto& [key, value] : k.raw(kind).items()) {
+      (void)value;
+      int64_t width = 0;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), width);
+      if (ec != std::errc() || end != key.data() + key.size() || width < 1 || width > (1 << 24))
+        throw Error(
+            cat(w.field(key), ": the key must be a row width in [1, 2^24], got \"", key, "\""));
+      Curve c = curve_from_json(w, key, kMemKindY);
+      if (c.empty()) throw Error(cat(w.field(key), ": must have at least one point"));
+      out.emplace_back(width, std::move(c));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    w.finish();
+  }
+  k.finish();
+}
+
+}  // namespace
 
 GpuSpec gpu_from_json(const Json& j, const std::string& path) {
   JsonObject g(j, path);
@@ -449,6 +488,7 @@ GpuSpec gpu_from_json(const Json& j, const std::string& path) {
           curve_from_json(k, to_string(static_cast<MemKernel>(i)), kMemKindY);
     k.finish();
   }
+  if (g.has("memory_bound_widths")) memory_bound_widths_from_json(g, gpu);
   gpu.kernel_overhead_us = g.get_number("kernel_overhead_us", 0.0, kLatencyUs);
   gpu.kernel_min_us = g.get_number("kernel_min_us", 0.0, kLatencyUs);
   gpu.host_overhead_us = g.get_number("host_overhead_us", 0.0, kLatencyUs);

@@ -102,6 +102,10 @@ struct GpuSpec {
   // Achieved fraction of hbm bandwidth per kernel kind, as a curve over the bytes the kind moves;
   // an empty curve: memory_bound_efficiency over the cost model's pass counts.
   std::array<Curve, kNumMemKernels> memory_bound_kinds{};
+  // Row-wise kinds (the norms) measured at several row widths: (width, curve) pairs in
+  // increasing width; a kernel takes the curve of the width nearest its own (in octaves). Empty:
+  // memory_bound_kinds alone.
+  std::array<std::vector<std::pair<int64_t, Curve>>, kNumMemKernels> memory_bound_widths{};
   double kernel_overhead_us = 0;  // the least time of a kernel in a stream (a tiny kernel
                                   // back to back; sim/cost/kernel_overhead.hpp)
   double kernel_min_us = 0;       // a tiny kernel alone between two events (recorded only)

@@ -224,12 +224,36 @@ void measure_attention(CudaBackend& g, Timer& timer, const CalibrationSettings& 
 
 // ---- memory-bound kernels ----------------------------------------------------------------------
 
+// The four norms (LayerNorm and RMSNorm, forward and backward) over rows x h: row-wise kernels
+// whose rate depends on the row width, so each sample carries it.
+void measure_norms(CudaBackend& g, Timer& timer, int64_t rows, int64_t h, Measurements& m) {
+  const DType bf = DType::kBF16;
+  const double e = 2.0, rh = static_cast<double>(rows * h);
+  const std::string shape = cat(rows, "x", h);
+  Tensor x = rand(g, bf, {rows, h}, 81, -3, 3), y = g.alloc(bf, {rows, h}, "calibrate");
+  Tensor dy = rand(g, bf, {rows, h}, 82), dx = g.alloc(bf, {rows, h}, "calibrate");
+  Tensor gamma = rand(g, bf, {h}, 83, 0.5f, 1.5f), beta = rand(g, bf, {h}, 84);
+  Tensor mean = g.alloc(DType::kF32, {rows}, "calibrate");
+  Tensor rstd = g.alloc(DType::kF32, {rows}, "calibrate");
+  Tensor dg = rand(g, DType::kF32, {h}, 85), db = rand(g, DType::kF32, {h}, 86);
+  auto add = [&](const char* kind, double bytes, const std::function<void()>& fn) {
+    m.memory_bound.push_back({kind, shape, bytes, timer.median_ms(fn, cat(kind, " ", shape)), h});
+  };
+  add("layernorm_forward", 2 * rh * e,
+      [&] { g.layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); });
+  add("layernorm_backward", 3 * rh * e,
+      [&] { g.layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db); });
+  add("rmsnorm_forward", 2 * rh * e, [&] { g.rmsnorm_forward(x, gamma, 1e-5f, y, rstd); });
+  add("rmsnorm_backward", 3 * rh * e, [&] { g.rmsnorm_backward(dy, x, gamma, rstd, dx, dg); });
+  for (Tensor* t : {&x, &y, &dy, &dx, &gamma, &beta, &mean, &rstd, &dg, &db}) g.release(*t);
+}
+
 void measure_memory_bound(CudaBackend& g, Timer& timer, const CalibrationSettings& s,
                           Measurements& m, std::ostream& log) {
   const auto t0 = Clock::now();
   const DType bf = DType::kBF16;
   const double e = 2.0;
-  const int64_t h = 4096;
+  const int64_t h = kDefaultMemoryWidth;
   for (const int64_t rows : s.memory_rows) {
     const int64_t n = rows * h;
     const double rh = static_cast<double>(n);
@@ -251,18 +275,7 @@ void measure_memory_bound(CudaBackend& g, Timer& timer, const CalibrationSetting
           "add", 3 * rh * e, [&] { g.add(y, x, dy); }, shape);
       add(
           "fill", rh * e, [&] { g.fill(y, 0.5f); }, shape);
-      add(
-          "layernorm_forward", 2 * rh * e,
-          [&] { g.layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, shape);
-      add(
-          "layernorm_backward", 3 * rh * e,
-          [&] { g.layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db); }, shape);
-      add(
-          "rmsnorm_forward", 2 * rh * e, [&] { g.rmsnorm_forward(x, gamma, 1e-5f, y, rstd); },
-          shape);
-      add(
-          "rmsnorm_backward", 3 * rh * e, [&] { g.rmsnorm_backward(dy, x, gamma, rstd, dx, dg); },
-          shape);
+      measure_norms(g, timer, rows, h, m);
       add(
           "gelu_forward", 2 * rh * e, [&] { g.gelu_forward(x, y); }, shape);
       add(
@@ -350,6 +363,9 @@ void measure_memory_bound(CudaBackend& g, Timer& timer, const CalibrationSetting
       for (Tensor* t : {&p, &gr, &mm, &v, &pa, &one}) g.release(*t);
     }
   }
+  // The norms at the models' other widths, over the same byte range.
+  for (const int64_t w : s.memory_widths)
+    for (const int64_t rows : s.memory_rows) measure_norms(g, timer, rows * h / w, w, m);
   log << "  memory-bound kernels: " << m.memory_bound.size() << " timings in " << seconds_since(t0)
       << " s\n"
       << std::flush;

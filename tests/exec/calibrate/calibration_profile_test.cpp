@@ -9,6 +9,7 @@
 
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
+#include "src/plan/cluster_spec.hpp"
 
 namespace mplan::exec::calibrate {
 namespace {
@@ -74,6 +75,27 @@ TEST(CalibrationProfile, MeasuredFieldsReplacedTheRestKept) {
   ASSERT_EQ(c["gemm"].size(), 2u);
   EXPECT_NEAR(c["gemm"][0]["efficiency"].get<double>(), 0.75, 1e-12);
   EXPECT_NE(summary_table(p).find("skipped"), std::string::npos);
+}
+
+// A norm measured at the default width (4096) and at a model's (2048): the kind's curve is the
+// default width's; memory_bound_widths has both. A kind at one width has no entry there.
+TEST(CalibrationProfile, RowWiseKindsAtEveryWidthMeasured) {
+  Measurements m = one_gpu();
+  m.memory_bound.push_back({"rmsnorm_forward", "a", 1e8, 1e8 / (0.4 * kHbm) * 1e3, 4096});
+  m.memory_bound.push_back({"rmsnorm_forward", "b", 1e8, 1e8 / (0.6 * kHbm) * 1e3, 2048});
+  m.memory_bound.push_back({"rmsnorm_backward", "c", 1e8, 1e8 / (0.5 * kHbm) * 1e3, 4096});
+  const Json p = build_profile(h200(), m, {"h200-test", "dgx-h200", true});
+  const Json& g = p["gpu"];
+  EXPECT_EQ(g["memory_bound_kinds"]["rmsnorm_forward"], Json::parse("[[1e8, 0.4]]"));
+  EXPECT_EQ(g["memory_bound_widths"]["rmsnorm_forward"],
+            Json::parse(R"({"2048": [[1e8, 0.6]], "4096": [[1e8, 0.4]]})"));
+  EXPECT_FALSE(g["memory_bound_widths"].contains("rmsnorm_backward"));
+  // The simulator reads both back, in increasing width.
+  const mplan::ClusterSpec c = mplan::cluster_from_json(p, "profile");
+  const auto& w = c.gpu.memory_bound_widths[static_cast<size_t>(mplan::MemKernel::kRmsNormForward)];
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].first, 2048);
+  EXPECT_EQ(w[1].first, 4096);
 }
 
 TEST(CalibrationProfile, SustainedFactorScalesComputeUnlessAsked) {

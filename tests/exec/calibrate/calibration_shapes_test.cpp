@@ -63,6 +63,12 @@ TEST(CalibrationShapes, SettingsRepeatNoShapeAndQuickIsSmaller) {
       EXPECT_FALSE(full.gemms[i] == full.gemms[j]) << i << " " << j;
   EXPECT_EQ(quick.nccl_bytes.front(), 8.0);
   EXPECT_THROW(calibration_settings(true, {}), Error);
+  // The norms at the models' hidden sizes besides 4096 (both models: 2048), once.
+  EXPECT_EQ(full.memory_widths, std::vector<int64_t>{2048});
+  CalibrationSettings s = calibration_settings(true, {load_model("llama3-8b")});  // 4096
+  EXPECT_TRUE(s.memory_widths.empty());
+  add_plan_shapes(s, load_model("gpt3-1.3b"), 1, 1);
+  EXPECT_EQ(s.memory_widths, std::vector<int64_t>{2048});
 }
 
 TEST(CalibrationShapes, APlansOwnShapesAreAddedOnce) {

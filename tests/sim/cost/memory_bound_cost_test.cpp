@@ -61,5 +61,24 @@ TEST(MemoryBoundCost, KindCurveReplacesTheSingleEfficiency) {
   EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kLayerNormForward, 0, 0), 0);
 }
 
+// A row-wise kind measured at several widths takes the curve of the width nearest its own, in
+// octaves; width 0 (or a kind measured at one width) takes the kind's curve.
+TEST(MemoryBoundCost, RowWiseKindsTakeTheNearestWidthsCurve) {
+  GpuSpec g = testing::round_gpu();
+  const auto k = MemKernel::kRmsNormForward;
+  g.memory_bound_kinds[static_cast<size_t>(k)] = {{1e6, 0.4}};
+  g.memory_bound_widths[static_cast<size_t>(k)] = {{2048, {{1e6, 0.6}}}, {4096, {{1e6, 0.4}}}};
+  const double hbm = g.hbm_bandwidth_gbps * 1e9;
+  auto ns_at = [&](double frac) { return std::llround(1e8 / (hbm * frac) * 1e9); };
+  EXPECT_EQ(mem_kernel_time_ns(g, k, 1e8, 0, 1, 2048), ns_at(0.6));
+  EXPECT_EQ(mem_kernel_time_ns(g, k, 1e8, 0, 1, 1536), ns_at(0.6));  // 0.42 octaves from 2048
+  EXPECT_EQ(mem_kernel_time_ns(g, k, 1e8, 0, 1, 2800), ns_at(0.6));  // 0.45 from 2048, 0.55 ...
+  EXPECT_EQ(mem_kernel_time_ns(g, k, 1e8, 0, 1, 3000), ns_at(0.4));  // ... 0.55 from 2048
+  EXPECT_EQ(mem_kernel_time_ns(g, k, 1e8, 0, 1, 16384), ns_at(0.4));
+  EXPECT_EQ(mem_kernel_time_ns(g, k, 1e8, 0, 1, 0), ns_at(0.4));
+  EXPECT_EQ(mem_kernel_time_ns(g, MemKernel::kRmsNormBackward, 1e8, 1e8, 1, 2048),
+            mem_kernel_time_ns(g, MemKernel::kRmsNormBackward, 1e8, 1e8, 1, 0));
+}
+
 }  // namespace
 }  // namespace mplan::cost

@@ -259,6 +259,28 @@ TEST(ClusterSpec, PresetsHaveNoRefinementsSoTheirPredictionsStay) {
   }
 }
 
+// memory_bound_widths: read in increasing width, written back the same; a key that is not a width
+// is named.
+TEST(ClusterSpec, MemoryBoundWidthsRoundTripAndBadWidthsAreNamed) {
+  Json j = cluster_json();
+  j["gpu"]["memory_bound_widths"] = Json::parse(
+      R"({"layernorm_forward": {"4096": [[1e6, 0.4]], "2048": [[1e6, 0.6], [1e8, 0.7]]}})");
+  const ClusterSpec c = cluster_from_json(j, "cluster");
+  const auto& w = c.gpu.memory_bound_widths[static_cast<size_t>(MemKernel::kLayerNormForward)];
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].first, 2048);
+  EXPECT_EQ(w[0].second.size(), 2u);
+  EXPECT_EQ(w[1].first, 4096);
+  const Json back = cluster_to_json(c)["gpu"]["memory_bound_widths"]["layernorm_forward"];
+  for (const char* width : {"2048", "4096"})
+    EXPECT_EQ(back[width], j["gpu"]["memory_bound_widths"]["layernorm_forward"][width]) << width;
+  j["gpu"]["memory_bound_widths"]["layernorm_forward"]["wide"] = Json::parse("[[1e6, 0.5]]");
+  EXPECT_EQ(error_of(j),
+            "cluster.gpu.memory_bound_widths.layernorm_forward.wide: the key must be a row width "
+            "in [1, 2^24], got \"wide\"");
+  EXPECT_EQ(cluster_from_json(cluster_to_json(c), "cluster"), c);
+}
+
 TEST(ClusterSpec, CalibratedPresetsCarryTheirMeasurementsAndOutOfSampleResiduals) {
   for (const char* name : {"h200-calibrated", "h100-calibrated"}) {
     const ClusterSpec c = load_cluster(name);
