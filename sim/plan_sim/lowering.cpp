@@ -288,7 +288,9 @@ class Builder {
   void keep_other_transfers(bool fwd) {
     size_t n = 0;
     for (OpId d : L_.pending) {
-      const uint8_t k = static_cast<size_t>(d) < L_.p2p_kind.size() ? L_.p2p_kind[d] : kP2pNone;
+      const uint8_t k = static_cast<size_t>(d) < L_.p2p_kind.size()
+                            ? L_.p2p_kind[d]
+                            : static_cast<uint8_t>(kP2pNone);
       const bool own = fwd ? (k == kP2pRecvFwd || (k == kP2pSendFwd && !overlap_sends_))
                            : (k == kP2pRecvBwd || (k == kP2pSendBwd && !overlap_sends_));
       if (k == kP2pNone || own)
