@@ -265,10 +265,7 @@ void measure_memory_bound(CudaBackend& g, Timer& timer, const CalibrationSetting
     {
       Tensor x = rand(g, bf, {rows, h}, 31, -3, 3), y = g.alloc(bf, {rows, h}, "calibrate");
       Tensor dy = rand(g, bf, {rows, h}, 32), dx = g.alloc(bf, {rows, h}, "calibrate");
-      Tensor gamma = rand(g, bf, {h}, 33, 0.5f, 1.5f), beta = rand(g, bf, {h}, 34);
-      Tensor mean = g.alloc(DType::kF32, {rows}, "calibrate");
-      Tensor rstd = g.alloc(DType::kF32, {rows}, "calibrate");
-      Tensor dg = rand(g, DType::kF32, {h}, 35), db = rand(g, DType::kF32, {h}, 36);
+      Tensor db = rand(g, DType::kF32, {h}, 36);
       add(
           "copy", 2 * rh * e, [&] { g.copy(y, x); }, shape);
       add(
@@ -282,7 +279,7 @@ void measure_memory_bound(CudaBackend& g, Timer& timer, const CalibrationSetting
           "gelu_backward", 3 * rh * e, [&] { g.gelu_backward(dy, x, dx); }, shape);
       add(
           "bias_grad", rh * e, [&] { g.bias_grad_accumulate(dy, db); }, shape);
-      for (Tensor* t : {&x, &y, &dy, &dx, &gamma, &beta, &mean, &rstd, &dg, &db}) g.release(*t);
+      for (Tensor* t : {&x, &y, &dy, &dx, &db}) g.release(*t);
     }
     {
       // SwiGLU over an FFN width of h: x (rows, 2h) -> y (rows, h).
