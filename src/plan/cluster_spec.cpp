@@ -4,9 +4,7 @@
 #include "src/plan/cluster_spec.hpp"
 
 #include <algorithm>
-
 #include <charconv>
-
 #include <cmath>
 
 #include "src/common/embedded_configs.hpp"
