@@ -188,18 +188,29 @@ void read_virtual_stages(const Row& r, In& s) {
   p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
 }
 
+// The words of an argument's values, each known here (not a shell expansion left unresolved);
+// `what` names them in the error ("module names", "a type").
+std::vector<std::string> known_words(const Row& r, const ArgOccurrence& a, const char* what) {
+  std::vector<std::string> words;
+  for (const ShellField& v : a.values) {
+    if (!v.resolved())
+      throw Error(cat(r.name, ": needs ", what, " known here, got '", v.text, "'"));
+    words.push_back(v.text);
+  }
+  return words;
+}
+
 // --cp-comm-type: one type for every layer, or one per layer (Megatron); mplan takes one type,
 // so a per-layer list must name the same type throughout.
 void read_cp_comm_type(const Row& r, In& s) {
   const ArgOccurrence* a = s.args.get(r.name);
   if (!a || a->values.empty()) return;
-  for (const ShellField& v : a->values) {
-    if (!v.resolved()) throw Error(cat(r.name, ": needs a type known here, got '", v.text, "'"));
-    if (v.text != a->values.front().text)
+  const std::vector<std::string> types = known_words(r, *a, "a type");
+  for (const std::string& t : types)
+    if (t != types.front())
       throw Error(cat(r.name, " ", MegatronArgList::text_of(a->values),
                       ": a type per layer is not modelled; mplan takes one type for every layer"));
-  }
-  s.parallel.cp_comm_type = cp_comm_type_from_string(a->values.front().text, std::string(r.name));
+  s.parallel.cp_comm_type = cp_comm_type_from_string(types.front(), std::string(r.name));
 }
 
 // --hierarchical-context-parallel-sizes (nargs '+'): the all-to-all and p2p sizes of a2a+p2p.
@@ -1477,12 +1488,7 @@ const std::vector<Row>& table() {
        [](const Row& r, In& s) {
          const ArgOccurrence* a = s.args.get(r.name);
          if (!a) return;
-         std::vector<std::string> names;
-         for (const ShellField& v : a->values) {
-           if (!v.resolved())
-             throw Error(cat(r.name, ": needs module names known here, got '", v.text, "'"));
-           names.push_back(v.text);
-         }
+         const std::vector<std::string> names = known_words(r, *a, "module names");
          s.parallel.recompute_modules = recompute_modules_from_names(names, std::string(r.name));
          if (s.parallel.recompute != Recompute::kSelective)
            s.warnings.push_back(cat(r.name, " ", MegatronArgList::text_of(a->values),
@@ -1542,12 +1548,7 @@ const std::vector<Row>& table() {
        [](const Row& r, In& s) {
          const ArgOccurrence* a = s.args.get(r.name);
          if (!a) return;
-         std::vector<std::string> names;
-         for (const ShellField& v : a->values) {
-           if (!v.resolved())
-             throw Error(cat(r.name, ": needs module names known here, got '", v.text, "'"));
-           names.push_back(v.text);
-         }
+         const std::vector<std::string> names = known_words(r, *a, "module names");
          s.training.offload_modules = offload_modules_from_names(names, std::string(r.name));
        },
        [](const Row& r, Out& o) {
