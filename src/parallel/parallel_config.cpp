@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "src/common/bit_names.hpp"
 #include "src/common/error.hpp"
 
 namespace mplan {
@@ -80,26 +81,12 @@ constexpr const char* kRecomputeModuleNames[kNumRecomputeModules] = {
 }  // namespace
 
 std::vector<std::string> recompute_module_names(uint32_t bits) {
-  std::vector<std::string> out;
-  for (uint32_t i = 0; i < kNumRecomputeModules; ++i)
-    if (bits & (1u << i)) out.push_back(kRecomputeModuleNames[i]);
-  return out;
+  return names_of_bits(kRecomputeModuleNames, bits);
 }
 
 uint32_t recompute_modules_from_names(const std::vector<std::string>& names,
                                       const std::string& field) {
-  uint32_t bits = 0;
-  for (const std::string& n : names) {
-    uint32_t i = 0;
-    while (i < kNumRecomputeModules && n != kRecomputeModuleNames[i]) ++i;
-    if (i == kNumRecomputeModules)
-      throw Error(cat(field,
-                      ": must name modules among core_attn, moe_act, layernorm, mla_up_proj, mlp, "
-                      "moe, shared_experts; got \"",
-                      n, "\""));
-    bits |= 1u << i;
-  }
-  return bits;
+  return bits_of_names(kRecomputeModuleNames, names, field);
 }
 
 const char* to_string(CpCommType c) {

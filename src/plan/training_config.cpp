@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "src/common/bit_names.hpp"
 #include "src/common/error.hpp"
 
 namespace mplan {
@@ -15,28 +16,14 @@ constexpr const char* kOffloadModuleNames[kNumOffloadModules] = {
 }  // namespace
 
 std::vector<std::string> offload_module_names(uint32_t bits) {
-  std::vector<std::string> out;
-  for (uint32_t i = 0; i < kNumOffloadModules; ++i)
-    if (bits & (1u << i)) out.push_back(kOffloadModuleNames[i]);
-  return out;
+  return names_of_bits(kOffloadModuleNames, bits);
 }
 
 uint32_t offload_modules_from_names(const std::vector<std::string>& names,
                                     const std::string& field) {
-  uint32_t bits = 0;
-  for (const std::string& n : names) {
-    uint32_t i = 0;
-    while (i < kNumOffloadModules && n != kOffloadModuleNames[i]) ++i;
-    if (i == kNumOffloadModules)
-      throw Error(cat(field,
-                      ": must name modules among attn_norm, qkv_linear, core_attn, attn_proj, "
-                      "mlp_norm, expert_fc1, moe_act (fused_group_mlp needs "
-                      "--use-transformer-engine-op-fuser and gdp_qkv GatedDeltaProduct layers, "
-                      "neither of which mplan models); got \"",
-                      n, "\""));
-    bits |= 1u << i;
-  }
-  return bits;
+  return bits_of_names(kOffloadModuleNames, names, field,
+                       " (fused_group_mlp needs --use-transformer-engine-op-fuser and gdp_qkv "
+                       "GatedDeltaProduct layers, neither of which mplan models)");
 }
 
 const char* to_string(LrDecayStyle s) {
