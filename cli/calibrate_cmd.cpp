@@ -39,6 +39,7 @@ struct CalibrateOptions {
   std::vector<std::string> plans;
   bool quick = false;
   bool no_sustained_scale = false;
+  double heat_ms = 50;
 };
 
 #ifdef MPLAN_HAVE_GPU
@@ -61,6 +62,7 @@ Setup check_setup(const CalibrateOptions& o, const ProcessIdentity& id) {
                    : std::vector<std::string>{"gpt3-1.3b", "llama3.2-1b", "llama3-8b"};
   for (const std::string& r : refs) s.models.push_back(load_model(r, "--model"));
   s.settings = calibration_settings(o.quick, s.models);
+  s.settings.heat_ms = o.heat_ms;
   for (const std::string& path : o.plans) {
     const Plan plan = load_plan(path);
     add_plan_shapes(s.settings, plan.model, plan.parallel.micro_batch_size, plan.parallel.tp);
@@ -107,6 +109,7 @@ void run_calibrate(const CalibrateOptions& o) {
   m.env = gpu_environment(setup.device, id.hostname);
   m.env.ranks = id.world_size;
   m.env.quick = o.quick;
+  m.env.heat_ms = setup.settings.heat_ms;
   for (const ModelSpec& md : setup.models) m.env.models.push_back(md.name);
   if (id.world_rank == 0) {
     try {
@@ -198,6 +201,10 @@ void add_calibrate(CLI::App& app) {
                   "A plan whose own GEMM and attention shapes (its model at its micro-batch size "
                   "and tp) are measured too; repeat for several");
   cmd->add_option("--name", opts->name, "The profile's name (default: the base profile's)");
+  cmd->add_option("--heat-ms", opts->heat_ms,
+                  "Milliseconds of a large GEMM before each GEMM and attention shape is timed, so "
+                  "it runs at the clock training's power draw holds (0 to 1000; 0: timed in a "
+                  "burst; default 50)");
   cmd->add_flag("--no-sustained-scale", opts->no_sustained_scale,
                 "Do not scale the compute efficiencies by the clock ratio under sustained load");
   cmd->footer(
@@ -211,7 +218,11 @@ void add_calibrate(CLI::App& app) {
       "  mplan calibrate --out h100.json --model gpt3-1.3b --model llama3-8b\n"
       "  mplan calibrate --out h200.json --plan configs/plans/accuracy/gpt-mbs8-full.json\n"
       "Details: docs/cli/calibrate.md");
-  cmd->callback([opts] { run_calibrate(*opts); });
+  cmd->callback([opts] {
+    if (!(opts->heat_ms >= 0 && opts->heat_ms <= 1000))
+      throw Error(cat("--heat-ms: ", opts->heat_ms, " is not between 0 and 1000 milliseconds"));
+    run_calibrate(*opts);
+  });
 }
 
 MPLAN_REGISTER_COMMAND(60, add_calibrate);

@@ -25,6 +25,7 @@ struct Environment {
   std::string host;
   int ranks = 1;
   bool quick = false;
+  double heat_ms = 0;  // CalibrationSettings::heat_ms
   std::vector<std::string> models;
 };
 

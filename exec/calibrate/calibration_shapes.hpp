@@ -76,6 +76,10 @@ struct CalibrationSettings {
   std::vector<double> nccl_bytes;  // nccl-tests sizes S (the first, 8 bytes, gives α)
   int warmup = 2, reps = 7;        // per timed shape
   double sustained_seconds = 10;   // the same GEMM back to back, for the clock under load
+  // Milliseconds of a large GEMM run before each GEMM and attention shape is timed: training
+  // holds the GPU at its power limit, where the clock is lower than in a burst after a pause,
+  // so the compute shapes are timed in that state (0: in a burst).
+  double heat_ms = 50;
 };
 CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec>& models);
 

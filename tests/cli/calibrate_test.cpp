@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 TEST(CalibrateCli, HelpNamesOptionsAndExamples) {
   Result r = run("calibrate --help");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"--out", "--quick", "--base", "--model", "Examples:"})
+  for (const char* s : {"--out", "--quick", "--base", "--model", "--heat-ms", "Examples:"})
     EXPECT_THAT(r.out, HasSubstr(s));
   Result top = run("--help");
   EXPECT_THAT(top.out, HasSubstr("calibrate"));
@@ -26,6 +26,14 @@ TEST(CalibrateCli, OutIsRequired) {
   Result r = run("calibrate --quick");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--out"));
+}
+
+TEST(CalibrateCli, HeatOutsideItsRangeIsRefused) {
+  for (const char* v : {"-1", "1001", "nan"}) {
+    Result r = run(std::string("calibrate --out x.json --heat-ms ") + v);
+    EXPECT_EQ(r.code, 2) << v;
+    EXPECT_THAT(r.err, HasSubstr("--heat-ms")) << v;
+  }
 }
 
 }  // namespace

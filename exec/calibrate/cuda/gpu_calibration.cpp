@@ -1,7 +1,9 @@
 // `mplan calibrate` on the GPU: timers, the compute measurements and the NCCL measurements.
 // Timing: CUDA events around the op, warm-up first, the median of the repeats, each repeat after
-// a 256 MiB write that evicts the L2 cache (as exec/cuda/tools/gpu_kernel_bench.cpp); NCCL: host
-// time of back-to-back calls after an MPI barrier and a stream synchronize, as nccl-tests does.
+// a 256 MiB write that evicts the L2 cache (as exec/cuda/tools/gpu_kernel_bench.cpp); GEMMs and
+// attention after `heat_ms` of a large GEMM, so they run at the clock the power limit holds in
+// training rather than in a burst after a pause; NCCL: host time of back-to-back calls after an
+// MPI barrier and a stream synchronize, as nccl-tests does.
 #include "exec/calibrate/cuda/gpu_calibration.hpp"
 
 #include <cuda_runtime.h>
@@ -89,9 +91,11 @@ class Timer {
     MPLAN_CUDA_CHECK(cudaEventElapsedTime(&t, start_, stop_));
     return t;
   }
-  // Median milliseconds of fn over the repeats, each after an L2 flush.
-  double median_ms(const std::function<void()>& fn, const std::string& what) {
+  // Median milliseconds of fn over the repeats, each after an L2 flush; with `heated`, the
+  // repeats follow the heater (set_heater) with no pause.
+  double median_ms(const std::function<void()>& fn, const std::string& what, bool heated = false) {
     for (int i = 0; i < warmup_; ++i) fn();
+    if (heated && heater_) heater_();
     std::vector<double> ms;
     for (int i = 0; i < reps_; ++i) {
       flush(i);
@@ -103,6 +107,7 @@ class Timer {
   }
   cudaStream_t stream() const { return s_; }
   Tensor& flush_buffer() { return flush_; }
+  void set_heater(std::function<void()> h) { heater_ = std::move(h); }
 
  private:
   CudaBackend& g_;
@@ -110,6 +115,7 @@ class Timer {
   int warmup_, reps_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   Tensor flush_;
+  std::function<void()> heater_;
 };
 
 Tensor rand(CudaBackend& g, DType t, std::initializer_list<int64_t> shape, uint64_t seed,
@@ -179,6 +185,36 @@ void run_gemm(CudaBackend& g, const GemmBuffers& b, const GemmShape& s) {
   g.gemm(args, a, w, c, bias, aux);
 }
 
+// Holds the GPU at its power limit for about `ms` milliseconds: back-to-back 8192^3 GEMMs on the
+// compute stream, as many as the first one's time says fill `ms`.
+class Heater {
+ public:
+  Heater(CudaBackend& g, Timer& timer, double ms) : g_(g) {
+    if (ms <= 0) return;
+    b_ = gemm_buffers(g_, {shape_});
+    run_gemm(g_, b_, shape_);  // plans the shape
+    const double one = timer.once_ms([&] { run_gemm(g_, b_, shape_); });
+    check_time(one, "heater GEMM");
+    calls_ = std::max(1, static_cast<int>(std::lround(ms / one)));
+  }
+  ~Heater() {
+    if (calls_ > 0) release(g_, b_);
+  }
+  Heater(const Heater&) = delete;
+  Heater& operator=(const Heater&) = delete;
+  void operator()() {
+    for (int i = 0; i < calls_; ++i) run_gemm(g_, b_, shape_);
+  }
+  bool on() const { return calls_ > 0; }
+  int calls() const { return calls_; }
+
+ private:
+  CudaBackend& g_;
+  const GemmShape shape_{8192, 8192, 8192, "fwd", "heater", false};
+  GemmBuffers b_;
+  int calls_ = 0;
+};
+
 std::string shape_text(const GemmShape& s) {
   return cat(s.layer, " ", s.kind, " m", s.m, " n", s.n, " k", s.k);
 }
@@ -188,7 +224,7 @@ void measure_gemms(CudaBackend& g, Timer& timer, const CalibrationSettings& s, M
   const auto t0 = Clock::now();
   GemmBuffers b = gemm_buffers(g, s.gemms);
   for (const GemmShape& shape : s.gemms) {
-    const double ms = timer.median_ms([&] { run_gemm(g, b, shape); }, shape_text(shape));
+    const double ms = timer.median_ms([&] { run_gemm(g, b, shape); }, shape_text(shape), true);
     m.gemms.push_back({shape, ms});
   }
   release(g, b);
@@ -212,9 +248,9 @@ void measure_attention(CudaBackend& g, Timer& timer, const CalibrationSettings& 
     const std::string what =
         cat("attention b", a.batch, " heads", a.heads, " s", a.seq, " d", a.head_dim);
     const double fwd =
-        timer.median_ms([&] { g.attention_forward(qkv, out, lse, scale); }, what + " fwd");
+        timer.median_ms([&] { g.attention_forward(qkv, out, lse, scale); }, what + " fwd", true);
     const double bwd = timer.median_ms(
-        [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv); }, what + " bwd");
+        [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv); }, what + " bwd", true);
     m.attention.push_back({a, fwd, bwd});
     for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv}) g.release(*t);
   }
@@ -549,6 +585,13 @@ void measure_compute(CudaBackend& g, const CalibrationSettings& s, Measurements&
                      std::ostream& log) {
   Timer timer(g, s.warmup, s.reps);
   measure_overhead(g, timer, m, log);
+  Heater heater(g, timer, s.heat_ms);
+  if (heater.on()) {
+    timer.set_heater([&] { heater(); });
+    log << "  heater: " << heater.calls() << " GEMMs of 8192^3 (about " << s.heat_ms
+        << " ms) before each GEMM and attention shape\n"
+        << std::flush;
+  }
   measure_gemms(g, timer, s, m, log);
   measure_attention(g, timer, s, m, log);
   measure_memory_bound(g, timer, s, m, log);
