@@ -39,7 +39,7 @@ struct CalibrateOptions {
   std::vector<std::string> plans;
   bool quick = false;
   bool no_sustained_scale = false;
-  double heat_ms = 50;
+  double heat_ms = 0;
 };
 
 #ifdef MPLAN_HAVE_GPU
@@ -202,9 +202,9 @@ void add_calibrate(CLI::App& app) {
                   "and tp) are measured too; repeat for several");
   cmd->add_option("--name", opts->name, "The profile's name (default: the base profile's)");
   cmd->add_option("--heat-ms", opts->heat_ms,
-                  "Milliseconds of a large GEMM before each GEMM and attention shape is timed, so "
-                  "it runs at the clock training's power draw holds (0 to 1000; 0: timed in a "
-                  "burst; default 50)");
+                  "Milliseconds of 8192^3 GEMMs run before each GEMM and attention shape is "
+                  "timed, so that it runs at the clock a GEMM-only load holds under the power "
+                  "limit (0 to 1000; default 0: as the timed calls come)");
   cmd->add_flag("--no-sustained-scale", opts->no_sustained_scale,
                 "Do not scale the compute efficiencies by the clock ratio under sustained load");
   cmd->footer(

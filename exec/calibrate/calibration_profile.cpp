@@ -68,9 +68,8 @@ Json calibration_json(const Measurements& m, double peak_tflops, double hbm_gbps
   c["hbm_bandwidth_gbps"] = hbm_gbps;
   c["timing"] =
       "CUDA events; warm-up, then the median of repeats, each after a 256 MiB write that evicts "
-      "the L2 cache; GEMMs and attention after heat_ms of a large GEMM (the GPU at its power "
-      "limit, as in training); NCCL: the slowest rank's median time per call over back-to-back "
-      "calls";
+      "the L2 cache; GEMMs and attention after heat_ms of 8192^3 GEMMs; NCCL: the slowest "
+      "rank's median time per call over back-to-back calls";
   c["heat_ms"] = m.env.heat_ms;
   Json g = Json::array();
   for (const GemmSample& s : m.gemms) {

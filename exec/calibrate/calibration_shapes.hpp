@@ -76,10 +76,10 @@ struct CalibrationSettings {
   std::vector<double> nccl_bytes;  // nccl-tests sizes S (the first, 8 bytes, gives α)
   int warmup = 2, reps = 7;        // per timed shape
   double sustained_seconds = 10;   // the same GEMM back to back, for the clock under load
-  // Milliseconds of a large GEMM run before each GEMM and attention shape is timed: training
-  // holds the GPU at its power limit, where the clock is lower than in a burst after a pause,
-  // so the compute shapes are timed in that state (0: in a burst).
-  double heat_ms = 50;
+  // Milliseconds of a large GEMM run before each GEMM and attention shape is timed, so that it
+  // runs at the clock a GEMM-only load holds under the power limit (0: as the timed calls come;
+  // docs/cli/calibrate.md says what either predicts).
+  double heat_ms = 0;
 };
 CalibrationSettings calibration_settings(bool quick, const std::vector<ModelSpec>& models);
 

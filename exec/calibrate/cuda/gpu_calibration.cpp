@@ -1,9 +1,9 @@
 // `mplan calibrate` on the GPU: timers, the compute measurements and the NCCL measurements.
 // Timing: CUDA events around the op, warm-up first, the median of the repeats, each repeat after
-// a 256 MiB write that evicts the L2 cache (as exec/cuda/tools/gpu_kernel_bench.cpp); GEMMs and
-// attention after `heat_ms` of a large GEMM, so they run at the clock the power limit holds in
-// training rather than in a burst after a pause; NCCL: host time of back-to-back calls after an
-// MPI barrier and a stream synchronize, as nccl-tests does.
+// a 256 MiB write that evicts the L2 cache (as exec/cuda/tools/gpu_kernel_bench.cpp); with
+// `heat_ms`, GEMMs and attention after that long of 8192^3 GEMMs (the clock a GEMM-only load
+// holds under the power limit); NCCL: host time of back-to-back calls after an MPI barrier and a
+// stream synchronize, as nccl-tests does.
 #include "exec/calibrate/cuda/gpu_calibration.hpp"
 
 #include <cuda_runtime.h>
