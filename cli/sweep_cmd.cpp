@@ -100,8 +100,8 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
             << ":\n";
   const sim::UncertaintyBand band =
       sim::prediction_band(cl, req.base.training.implementation, false);
-  Table t({"#", "layout", "schedule", "mbs", "M", "sp", "recompute", "dist-opt", "iteration",
-           "band", "tokens/s", "TFLOP/s/GPU", "MFU", "bubble", "peak / capacity"});
+  Table t({"#", "layout", "schedule", "mbs", "M", "sp", "recompute", "offload", "dist-opt",
+           "iteration", "band", "tokens/s", "TFLOP/s/GPU", "MFU", "bubble", "peak / capacity"});
   for (int64_t r = 0; r < k; ++r) {
     const sweep::Evaluated& e = res.evaluated[static_cast<size_t>(res.ranking[r])];
     const sweep::Candidate& c = e.candidate;
@@ -109,7 +109,7 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
     t.add_row({std::to_string(r + 1), sweep::layout_label(c), to_string(c.schedule),
                std::to_string(c.micro_batch_size),
                std::to_string(sweep::num_microbatches(c, req.global_batch_size)),
-               c.sequence_parallel ? "on" : "off", to_string(c.recompute),
+               c.sequence_parallel ? "on" : "off", to_string(c.recompute), sweep::offload_label(c),
                c.distributed_optimizer ? "on" : "off", format_duration(f.iteration_time_s),
                band.available ? format_duration(band.low(f.iteration_time_s)) + " - " +
                                     format_duration(band.high(f.iteration_time_s))
@@ -185,6 +185,9 @@ Json best_plan_json(const sweep::SweepRequest& req, const sweep::Evaluated& best
   plan_json["description"] =
       cat("Best of `", command_line, "` (by ", sweep::to_string(req.objective),
           "): ", sweep::layout_label(best.candidate), ", ", to_string(best.candidate.schedule),
+          best.candidate.offload_layers || best.candidate.offload_modules
+              ? ", activation offload " + sweep::offload_label(best.candidate)
+              : "",
           "; predicted ", format_duration(best.figures.iteration_time_s), " per iteration, ",
           format_fixed(best.figures.tokens_per_s, 0), " tokens/s, peak ",
           format_gib(best.figures.peak_bytes), " (for ",
@@ -274,7 +277,8 @@ void add_sweep(CLI::App& app) {
                                    "threads); any count gives the same result");
   cmd->add_option("--fix", o->args.fix,
                   "Pin axes, e.g. tp=8,pp=16 (keys: tp cp ep etp pp vpp dp mbs sp recompute "
-                  "dist_opt schedule)");
+                  "dist_opt schedule cp_comm_type cp_a2a overlap_p2p offload_layers "
+                  "offload_modules; e.g. cp_comm_type=a2a, offload_modules=core_attn+attn_proj)");
   cmd->add_option("--stack", o->args.stack,
                   "The stack the plans are for: megatron (= megatron-te, default; Megatron-LM "
                   "with Transformer Engine), megatron-local, or mplan (mplan's executor). Only "
@@ -290,7 +294,8 @@ void add_sweep(CLI::App& app) {
                 "With --precision fp8: FP8 weights, all-gathered in FP8 (needs the distributed "
                 "optimizer)");
   cmd->add_option("--objective", o->objective,
-                  "Rank by throughput (tokens/s; ties: less memory) or memory (least peak "
+                  "Rank by throughput (tokens/s; ties: no activation offloading, then less "
+                  "memory) or memory (least peak "
                   "memory; ties: more tokens/s). Default throughput");
   cmd->add_flag("--json", o->json, "Print the summary and the top K as JSON instead of text");
   cmd->add_flag("--no-prune", o->no_prune,
@@ -300,7 +305,11 @@ void add_sweep(CLI::App& app) {
       "Searches tp (within a node), cp, pp (uneven first/last stage when pp does not divide the\n"
       "layers), dp, ep/etp (MoE), vpp, micro-batch 1-16, sequence parallel, recompute\n"
       "none/selective/full, distributed optimizer and schedule 1f1b/interleaved/zb-h1 (zb-h1\n"
-      "only with --stack mplan: Megatron-LM does not run it).\n"
+      "only with --stack mplan: Megatron-LM does not run it); with cp > 1 the exchange\n"
+      "cp_comm_type p2p/all_gather/a2a/a2a+p2p (all-to-all group inside a node); activation\n"
+      "offloading at recompute none (cpu_offloading_num_layers L/4, L/2, L-1 at pp 1;\n"
+      "fine-grained core_attn+attn_proj or every module with Transformer Engine). Interleaved\n"
+      "plans overlap their pipeline sends and receives (overlap_p2p_comm) where the stack does.\n"
       "Invalid candidates are counted by rule; those out of GPU memory are counted, not ranked;\n"
       "what lower bounds prove out of memory or below the top K is counted without simulating\n"
       "(--no-prune simulates every valid candidate; the top K is the same).\n"

@@ -30,12 +30,28 @@ ParallelConfig to_parallel(const Candidate& c, int64_t global_batch_size) {
   p.distributed_optimizer = c.distributed_optimizer;
   if (c.first_stage_layers > 0) p.decoder_first_pipeline_num_layers = c.first_stage_layers;
   if (c.last_stage_layers > 0) p.decoder_last_pipeline_num_layers = c.last_stage_layers;
+  p.cp_comm_type = c.cp_comm_type;
+  if (c.cp_comm_type == CpCommType::kA2aP2p && c.cp_a2a > 0)
+    p.hierarchical_context_parallel_sizes = {c.cp_a2a, c.cp / c.cp_a2a};
+  p.overlap_p2p_comm = c.overlap_p2p_comm;
   return p;
+}
+
+void apply_candidate(const Candidate& c, int64_t global_batch_size, Plan& plan) {
+  plan.parallel = to_parallel(c, global_batch_size);
+  TrainingConfig& t = plan.training;
+  t.cpu_offloading_num_layers = c.offload_layers;
+  t.fine_grained_activation_offloading = c.offload_modules != 0;
+  t.offload_modules = c.offload_modules;
 }
 
 std::string layout_label(const Candidate& c) {
   std::string s = cat("tp", c.tp);
   if (c.cp > 1) s += cat(" cp", c.cp);
+  if (c.cp_comm_type == CpCommType::kA2aP2p)
+    s += cat(" (a2a+p2p ", c.cp_a2a, "x", c.cp_a2a > 0 ? c.cp / c.cp_a2a : 0, ")");
+  else if (c.cp_comm_type != CpCommType::kP2p)
+    s += cat(" (", to_string(c.cp_comm_type), ")");
   if (c.ep > 1) s += cat(" ep", c.ep);
   if (c.etp != c.tp) s += cat(" etp", c.etp);
   s += cat(" pp", c.pp);
@@ -43,6 +59,16 @@ std::string layout_label(const Candidate& c) {
   s += cat(" dp", c.dp);
   if (c.first_stage_layers > 0 || c.last_stage_layers > 0)
     s += cat(" (first ", c.first_stage_layers, ", last ", c.last_stage_layers, " layers)");
+  return s;
+}
+
+std::string offload_label(const Candidate& c) {
+  if (c.offload_layers > 0)
+    return cat(c.offload_layers, c.offload_layers == 1 ? " layer" : " layers");
+  if (c.offload_modules == 0) return "-";
+  std::string s;
+  for (const std::string& m : offload_module_names(c.offload_modules))
+    s += (s.empty() ? "" : "+") + m;
   return s;
 }
 

@@ -8,8 +8,10 @@
 #include <optional>
 #include <utility>
 
+#include "sim/sweep/stack_rules.hpp"
 #include "src/common/error.hpp"
 #include "src/model/model_stats.hpp"
+#include "src/plan/validate.hpp"
 
 namespace mplan::sweep {
 
@@ -206,9 +208,73 @@ std::vector<ScheduleSplit> schedules(const ModelSpec& m, const FixedAxes& f, int
   return out;
 }
 
+// A context-parallel exchange: the type and, for a2a+p2p, the all-to-all group size.
+struct CpExchange {
+  CpCommType type = CpCommType::kP2p;
+  int64_t a2a = 0;
+};
+
+// The exchanges of a layout (candidate_space.hpp lists them).
+std::vector<CpExchange> cp_exchanges(const SpaceInputs& in, const Layout& l) {
+  if (l.cp == 1) return {CpExchange{}};
+  const FixedAxes& f = in.fixed;
+  const bool pinned = f.cp_comm_type || f.cp_a2a;  // validate() judges what the user pins
+  auto wanted = [&](CpCommType t) {
+    return f.cp_a2a ? t == CpCommType::kA2aP2p : allowed(f.cp_comm_type, t);
+  };
+  auto splits = [&](int64_t a2a) { return pinned || cp_a2a_splits_heads(*in.model, l.tp, a2a); };
+  std::vector<CpExchange> out;
+  for (CpCommType t : {CpCommType::kP2p, CpCommType::kAllGather})
+    if (wanted(t)) out.push_back({t, 0});
+  if (wanted(CpCommType::kA2a) && splits(l.cp)) out.push_back({CpCommType::kA2a, 0});
+  if (!wanted(CpCommType::kA2aP2p)) return out;
+  if (f.cp_a2a) {
+    if (l.cp % *f.cp_a2a == 0) out.push_back({CpCommType::kA2aP2p, *f.cp_a2a});
+    return out;
+  }
+  for (int64_t h : divisors(l.cp))
+    if (h > 1 && h < l.cp && l.tp * h <= in.gpus_per_node && splits(h))
+      out.push_back({CpCommType::kA2aP2p, h});
+  return out;
+}
+
+// Activation offloading: {cpu_offloading_num_layers, offload_modules} (candidate_space.hpp).
+using Offload = std::pair<int64_t, uint32_t>;
+
+std::vector<Offload> offloads(const SpaceInputs& in, const Layout& l) {
+  const FixedAxes& f = in.fixed;
+  const ModelSpec& m = *in.model;
+  const bool offloads = stack_offloads_activations(in.implementation);
+  std::vector<int64_t> layers{0};
+  if (f.offload_layers) {
+    layers = {*f.offload_layers};
+  } else if (offloads && l.pp == 1) {
+    for (int64_t n : {m.num_layers / 4, m.num_layers / 2, m.num_layers - 1})
+      if (n >= 1 && n > layers.back()) layers.push_back(n);
+  }
+  std::vector<uint32_t> modules{0};
+  if (f.offload_modules) {
+    modules = {*f.offload_modules};
+  } else if (offloads && in.implementation == Implementation::kMegatronTe) {
+    uint32_t every = kOffloadAttnNorm | kOffloadQkvLinear | kOffloadAttention | kOffloadMlpNorm;
+    if (m.moe) every |= kOffloadExpertFc1 | kOffloadMoeAct;
+    modules.insert(modules.end(), {kOffloadAttention, every});
+  }
+  const bool both_pinned = f.offload_layers && f.offload_modules;
+  std::vector<Offload> out;
+  for (int64_t n : layers)
+    for (uint32_t mods : modules)
+      if (both_pinned || n == 0 || mods == 0) out.push_back({n, mods});
+  return out;
+}
+
 // The values of every other axis for one layout; a candidate is one index into each list.
 struct LayoutAxes {
   Layout layout;
+  std::vector<CpExchange> cp;
+  std::vector<Offload> offload;
+  bool offload_pinned = false;  // a fixed offload: tried with every recompute
+  bool overlap_p2p = false;     // overlap_p2p_comm of interleaved candidates
   std::vector<int64_t> ep, etp, mbs;
   std::vector<ScheduleSplit> sched;
   std::vector<bool> sp;
@@ -240,20 +306,31 @@ LayoutAxes axes_of(const SpaceInputs& in, const Layout& l) {
   a.recompute =
       allowed_values(f.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
   a.dist = allowed_values(f.distributed_optimizer, {false, true});
+  a.cp = cp_exchanges(in, l);
+  a.offload = offloads(in, l);
+  a.offload_pinned = f.offload_layers.value_or(0) > 0 || f.offload_modules.value_or(0) != 0;
+  a.overlap_p2p = f.overlap_p2p.value_or(stack_overlaps_p2p(in.implementation));
   return a;
 }
 
+constexpr size_t kAxes = 9;
+
 // The candidate at index `i` of the product ep × etp × (vpp, schedule) × mbs × sp × recompute ×
-// dist_opt, or nothing when that combination is not in the space (a distributed optimizer
-// without a data-parallel group).
+// dist_opt × offload × cp exchange, or nothing when that combination is not in the space (a
+// distributed optimizer without a data-parallel group, offloading beside recomputation unless
+// pinned).
 std::optional<Candidate> candidate_at(const SpaceInputs& in, const LayoutAxes& a,
-                                      const std::array<size_t, 7>& i) {
+                                      const std::array<size_t, kAxes>& i) {
   const Layout& l = a.layout;
   const int64_t ep = a.ep[i[0]], etp = a.etp[i[1]];
   const int64_t expert_grid = etp * ep * l.pp;
   const bool expert_dp_gt1 = in.gpus % expert_grid == 0 && in.gpus / expert_grid > 1;
   const bool dist = a.dist[i[6]];
   if (dist && !(l.dp * l.cp > 1 || expert_dp_gt1)) return std::nullopt;
+  const Recompute recompute = a.recompute[i[5]];
+  const auto& [offload_layers, offload_modules] = a.offload[i[7]];
+  const bool offloading = offload_layers > 0 || offload_modules != 0;
+  if (offloading && recompute != Recompute::kNone && !a.offload_pinned) return std::nullopt;
   const auto& [vpp, sched, split] = a.sched[i[2]];
   Candidate c;
   c.tp = static_cast<int32_t>(l.tp);
@@ -268,18 +345,24 @@ std::optional<Candidate> candidate_at(const SpaceInputs& in, const LayoutAxes& a
   c.last_stage_layers = static_cast<int32_t>(split.last);
   c.schedule = sched;
   c.sequence_parallel = a.sp[i[4]];
-  c.recompute = a.recompute[i[5]];
+  c.recompute = recompute;
   c.distributed_optimizer = dist;
+  c.cp_comm_type = a.cp[i[8]].type;
+  c.cp_a2a = static_cast<int32_t>(a.cp[i[8]].a2a);
+  c.overlap_p2p_comm = sched == ScheduleKind::kInterleaved && a.overlap_p2p;
+  c.offload_layers = static_cast<int32_t>(offload_layers);
+  c.offload_modules = offload_modules;
   return c;
 }
 
 // Appends the product of a layout's axes, the last axis varying fastest.
 void append_product(const SpaceInputs& in, const LayoutAxes& a, std::vector<Candidate>& out) {
-  const std::array<size_t, 7> size{a.ep.size(), a.etp.size(),       a.sched.size(), a.mbs.size(),
-                                   a.sp.size(), a.recompute.size(), a.dist.size()};
+  const std::array<size_t, kAxes> size{a.ep.size(),   a.etp.size(),     a.sched.size(),
+                                       a.mbs.size(),  a.sp.size(),      a.recompute.size(),
+                                       a.dist.size(), a.offload.size(), a.cp.size()};
   for (size_t n : size)
     if (n == 0) return;
-  std::array<size_t, 7> i{};
+  std::array<size_t, kAxes> i{};
   for (;;) {
     if (auto c = candidate_at(in, a, i)) out.push_back(*c);
     size_t axis = size.size();

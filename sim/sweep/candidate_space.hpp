@@ -10,6 +10,7 @@
 #include "sim/sweep/candidate.hpp"
 #include "sim/sweep/fixed_axes.hpp"
 #include "src/model/model_spec.hpp"
+#include "src/plan/training_config.hpp"
 
 namespace mplan::sweep {
 
@@ -23,15 +24,30 @@ struct SpaceInputs {
   int64_t global_batch_size = 0;
   FixedAxes fixed;
   double output_weight = 0;  // set by enumerate_candidates (output_layer_weight)
+  // The stack the plans are for (sim/sweep/stack_rules): whether the interleaved schedule
+  // overlaps its pipeline transfers and whether activation offloading is tried.
+  Implementation implementation = Implementation::kMegatronTe;
 };
 
+// Activation offloading the sweep tries at recompute none, beside none (stacks that offload):
+// with pp 1 (Megatron's rule) cpu_offloading_num_layers of a quarter, half and all but one of the
+// layers; with Transformer Engine fine-grained offloading of the attention's large inputs
+// (core_attn + attn_proj) and of every module with offloadable inputs.
+inline constexpr uint32_t kOffloadAttention = kOffloadCoreAttn | kOffloadAttnProj;
+
 // The candidates, in loop order tp, cp, pp (dp = N / (tp·cp·pp)), ep, etp, (vpp, schedule),
-// micro-batch, sequence parallel, recompute, distributed optimizer; each loop ascending:
+// micro-batch, sequence parallel, recompute, distributed optimizer, activation offloading, cp
+// exchange (innermost: candidates that differ only in it are adjacent, and the sweep validates
+// and bounds the memory of the first for all); each loop ascending:
 //  tp    divisors of N up to gpus_per_node (tensor parallelism stays inside a node)
 //  cp    divisors of N / tp
 //  pp    divisors of N / (tp·cp); when pp does not divide num_layers, the first and last stage
 //        take fewer layers (uneven_split) so the middle stages get ceil(layers / pp) each (pp
 //        larger than that split allows stays, and validate() rejects it)
+//  cp exchange  cp 1: none (p2p, the plan default); cp > 1: p2p, all_gather, a2a (when the cp
+//        ranks can split each tp rank's heads and query groups: cp_a2a_splits_heads), a2a+p2p
+//        with an all-to-all group of every h, 1 < h < cp, h | cp, inside a node (tp·h <=
+//        gpus_per_node) that splits the heads
 //  ep    dense: 1; MoE: divisors of N / pp up to num_experts
 //  etp   dense: tp (the plan default); MoE: 1 and tp
 //  vpp, schedule   pp 1: 1f1b; pp > 1: 1f1b and zb-h1 at vpp 1, interleaved at every
@@ -44,8 +60,15 @@ struct SpaceInputs {
 //  sp    off; on when tp > 1 (Megatron turns it off at tp 1)
 //  recompute  none, selective, full
 //  dist_opt   off; on when a data-parallel group has more than one rank (dp·cp or expert dp)
+//  offload    none; at recompute none also the variants above kOffloadAttention (not for
+//        stacks that keep activations on the GPU)
+// overlap_p2p_comm is not an axis: interleaved candidates overlap when the stack does (never
+// slower in the simulator: a pass waits only for the transfers of its own direction; tested in
+// candidate_space_test), the others have nothing to overlap.
 // A fixed axis replaces its list by the one value (which may be outside the list, e.g. tp 16),
-// subject to the product rule; a fixed schedule or vpp alone picks the matching pairs.
+// subject to the product rule; a fixed schedule or vpp alone picks the matching pairs. A fixed
+// cp exchange applies to cp > 1 layouts (cp 1 stays, with none); a fixed offload is tried with
+// every recompute (validate() judges it).
 std::vector<Candidate> enumerate_candidates(const SpaceInputs& in);
 
 // The uneven split enumerate_candidates uses for `pp` stages of `num_layers` layers in chunks of

@@ -20,7 +20,9 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-const char* kKeys = "tp, cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule";
+const char* kKeys =
+    "tp, cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule, cp_comm_type, cp_a2a, "
+    "overlap_p2p, offload_layers, offload_modules";
 
 int64_t parse_size(const std::string& key, const std::string& value, const std::string& flag) {
   int64_t v = 0;
@@ -29,6 +31,31 @@ int64_t parse_size(const std::string& key, const std::string& value, const std::
     throw Error(
         cat(flag, ": ", key, " must be an integer from 1 to ", INT32_MAX, ", got \"", value, "\""));
   return v;
+}
+
+// offload_layers: 0 (none) or a layer count.
+int64_t parse_count(const std::string& key, const std::string& value, const std::string& flag) {
+  if (value == "0") return 0;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < 0 || v > INT32_MAX)
+    throw Error(
+        cat(flag, ": ", key, " must be an integer from 0 to ", INT32_MAX, ", got \"", value, "\""));
+  return v;
+}
+
+// offload_modules: "none" or module names joined by '+'.
+uint32_t parse_modules(const std::string& key, const std::string& value, const std::string& flag) {
+  if (value == "none") return 0;
+  std::vector<std::string> names;
+  size_t pos = 0;
+  for (;;) {
+    const size_t plus = value.find('+', pos);
+    names.push_back(trim(value.substr(pos, plus == std::string::npos ? plus : plus - pos)));
+    if (plus == std::string::npos) break;
+    pos = plus + 1;
+  }
+  return offload_modules_from_names(names, cat(flag, ": ", key));
 }
 
 bool parse_switch(const std::string& key, const std::string& value, const std::string& flag) {
@@ -85,10 +112,25 @@ FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag) {
                flag);
     else if (key == "schedule")
       set_once(f.schedule, schedule_kind_from_string(value, cat(flag, ": schedule")), key, flag);
+    else if (key == "cp_comm_type")
+      set_once(f.cp_comm_type, cp_comm_type_from_string(value, cat(flag, ": cp_comm_type")), key,
+               flag);
+    else if (key == "cp_a2a")
+      set_once(f.cp_a2a, parse_size(key, value, flag), key, flag);
+    else if (key == "overlap_p2p" || key == "overlap_p2p_comm")
+      set_once(f.overlap_p2p, parse_switch(key, value, flag), std::string("overlap_p2p"), flag);
+    else if (key == "offload_layers" || key == "cpu_offloading_num_layers")
+      set_once(f.offload_layers, parse_count(key, value, flag), std::string("offload_layers"),
+               flag);
+    else if (key == "offload_modules")
+      set_once(f.offload_modules, parse_modules(key, value, flag), key, flag);
     else
       throw Error(cat(flag, ": unknown key \"", key, "\" (keys: ", kKeys, ")"));
     if (comma == text.size()) break;
   }
+  if (f.cp_a2a && f.cp_comm_type && *f.cp_comm_type != CpCommType::kA2aP2p)
+    throw Error(cat(flag, ": cp_a2a is the all-to-all size of cp_comm_type a2a+p2p, not of ",
+                    mplan::to_string(*f.cp_comm_type)));
   return f;
 }
 
@@ -110,6 +152,16 @@ std::string to_string(const FixedAxes& f) {
   if (f.distributed_optimizer)
     items.push_back(cat("dist_opt=", *f.distributed_optimizer ? "on" : "off"));
   if (f.schedule) items.push_back(cat("schedule=", mplan::to_string(*f.schedule)));
+  if (f.cp_comm_type) items.push_back(cat("cp_comm_type=", mplan::to_string(*f.cp_comm_type)));
+  size("cp_a2a", f.cp_a2a);
+  if (f.overlap_p2p) items.push_back(cat("overlap_p2p=", *f.overlap_p2p ? "on" : "off"));
+  if (f.offload_layers) items.push_back(cat("offload_layers=", *f.offload_layers));
+  if (f.offload_modules) {
+    std::string names;
+    for (const std::string& m : offload_module_names(*f.offload_modules))
+      names += (names.empty() ? "" : "+") + m;
+    items.push_back(cat("offload_modules=", names.empty() ? "none" : names));
+  }
   std::string out;
   for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
   return out;

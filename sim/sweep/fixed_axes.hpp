@@ -9,6 +9,7 @@
 #include <string>
 
 #include "src/parallel/parallel_config.hpp"
+#include "src/plan/training_config.hpp"
 
 namespace mplan::sweep {
 
@@ -19,15 +20,27 @@ struct FixedAxes {
   std::optional<Recompute> recompute;         // none / selective / full
   std::optional<bool> distributed_optimizer;  // key "dist_opt": on/off
   std::optional<ScheduleKind> schedule;       // gpipe / 1f1b / interleaved / zb-h1
+  // Context parallelism's exchange (cp > 1 layouts only: cp 1 has none): p2p / all_gather / a2a /
+  // a2a+p2p; "cp_a2a": the all-to-all group size of a2a+p2p (implies a2a+p2p).
+  std::optional<CpCommType> cp_comm_type;
+  std::optional<int64_t> cp_a2a;
+  std::optional<bool> overlap_p2p;  // key "overlap_p2p": on/off (interleaved schedule only)
+  // Activation offloading: "offload_layers" (cpu_offloading_num_layers; 0 = none) and
+  // "offload_modules" (fine-grained; OffloadModule bits, 0 = none; names joined by '+').
+  std::optional<int64_t> offload_layers;
+  std::optional<uint32_t> offload_modules;
   bool operator==(const FixedAxes&) const = default;
   bool empty() const { return *this == FixedAxes{}; }
 };
 
 // Parses "key=value[,key=value...]" (spaces around items ignored; "" gives no fixes). Keys: tp,
-// cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule. Throws Error naming `flag`.
+// cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule, cp_comm_type, cp_a2a,
+// overlap_p2p, offload_layers, offload_modules (e.g. core_attn+attn_proj, or none). Throws Error
+// naming `flag` and the item.
 FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag = "--fix");
 
 // The same, written back in the canonical key order ("tp=8,pp=16"); "" when nothing is fixed.
+// parse_fixed_axes(to_string(f)) == f.
 std::string to_string(const FixedAxes& f);
 
 }  // namespace mplan::sweep

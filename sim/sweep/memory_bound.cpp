@@ -1,7 +1,8 @@
 // The lower bound, from the same primitives the simulator's memory model uses: rank_params
 // (src/model/model_stats), model_state_bytes and layer_activation_bytes (sim/cost), and the
 // schedule's warm-up count (src/schedule): a forward's activations are allocated when it starts
-// and freed when the matching backward ends.
+// and freed when the matching backward ends; offloaded activations (offloadable_bytes) are not
+// on the GPU in between.
 #include "sim/sweep/memory_bound.hpp"
 
 #include <algorithm>
@@ -44,9 +45,21 @@ int64_t memory_lower_bound(const Plan& plan) {
   // fp8 / fp4: the quantized GEMM inputs (the smaller footprint; bf16 layers only add to it).
   if (low_precision(plan.training)) s.gemm_input_bytes = quantized_bytes_per_element(plan.training);
   const cost::LayerActivationBytes layer = cost::layer_activation_bytes(s);
-  // MoE layers: only the parts that do not depend on routing.
-  const int64_t dense_layer_bytes = layer.total();
-  const int64_t moe_layer_bytes = layer.checkpoint + layer.norms + layer.attention;
+  // Fine-grained activation offloading: the named modules' inputs leave the GPU; counted with the
+  // norms unfused and fused, the larger (so at least what the simulator offloads).
+  int64_t offloaded = 0;
+  if (plan.training.fine_grained_activation_offloading) {
+    const uint32_t modules = plan.training.offload_modules;
+    offloaded = cost::offloadable_bytes(s).of(modules);
+    s.norms_fused = !s.norms_fused;
+    offloaded = std::max(offloaded, cost::offloadable_bytes(s).of(modules));
+  }
+  // MoE layers: only the parts that do not depend on routing. Layers below
+  // cpu_offloading_num_layers keep nothing on the GPU.
+  const int64_t dense_layer_bytes = std::max<int64_t>(0, layer.total() - offloaded);
+  const int64_t moe_layer_bytes =
+      std::max<int64_t>(0, layer.checkpoint + layer.norms + layer.attention - offloaded);
+  const int64_t cpu_offloaded_layers = plan.training.cpu_offloading_num_layers;
 
   const int64_t dp_shards = p.dp * p.cp;
   const int64_t expert_dp = std::max<int64_t>(1, p.expert_dp());
@@ -69,7 +82,8 @@ int64_t memory_lower_bound(const Plan& plan) {
     for (const LayerRange& chunk : stage_chunks(m.num_layers, p, r)) {
       int64_t bytes = 0;
       for (int64_t l = chunk.first; l < chunk.first + chunk.count; ++l)
-        bytes += m.is_moe_layer(l) ? moe_layer_bytes : dense_layer_bytes;
+        if (l >= cpu_offloaded_layers)
+          bytes += m.is_moe_layer(l) ? moe_layer_bytes : dense_layer_bytes;
       least_chunk = std::min(least_chunk, bytes);
     }
     if (least_chunk == INT64_MAX) least_chunk = 0;

@@ -10,6 +10,10 @@
 
 namespace mplan::sweep {
 
+bool stack_overlaps_p2p(Implementation impl) { return impl != Implementation::kMplan; }
+
+bool stack_offloads_activations(Implementation impl) { return impl != Implementation::kMplan; }
+
 std::optional<Violation> stack_violation(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
   const Implementation impl = plan.training.implementation;
@@ -62,13 +66,13 @@ std::optional<Violation> stack_violation(const Plan& plan) {
   if (plan.training.optimizer_cpu_offload)
     return Violation{"training.optimizer_cpu_offload",
                      cat("mplan's executor runs the optimizer on the GPU", who)};
-  if (p.overlap_p2p_comm && p.schedule == ScheduleKind::kInterleaved)
+  if (p.overlap_p2p_comm && p.schedule == ScheduleKind::kInterleaved && !stack_overlaps_p2p(impl))
     return Violation{"parallel.overlap_p2p_comm",
                      cat("mplan's executor blocks on pipeline sends and receives", who)};
-  if (plan.training.cpu_offloading_num_layers > 0)
+  if (plan.training.cpu_offloading_num_layers > 0 && !stack_offloads_activations(impl))
     return Violation{"training.cpu_offloading_num_layers",
                      cat("mplan's executor keeps activations on the GPU", who)};
-  if (plan.training.fine_grained_activation_offloading)
+  if (plan.training.fine_grained_activation_offloading && !stack_offloads_activations(impl))
     return Violation{"training.fine_grained_activation_offloading",
                      cat("mplan's executor keeps activations on the GPU", who)};
   for (int64_t s = 0; s < p.pp; ++s)

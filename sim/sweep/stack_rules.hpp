@@ -18,4 +18,11 @@ namespace mplan::sweep {
 // The first reason the plan's training.implementation cannot run `plan`, or nothing.
 std::optional<Violation> stack_violation(const Plan& plan);
 
+// Whether the stack overlaps the interleaved schedule's pipeline sends and receives with the
+// passes (overlap_p2p_comm; Megatron-LM does, mplan's executor blocks on them).
+bool stack_overlaps_p2p(Implementation impl);
+// Whether the stack offloads activations to host memory (cpu_offloading_num_layers and
+// fine-grained offloading; Megatron-LM does, mplan's executor keeps them on the GPU).
+bool stack_offloads_activations(Implementation impl);
+
 }  // namespace mplan::sweep

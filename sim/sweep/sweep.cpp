@@ -30,8 +30,15 @@ const char* to_string(Objective o) { return o == Objective::kThroughput ? "throu
 
 Plan plan_of(const SweepRequest& request, const Candidate& c) {
   Plan p = request.base;
-  p.parallel = to_parallel(c, request.global_batch_size);
+  apply_candidate(c, request.global_batch_size, p);
   return p;
+}
+
+SpaceInputs space_inputs(const SweepRequest& request) {
+  SpaceInputs in{&request.base.model, request.gpus, request.base.cluster.gpus_per_node,
+                 request.global_batch_size, request.fixed};
+  in.implementation = request.base.training.implementation;
+  return in;
 }
 
 bool ranks_before(const Evaluated& a, const Evaluated& b, Objective objective) {
@@ -39,6 +46,11 @@ bool ranks_before(const Evaluated& a, const Evaluated& b, Objective objective) {
   const Figures& y = b.figures;
   if (objective == Objective::kThroughput) {
     if (x.tokens_per_s != y.tokens_per_s) return x.tokens_per_s > y.tokens_per_s;
+    // Offloading whose copies hide behind the layers saves memory at no time in the model, but
+    // takes host memory and PCIe bandwidth: at equal speed the plan that keeps its activations.
+    const bool ox = a.candidate.offload_layers > 0 || a.candidate.offload_modules != 0;
+    const bool oy = b.candidate.offload_layers > 0 || b.candidate.offload_modules != 0;
+    if (ox != oy) return oy;
     if (x.peak_bytes != y.peak_bytes) return x.peak_bytes < y.peak_bytes;
   } else {
     if (x.peak_bytes != y.peak_bytes) return x.peak_bytes < y.peak_bytes;
@@ -196,25 +208,71 @@ Violation violation_of(const Error& e) {
   return {"cluster", what};
 }
 
-// Phase 1 for one candidate: invalid (a rule, or too large to simulate), proved out of memory,
-// or pending with its bound and estimated cost (counted done when phase 2 simulates it).
-void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, Partial& out) {
-  const Candidate& c = st.candidates[static_cast<size_t>(i)];
-  const int64_t gbs = st.request.global_batch_size;
-  plan.parallel = to_parallel(c, gbs);
+// The candidate with the plain cp exchange (p2p): candidates equal under it differ only in the
+// exchange, the enumeration's innermost axis.
+Candidate with_p2p(Candidate c) {
+  c.cp_comm_type = CpCommType::kP2p;
+  c.cp_a2a = 0;
+  return c;
+}
+
+// Whether `p`'s cp exchange breaks none of validate()'s exchange rules (the only rules, and
+// nothing else in validation, the simulation-size check or the memory bound, that read it).
+bool exchange_is_valid(const Plan& plan) {
+  const ParallelConfig& p = plan.parallel;
+  const std::vector<int64_t>& h = p.hierarchical_context_parallel_sizes;
+  if (!h.empty() && h[0] * h[1] != p.cp) return false;
+  if (p.cp_comm_type == CpCommType::kA2aP2p && h.empty()) return false;
+  const int64_t a2a = cp_a2a_size(p);
+  return a2a <= 1 || cp_a2a_splits_heads(plan.model, p.tp, a2a);
+}
+
+// Phase 1's verdict on the last candidate a thread judged: its first violation (or none) and
+// memory bound, which every candidate differing from it only in a valid cp exchange shares.
+struct Verdict {
+  bool set = false;
+  Candidate key;  // with_p2p of the candidate
+  std::optional<Violation> first;
+  int64_t mem_bound = 0;
+};
+
+// validate(), the stack rules and the simulation-size check: the first violation, or none; and
+// the memory bound (with pruning) when there is none. Reused from `last` when it holds.
+const Verdict& judge(SweepState& st, const Candidate& c, const Plan& plan, Verdict& last) {
+  const Candidate key = with_p2p(c);
+  if (last.set && last.key == key && exchange_is_valid(plan)) return last;
+  last = Verdict{true, key, std::nullopt, 0};
   std::vector<Violation> violations = validate(plan);
   if (violations.empty())
     if (auto v = stack_violation(plan)) violations.push_back(*v);  // not run by the stack
-  std::optional<Violation> too_large;
-  if (violations.empty()) too_large = sim::check_simulation_size(plan, false);
-  if (!violations.empty() || too_large) {
-    count_invalid(out, i, too_large ? *too_large : violations.front());
+  if (violations.empty()) {
+    if (auto v = sim::check_simulation_size(plan, false)) violations.push_back(*v);
+  }
+  if (!violations.empty()) {
+    last.first = violations.front();
+  } else if (st.options.prune) {
+    last.mem_bound = memory_lower_bound(plan);
+  }
+  if (!exchange_is_valid(plan)) last.set = false;  // its verdict is its own
+  return last;
+}
+
+// Phase 1 for one candidate: invalid (a rule, or too large to simulate), proved out of memory,
+// or pending with its bound and estimated cost (counted done when phase 2 simulates it).
+void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, Verdict& last,
+              Partial& out) {
+  const Candidate& c = st.candidates[static_cast<size_t>(i)];
+  const int64_t gbs = st.request.global_batch_size;
+  apply_candidate(c, gbs, plan);
+  const Verdict& v = judge(st, c, plan, last);
+  if (v.first) {
+    count_invalid(out, i, *v.first);
     st.done.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   int64_t mem_bound = 0;
   if (st.options.prune) {
-    mem_bound = memory_lower_bound(plan);
+    mem_bound = v.mem_bound;
     if (mem_bound > st.usable) {
       ++out.pruned;
       out.least_known_peak = std::min(out.least_known_peak, mem_bound);
@@ -243,11 +301,12 @@ std::vector<Pending> classify_all(SweepState& st) {
     Partial& out = st.partials[static_cast<size_t>(t)];
     Plan plan = st.request.base;
     TimeBoundScratch scratch;
+    Verdict last;
     for (int64_t begin = t * kBlock; begin < st.total; begin += st.threads * kBlock) {
       if (st.stop.load(std::memory_order_relaxed)) return;
       st.deadline.check();
       const int64_t end = std::min(st.total, begin + kBlock);
-      for (int64_t i = begin; i < end; ++i) classify(st, i, plan, scratch, out);
+      for (int64_t i = begin; i < end; ++i) classify(st, i, plan, scratch, last, out);
     }
   });
   std::vector<Pending> pending;
@@ -290,7 +349,7 @@ void simulate_range(SweepState& st, const std::vector<Pending>& pending, size_t 
       if (st.stop.load(std::memory_order_relaxed)) return;
       st.deadline.check();
       const Candidate& c = st.candidates[static_cast<size_t>(pending[j].index)];
-      plan.parallel = to_parallel(c, st.request.global_batch_size);
+      apply_candidate(c, st.request.global_batch_size, plan);
       try {
         if (st.options.simulate) {
           r = st.options.simulate(plan);
@@ -414,9 +473,7 @@ SweepResult run_sweep(const SweepRequest& request, const SweepOptions& options) 
   MPLAN_CHECK(options.threads >= 1, "threads ", options.threads);
   const auto t0 = std::chrono::steady_clock::now();
   SweepState st(request, options);
-  st.candidates =
-      enumerate_candidates({&request.base.model, request.gpus, request.base.cluster.gpus_per_node,
-                            request.global_batch_size, request.fixed});
+  st.candidates = enumerate_candidates(space_inputs(request));
   st.total = static_cast<int64_t>(st.candidates.size());
   st.threads = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(options.threads, (st.total + kBlock - 1) / kBlock)));

@@ -12,6 +12,7 @@
 
 #include "sim/plan_sim/simulate.hpp"
 #include "sim/sweep/candidate.hpp"
+#include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/fixed_axes.hpp"
 #include "src/plan/plan.hpp"
 
@@ -108,11 +109,16 @@ struct SweepResult {
 // The same as `simulate` as run_sweep calls it (default: mplan::sim::simulate).
 sim::SimulationResult simulate_with(const SweepOptions& options, const Plan& plan);
 
-// The plan a candidate stands for: the request's model, cluster and training, with its layout.
+// The plan a candidate stands for: the request's model, cluster and training, with its layout
+// and activation offloading (apply_candidate).
 Plan plan_of(const SweepRequest& request, const Candidate& c);
 
-// True when `a` ranks before `b` under `objective` (throughput: tokens/s descending, then peak
-// memory ascending; memory: peak ascending, then tokens/s descending; then enumeration index).
+// The search space of a request (model, GPUs, node size, batch, fixed axes, stack).
+SpaceInputs space_inputs(const SweepRequest& request);
+
+// True when `a` ranks before `b` under `objective` (throughput: tokens/s descending, then without
+// activation offloading before with, then peak memory ascending; memory: peak ascending, then
+// tokens/s descending; then enumeration index).
 bool ranks_before(const Evaluated& a, const Evaluated& b, Objective objective);
 
 SweepResult run_sweep(const SweepRequest& request, const SweepOptions& options);

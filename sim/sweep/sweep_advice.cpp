@@ -45,8 +45,7 @@ SweepRequest with_gpus(const SweepRequest& r, int64_t gpus) {
 }
 
 std::vector<Candidate> candidates_of(const SweepRequest& r) {
-  return enumerate_candidates(
-      {&r.base.model, r.gpus, r.base.cluster.gpus_per_node, r.global_batch_size, r.fixed});
+  return enumerate_candidates(space_inputs(r));
 }
 
 }  // namespace
@@ -81,7 +80,7 @@ void check_request(const SweepRequest& r) {
 bool has_valid_candidate(const SweepRequest& r) {
   Plan plan = r.base;
   for (const Candidate& c : candidates_of(r)) {
-    plan.parallel = to_parallel(c, r.global_batch_size);
+    apply_candidate(c, r.global_batch_size, plan);
     if (validate(plan).empty()) return true;
   }
   return false;
@@ -115,7 +114,7 @@ std::optional<int64_t> smallest_fitting_gpus(const SweepRequest& r, const SweepO
     Plan plan = r.base;
     std::vector<std::pair<int64_t, Candidate>> valid;  // (lower bound, candidate)
     for (const Candidate& c : candidates_of(probe)) {
-      plan.parallel = to_parallel(c, r.global_batch_size);
+      apply_candidate(c, r.global_batch_size, plan);
       if (!validate(plan).empty() || sim::check_simulation_size(plan, false)) continue;
       const int64_t bound = memory_lower_bound(plan);
       if (bound <= capacity) valid.push_back({bound, c});
@@ -125,7 +124,7 @@ std::optional<int64_t> smallest_fitting_gpus(const SweepRequest& r, const SweepO
     int64_t tried = 0;
     for (const auto& [bound, c] : valid) {
       if (tried++ >= max_simulations) break;
-      plan.parallel = to_parallel(c, r.global_batch_size);
+      apply_candidate(c, r.global_batch_size, plan);
       const sim::SimulationResult res = simulate_with(options, plan);
       if (res.peak_bytes <= capacity) return n;
     }

@@ -29,6 +29,12 @@ Json evaluated_to_json(const Evaluated& e, int64_t global_batch_size, int64_t ra
   j["recompute"] = to_string(c.recompute);
   j["distributed_optimizer"] = c.distributed_optimizer;
   j["schedule"] = to_string(c.schedule);
+  j["cp_comm_type"] = to_string(c.cp_comm_type);
+  j["hierarchical_context_parallel_sizes"] =
+      c.cp_a2a > 0 ? Json::array({c.cp_a2a, c.cp / c.cp_a2a}) : Json(nullptr);
+  j["overlap_p2p_comm"] = c.overlap_p2p_comm;
+  j["cpu_offloading_num_layers"] = c.offload_layers;
+  j["offload_modules"] = offload_module_names(c.offload_modules);
   j["iteration_time_s"] = f.iteration_time_s;
   j["tokens_per_s"] = f.tokens_per_s;
   j["model_tflops_per_gpu"] = f.model_tflops_per_gpu;

@@ -76,7 +76,8 @@ std::string candidate_text(const Evaluated& e) {
   const Candidate& c = e.candidate;
   return cat(layout_label(c), ", ", to_string(c.schedule), ", mbs ", c.micro_batch_size,
              c.sequence_parallel ? ", sp" : "", ", recompute ", to_string(c.recompute),
-             c.distributed_optimizer ? ", dist-opt" : "");
+             c.distributed_optimizer ? ", dist-opt" : "",
+             c.offload_layers || c.offload_modules ? ", offload " + offload_label(c) : "");
 }
 
 std::string scatter_svg(const SweepResult& res, int64_t top_k) {
@@ -254,7 +255,8 @@ figure { margin: 0; overflow-x: auto; } figcaption { font-size: 13px; margin-bot
   o += cat("<h2>Top ", top_k,
            "</h2>\n<table>\n<tr><th>#</th><th class=\"l\">layout</th>"
            "<th class=\"l\">schedule</th><th>micro-batch</th><th>micro-batches</th>"
-           "<th class=\"l\">sp</th><th class=\"l\">recompute</th><th class=\"l\">dist-opt</th>"
+           "<th class=\"l\">sp</th><th class=\"l\">recompute</th><th class=\"l\">offload</th>"
+           "<th class=\"l\">dist-opt</th>"
            "<th>iteration (ms)</th><th>tokens/s</th><th>TFLOP/s/GPU</th><th>MFU</th>"
            "<th>bubble</th><th>peak / capacity (GiB)</th></tr>\n");
   for (int64_t r = 0; r < top_k && r < static_cast<int64_t>(res.ranking.size()); ++r) {
@@ -265,7 +267,8 @@ figure { margin: 0; overflow-x: auto; } figcaption { font-size: 13px; margin-bot
              "</td><td class=\"l\">", to_string(c.schedule), "</td><td>", c.micro_batch_size,
              "</td><td>", num_microbatches(c, request.global_batch_size), "</td><td class=\"l\">",
              c.sequence_parallel ? "on" : "off", "</td><td class=\"l\">", to_string(c.recompute),
-             "</td><td class=\"l\">", c.distributed_optimizer ? "on" : "off", "</td><td>",
+             "</td><td class=\"l\">", html_escape(offload_label(c)), "</td><td class=\"l\">",
+             c.distributed_optimizer ? "on" : "off", "</td><td>",
              fixed(f.iteration_time_s * 1e3, 1), "</td><td>", short_number(f.tokens_per_s),
              "</td><td>", fixed(f.model_tflops_per_gpu, 1), "</td><td>", fixed(f.mfu * 100, 1),
              " %</td><td>", fixed(f.bubble_fraction * 100, 1), " %</td><td>", gib(f.peak_bytes),

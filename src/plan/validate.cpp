@@ -399,7 +399,7 @@ void check_context_parallel(const Plan& plan, Collector& c) {
   if (a2a <= 1 || m.num_attention_heads % p.tp != 0) return;
   const int64_t heads = m.num_attention_heads / p.tp;
   const int64_t kv_heads = m.mla ? heads : m.num_query_groups / p.tp;
-  if (heads % a2a != 0 || kv_heads % a2a != 0)
+  if (!cp_a2a_splits_heads(m, p.tp, a2a))
     c.add("parallel.cp_comm_type",
           "The number of attention heads needs to be divisible by CP size! (cp_comm_type ",
           to_string(p.cp_comm_type), ": heads / tp = ", heads,
@@ -457,6 +457,13 @@ void check_activation_offloading(const Plan& plan, Collector& c) {
 }
 
 }  // namespace
+
+bool cp_a2a_splits_heads(const ModelSpec& m, int64_t tp, int64_t a2a) {
+  if (tp < 1 || a2a < 1 || m.num_attention_heads % tp != 0) return false;
+  const int64_t heads = m.num_attention_heads / tp;
+  const int64_t kv_heads = m.mla ? heads : m.num_query_groups / tp;
+  return heads % a2a == 0 && kv_heads % a2a == 0;
+}
 
 std::vector<Violation> validate(const Plan& plan) {
   std::vector<Violation> out;

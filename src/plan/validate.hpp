@@ -20,4 +20,9 @@ std::vector<Violation> validate(const Plan& plan);
 void require_valid(const Plan& plan);
 std::string to_string(const Violation& v);  // "field: message"
 
+// Transformer Engine's all-to-all context parallelism splits each tensor-parallel rank's heads
+// (and query groups; MLA: heads) over the all-to-all group: true when `a2a` ranks can share them
+// at tensor parallelism `tp` (validate()'s parallel.cp_comm_type rule).
+bool cp_a2a_splits_heads(const ModelSpec& m, int64_t tp, int64_t a2a);
+
 }  // namespace mplan

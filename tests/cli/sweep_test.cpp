@@ -38,6 +38,9 @@ TEST(SweepCli, HelpListsEveryOptionAndTheDefaults) {
   EXPECT_THAT(r.out, HasSubstr("default gpt3-175b"));
   EXPECT_THAT(r.out, HasSubstr("default dgx-a100-80g"));
   EXPECT_THAT(r.out, HasSubstr("Examples:"));
+  for (const char* axis : {"cp_comm_type", "cp_a2a", "overlap_p2p", "offload_layers",
+                           "offload_modules", "a2a+p2p", "overlap_p2p_comm"})
+    EXPECT_THAT(r.out, HasSubstr(axis)) << axis;
 }
 
 TEST(SweepCli, DefaultsWorkOutOfTheBox) {
@@ -190,6 +193,76 @@ TEST(SweepCli, FixAndObjective) {
     EXPECT_LE(j["top"][i - 1]["peak_bytes"].get<int64_t>(),
               j["top"][i]["peak_bytes"].get<int64_t>());
   std::remove(best.c_str());
+}
+
+// The exchange, the pipeline overlap and activation offloading of the best plan reach best.json
+// and the Megatron-LM arguments `mplan export` writes for it.
+TEST(SweepCli, ExchangeOverlapAndOffloadReachBestJsonAndExport) {
+  const std::string best = temp_path("axes_best.json");
+  Result r = run(kSmall + " --json --out " + best +
+                 " --fix cp=2,tp=1,cp_comm_type=all_gather,recompute=none,"
+                 "offload_modules=core_attn+attn_proj");
+  ASSERT_EQ(r.code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  EXPECT_EQ(j["fixed"],
+            "tp=1,cp=2,recompute=none,cp_comm_type=all_gather,offload_modules=core_attn+attn_proj");
+  EXPECT_EQ(j["top"][0]["cp_comm_type"], "all_gather");
+  EXPECT_EQ(j["top"][0]["offload_modules"], Json::array({"core_attn", "attn_proj"}));
+  Json plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["parallel"]["cp_comm_type"], "all_gather");
+  EXPECT_EQ(plan["training"]["fine_grained_activation_offloading"], true);
+  EXPECT_EQ(plan["training"]["offload_modules"], Json::array({"core_attn", "attn_proj"}));
+  ASSERT_EQ(run("validate " + best).code, 0);
+  Result e = run("export --megatron " + best + " --format args");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.out, HasSubstr("--cp-comm-type all_gather"));
+  EXPECT_THAT(e.out, HasSubstr("--fine-grained-activation-offloading"));
+  EXPECT_THAT(e.out, HasSubstr("--offload-modules core_attn attn_proj"));
+
+  // a2a+p2p: the hierarchical sizes.
+  r = run(kSmall + " --json --out " + best + " --fix tp=1,cp=4,cp_a2a=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["parallel"]["cp_comm_type"], "a2a+p2p");
+  EXPECT_EQ(plan["parallel"]["hierarchical_context_parallel_sizes"], Json::array({2, 2}));
+  e = run("export --megatron " + best + " --format args");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_THAT(e.out, HasSubstr("--cp-comm-type a2a+p2p"));
+  EXPECT_THAT(e.out, HasSubstr("--hierarchical-context-parallel-sizes 2 2"));
+
+  // Interleaved plans overlap their transfers (Megatron-LM's default: no argument); pinned off,
+  // the export says so.
+  r = run(kSmall + " --json --out " + best + " --fix schedule=interleaved");
+  ASSERT_EQ(r.code, 0) << r.err;
+  plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["parallel"]["overlap_p2p_comm"], true);
+  e = run("export --megatron " + best + " --format args");
+  EXPECT_THAT(e.out, Not(HasSubstr("--no-overlap-p2p-communication")));
+  r = run(kSmall + " --json --out " + best + " --fix schedule=interleaved,overlap_p2p=off");
+  ASSERT_EQ(r.code, 0) << r.err;
+  plan = Json::parse(slurp(best));
+  EXPECT_FALSE(plan["parallel"].contains("overlap_p2p_comm"));
+  e = run("export --megatron " + best + " --format args");
+  EXPECT_THAT(e.out, HasSubstr("--no-overlap-p2p-communication"));
+
+  // Activation offloading of the first layers (pp 1).
+  r = run(kSmall + " --json --out " + best + " --fix pp=1,offload_layers=12,recompute=none");
+  ASSERT_EQ(r.code, 0) << r.err;
+  plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["training"]["cpu_offloading_num_layers"], 12);
+  e = run("export --megatron " + best + " --format args");
+  EXPECT_THAT(e.out, HasSubstr("--cpu-offloading-num-layers 12"));
+  std::remove(best.c_str());
+}
+
+TEST(SweepCli, BadNewFixValuesExitTwoNamingTheFlag) {
+  for (const char* fix : {"cp_comm_type=ring", "offload_modules=mlp", "overlap_p2p=maybe",
+                          "offload_layers=x", "cp_comm_type=a2a,cp_a2a=2"}) {
+    Result r = run(kSmall + " --fix " + fix);
+    EXPECT_EQ(r.code, 2) << fix;
+    EXPECT_THAT(r.err, HasSubstr("--fix: ")) << fix;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST(SweepCli, ImpossibleRequestsSayWhatWouldHelp) {

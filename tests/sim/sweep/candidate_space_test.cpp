@@ -59,6 +59,17 @@ SpaceInputs inputs(const ModelSpec& m, int64_t gpus, int64_t gpn, int64_t gbs,
   return {&m, gpus, gpn, gbs, fixed};
 }
 
+// `f` with the context-parallel exchange and activation offloading pinned to the plan defaults
+// (p2p, none): the space of the other axes.
+FixedAxes plain(FixedAxes f = {}) {
+  f.cp_comm_type = CpCommType::kP2p;
+  f.offload_layers = 0;
+  f.offload_modules = 0u;
+  return f;
+}
+
+bool offloads(const Candidate& c) { return c.offload_layers > 0 || c.offload_modules != 0; }
+
 // Counts per (tp, cp, pp, dp) layout.
 std::map<std::tuple<int, int, int, int>, int> per_layout(const std::vector<Candidate>& cs) {
   std::map<std::tuple<int, int, int, int>, int> out;
@@ -73,7 +84,7 @@ TEST(CandidateSpace, TinyModelOnFourGpusCountedByHand) {
   //   pp 4 (uneven 1 + 2 + 2 + 1, m = 2): 1f1b, zb-h1 (2); no split into chunks of 2 exists
   //   (2 + 2 + 2 + 0), so no interleaved.
   const ModelSpec m = testing::tiny_model();
-  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8));
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8, plain()));
   const auto counts = per_layout(cs);
   const std::map<std::tuple<int, int, int, int>, int> expected = {
       {{1, 1, 1, 4}, 1 * 2 * 1 * 3 * 2},  // b in {1, 2}
@@ -107,7 +118,7 @@ TEST(CandidateSpace, ReferenceWorkloadOnFourGpusCountedByHand) {
   //   pp 2 (12 layers per stage): (1f1b, zb-h1) x 2 splits + interleaved vpp 2, 3, 4, 6, 12 = 9;
   //   pp 4 (6 per stage): (1f1b, zb-h1) x 3 splits + vpp 2, 3, 6 = 9.
   const ModelSpec m = load_model("gpt3-1.3b");
-  const auto cs = enumerate_candidates(inputs(m, 4, 4, 64));
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 64, plain()));
   const auto counts = per_layout(cs);
   EXPECT_EQ(counts.at({1, 1, 1, 4}), 1 * 5 * 3 * 2);
   EXPECT_EQ(counts.at({1, 1, 2, 2}), 9 * 5 * 3 * 2);
@@ -169,7 +180,7 @@ TEST(CandidateSpace, TensorParallelStaysInsideANode) {
 
 TEST(CandidateSpace, OrderIsLoopOrder) {
   const ModelSpec m = testing::tiny_model();
-  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8));
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8, plain()));
   // First: tp 1, cp 1, pp 1, dp 4, 1f1b, b 1, no sp, recompute none, dist-opt off then on.
   EXPECT_EQ(cs[0].dp, 4);
   EXPECT_EQ(cs[0].recompute, Recompute::kNone);
@@ -194,7 +205,10 @@ TEST(CandidateSpace, FixedAxesNarrowTheSpace) {
   f.pp = 2;
   f.micro_batch_size = 2;
   f.recompute = Recompute::kNone;
-  // tp 2 x pp 2 on 4 GPUs: cp 1, dp 1; 3 schedule pairs x sp 2 x dist-opt 1.
+  // tp 2 x pp 2 on 4 GPUs: cp 1, dp 1; 3 schedule pairs x sp 2 x dist-opt 1 x offload 3 (none,
+  // the two fine-grained module sets; no cpu_offloading_num_layers at pp 2).
+  EXPECT_EQ(enumerate_candidates(inputs(m, 4, 4, 8, f)).size(), 3u * 2u * 3u);
+  f = plain(f);
   EXPECT_EQ(enumerate_candidates(inputs(m, 4, 4, 8, f)).size(), 3u * 2u);
   f.schedule = ScheduleKind::kInterleaved;
   auto cs = enumerate_candidates(inputs(m, 4, 4, 8, f));
@@ -235,12 +249,130 @@ TEST(CandidateSpace, ExpertAxesOfAnMoeModel) {
   f.sequence_parallel = false;
   f.recompute = Recompute::kNone;
   f.distributed_optimizer = false;
+  f = plain(f);
   // 4 GPUs, tp 2, pp 1: ep in divisors of 4 / pp up to 4 experts = 1, 2, 4; etp in {1, tp}.
   const auto cs = enumerate_candidates(inputs(m, 4, 4, 8, f));
   std::vector<std::pair<int, int>> got;
   for (const Candidate& c : cs) got.push_back({c.ep, c.etp});
   EXPECT_EQ(got,
             (std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}}));
+}
+
+TEST(CandidateSpace, ExchangesAndOffloadingCountedByHand) {
+  // The tiny model (6 heads and query groups, 6 layers) on 4 GPUs, Transformer Engine: per layout
+  // the space of TinyModelOnFourGpusCountedByHand times its cp exchanges, with the recompute
+  // factor 3 grown by the offload variants at recompute none: pp 1: 1, 3 and 5 layers and two
+  // module sets (3 + 5 = 8); pp > 1: the module sets (3 + 2 = 5). Exchanges: cp 2 at tp 1: p2p,
+  // all_gather, a2a (6 heads over 2); cp 4 at tp 1: p2p, all_gather, a2a+p2p 2x2 (6 heads do not
+  // split over 4); cp 2 at tp 2: p2p, all_gather (3 heads per tp rank do not split over 2).
+  const ModelSpec m = testing::tiny_model();
+  const auto cs = enumerate_candidates(inputs(m, 4, 4, 8));
+  const std::map<std::tuple<int, int, int, int>, int> expected = {
+      {{1, 1, 1, 4}, 1 * 2 * 1 * 8 * 2},     {{1, 1, 2, 2}, 3 * 3 * 1 * 5 * 2},
+      {{1, 1, 4, 1}, 2 * 4 * 1 * 5 * 1},     {{1, 2, 1, 2}, 3 * 1 * 3 * 1 * 8 * 2},
+      {{1, 2, 2, 1}, 3 * 3 * 4 * 1 * 5 * 2}, {{1, 4, 1, 1}, 3 * 1 * 4 * 1 * 8 * 2},
+      {{2, 1, 1, 2}, 1 * 3 * 2 * 8 * 2},     {{2, 1, 2, 1}, 3 * 4 * 2 * 5 * 1},
+      {{2, 2, 1, 1}, 2 * 1 * 4 * 2 * 8 * 2}, {{4, 1, 1, 1}, 1 * 4 * 2 * 8 * 1},
+  };
+  EXPECT_EQ(per_layout(cs), expected);
+  EXPECT_EQ(cs.size(), 1394u);
+  std::set<std::tuple<int, int, CpCommType, int>> exchanges;  // tp, cp, type, a2a
+  std::vector<Candidate> plain_ones;
+  for (const Candidate& c : cs) {
+    exchanges.insert({c.tp, c.cp, c.cp_comm_type, c.cp_a2a});
+    // Overlap only where there is something to overlap; offloading instead of recomputation,
+    // layers only at pp 1 (Megatron's rule), never both kinds.
+    EXPECT_EQ(c.overlap_p2p_comm, c.schedule == ScheduleKind::kInterleaved);
+    if (offloads(c)) {
+      EXPECT_EQ(c.recompute, Recompute::kNone);
+      EXPECT_TRUE(c.offload_layers == 0 || c.offload_modules == 0);
+    }
+    if (c.offload_layers > 0) {
+      EXPECT_EQ(c.pp, 1);
+    }
+    if (c.cp_comm_type == CpCommType::kP2p && !offloads(c)) plain_ones.push_back(c);
+  }
+  using T = CpCommType;
+  EXPECT_EQ(exchanges, (std::set<std::tuple<int, int, CpCommType, int>>{{1, 1, T::kP2p, 0},
+                                                                        {1, 2, T::kP2p, 0},
+                                                                        {1, 2, T::kAllGather, 0},
+                                                                        {1, 2, T::kA2a, 0},
+                                                                        {1, 4, T::kP2p, 0},
+                                                                        {1, 4, T::kAllGather, 0},
+                                                                        {1, 4, T::kA2aP2p, 2},
+                                                                        {2, 1, T::kP2p, 0},
+                                                                        {2, 2, T::kP2p, 0},
+                                                                        {2, 2, T::kAllGather, 0},
+                                                                        {4, 1, T::kP2p, 0}}));
+  // Without the new values: the space pinned to the plan defaults, in the same order (so plans
+  // without the new features keep their ranking and tie-breaks).
+  EXPECT_EQ(plain_ones, enumerate_candidates(inputs(m, 4, 4, 8, plain())));
+  // Every candidate once.
+  for (size_t i = 0; i < cs.size(); ++i)
+    for (size_t j = i + 1; j < cs.size(); ++j) ASSERT_FALSE(cs[i] == cs[j]) << i << " " << j;
+}
+
+TEST(CandidateSpace, StacksThatDoNotOverlapOrOffload) {
+  const ModelSpec m = testing::tiny_model();
+  // mplan's executor: blocking pipeline transfers, activations on the GPU.
+  SpaceInputs in = inputs(m, 4, 4, 8);
+  in.implementation = Implementation::kMplan;
+  for (const Candidate& c : enumerate_candidates(in)) {
+    EXPECT_FALSE(c.overlap_p2p_comm);
+    EXPECT_FALSE(offloads(c));
+  }
+  // Megatron-LM without Transformer Engine: no fine-grained offloading (validate()'s rule).
+  in.implementation = Implementation::kMegatronLocal;
+  int64_t layers = 0;
+  for (const Candidate& c : enumerate_candidates(in)) {
+    EXPECT_EQ(c.offload_modules, 0u);
+    layers += c.offload_layers > 0;
+  }
+  EXPECT_GT(layers, 0);
+  // A pinned overlap wins over the stack's.
+  FixedAxes f;
+  f.overlap_p2p = false;
+  f.schedule = ScheduleKind::kInterleaved;
+  for (const Candidate& c : enumerate_candidates(inputs(m, 4, 4, 8, f)))
+    EXPECT_FALSE(c.overlap_p2p_comm);
+}
+
+TEST(CandidateSpace, FixedExchangeAndOffload) {
+  const ModelSpec m = testing::tiny_model();
+  // A pinned exchange applies to cp > 1 layouts, also where validate() will reject it (tp 2 cp
+  // 2: 3 heads per tp rank); cp 1 layouts stay without one.
+  FixedAxes f;
+  f.cp_comm_type = CpCommType::kA2a;
+  std::set<std::pair<int, int>> tp_cp;
+  for (const Candidate& c : enumerate_candidates(inputs(m, 4, 4, 8, f))) {
+    EXPECT_EQ(c.cp_comm_type, c.cp > 1 ? CpCommType::kA2a : CpCommType::kP2p);
+    if (c.cp > 1) tp_cp.insert({c.tp, c.cp});
+  }
+  EXPECT_EQ(tp_cp, (std::set<std::pair<int, int>>{{1, 2}, {1, 4}, {2, 2}}));
+  // cp_a2a: a2a+p2p with that all-to-all size wherever it divides cp.
+  FixedAxes h;
+  h.cp_a2a = 2;
+  h.cp = 4;
+  const auto hs = enumerate_candidates(inputs(m, 4, 4, 8, h));
+  ASSERT_FALSE(hs.empty());
+  for (const Candidate& c : hs) {
+    EXPECT_EQ(c.cp_comm_type, CpCommType::kA2aP2p);
+    EXPECT_EQ(c.cp_a2a, 2);
+    EXPECT_EQ(to_parallel(c, 8).hierarchical_context_parallel_sizes, (std::vector<int64_t>{2, 2}));
+  }
+  // A pinned offload goes with every recompute and pipeline size (validate() judges it).
+  FixedAxes o;
+  o.offload_layers = 2;
+  std::set<Recompute> recomputes;
+  std::set<int> pps;
+  for (const Candidate& c : enumerate_candidates(inputs(m, 4, 4, 8, o))) {
+    EXPECT_EQ(c.offload_layers, 2);
+    EXPECT_EQ(c.offload_modules, 0u);
+    recomputes.insert(c.recompute);
+    pps.insert(c.pp);
+  }
+  EXPECT_EQ(recomputes.size(), 3u);
+  EXPECT_EQ(pps, (std::set<int>{1, 2, 4}));
 }
 
 }  // namespace

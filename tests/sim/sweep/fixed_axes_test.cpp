@@ -58,7 +58,50 @@ TEST(FixedAxes, LongSpellingsAndSwitchWords) {
   EXPECT_EQ(parse_fixed_axes(to_string(f)), f);  // canonical text parses back
 }
 
+TEST(FixedAxes, ExchangeOverlapAndOffloadKeys) {
+  FixedAxes f = parse_fixed_axes(
+      "cp_comm_type=a2a+p2p,cp_a2a=2,overlap_p2p=off,offload_layers=0,"
+      "offload_modules=core_attn+attn_proj");
+  EXPECT_EQ(f.cp_comm_type, CpCommType::kA2aP2p);
+  EXPECT_EQ(f.cp_a2a, 2);
+  EXPECT_EQ(f.overlap_p2p, false);
+  EXPECT_EQ(f.offload_layers, 0);
+  EXPECT_EQ(f.offload_modules, kOffloadCoreAttn | kOffloadAttnProj);
+  EXPECT_EQ(to_string(f),
+            "cp_comm_type=a2a+p2p,cp_a2a=2,overlap_p2p=off,offload_layers=0,"
+            "offload_modules=core_attn+attn_proj");
+  EXPECT_EQ(parse_fixed_axes(to_string(f)), f);
+  // Megatron's spellings; "none" for no module.
+  f = parse_fixed_axes(
+      "cp_comm_type=allgather,overlap_p2p_comm=true,cpu_offloading_num_layers=3,"
+      "offload_modules=none");
+  EXPECT_EQ(f.cp_comm_type, CpCommType::kAllGather);
+  EXPECT_EQ(f.overlap_p2p, true);
+  EXPECT_EQ(f.offload_layers, 3);
+  EXPECT_EQ(f.offload_modules, 0u);
+  EXPECT_EQ(to_string(f),
+            "cp_comm_type=all_gather,overlap_p2p=on,offload_layers=3,offload_modules=none");
+  EXPECT_EQ(parse_fixed_axes(to_string(f)), f);
+  EXPECT_FALSE(f.empty());
+}
+
 TEST(FixedAxes, ErrorsNameTheFlagAndItem) {
+  EXPECT_THAT(error_of("cp_comm_type=ring"),
+              HasSubstr("--fix: cp_comm_type: must be one of p2p, all_gather, a2a, a2a+p2p; got "
+                        "\"ring\""));
+  EXPECT_THAT(error_of("cp_a2a=0"), HasSubstr("--fix: cp_a2a must be an integer from 1"));
+  EXPECT_THAT(
+      error_of("cp_comm_type=a2a,cp_a2a=2"),
+      HasSubstr("--fix: cp_a2a is the all-to-all size of cp_comm_type a2a+p2p, not of a2a"));
+  EXPECT_THAT(error_of("overlap_p2p=yes"),
+              HasSubstr("--fix: overlap_p2p must be on or off, got \"yes\""));
+  EXPECT_THAT(error_of("offload_layers=-1"),
+              HasSubstr("--fix: offload_layers must be an integer from 0 to"));
+  EXPECT_THAT(error_of("offload_modules=core_attn+mlp"),
+              HasSubstr("--fix: offload_modules: must name modules among attn_norm"));
+  EXPECT_THAT(error_of("offload_modules=core_attn+mlp"), HasSubstr("got \"mlp\""));
+  EXPECT_THAT(error_of("offload_layers=1,cpu_offloading_num_layers=2"),
+              HasSubstr("--fix: offload_layers is given twice"));
   EXPECT_THAT(error_of("tp=0"), HasSubstr("--fix: tp must be an integer from 1"));
   EXPECT_THAT(error_of("tp=eight"), HasSubstr("got \"eight\""));
   EXPECT_THAT(error_of("tp=3000000000"), HasSubstr("--fix: tp must be an integer from 1 to"));

@@ -32,7 +32,7 @@ TEST(SweepCsv, OneRowPerSimulatedCandidate) {
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
   const std::vector<std::string> header = split(line);
-  ASSERT_EQ(header.size(), 34u);
+  ASSERT_EQ(header.size(), 39u);
   EXPECT_EQ(header[0], "schema_version");
   EXPECT_EQ(header[2], "rank");
   EXPECT_EQ(header.back(), "fits");

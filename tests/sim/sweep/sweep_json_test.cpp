@@ -25,17 +25,20 @@ TEST(SweepJson, Shape) {
   EXPECT_EQ(j["objective"], "throughput");
   EXPECT_EQ(j["fixed"], "");
   const Json& c = j["counts"];
-  EXPECT_EQ(c["candidates"], 384);
-  EXPECT_EQ(c["invalid"], 120);  // 42 by validate's rules, 78 zb-h1 (sweep_test.cpp)
+  // The space of CandidateSpace.ExchangesAndOffloadingCountedByHand; pinned to the plan's
+  // exchange and no offloading, 384 with 120 invalid: 42 by validate's rules, 78 zb-h1
+  // (sweep_test.cpp); the exchanges and offloading multiply both, zb-h1 most (210).
+  EXPECT_EQ(c["candidates"], 1394);
+  EXPECT_EQ(c["invalid"], 324);
   EXPECT_EQ(c["simulated"].get<int64_t>() + c["invalid"].get<int64_t>() +
                 c["out_of_memory_pruned"].get<int64_t>() + c["skipped"].get<int64_t>(),
-            384);
+            1394);
   EXPECT_EQ(c["skipped"], 0);
   EXPECT_EQ(j["top_k"], 3);
   EXPECT_EQ(j["memory_headroom"], 0.0);
   EXPECT_EQ(j["gpu_memory_bytes"], j["usable_memory_bytes"]);
   ASSERT_EQ(j["invalid_by_rule"].size(), 3u);
-  EXPECT_EQ(j["invalid_by_rule"][0]["count"], 78);
+  EXPECT_EQ(j["invalid_by_rule"][0]["count"], 210);
   EXPECT_TRUE(j["invalid_by_rule"][0]["rule"].is_string());
   EXPECT_TRUE(j["invalid_by_rule"][0]["example"].is_string());
   ASSERT_EQ(j["top"].size(), 3u);

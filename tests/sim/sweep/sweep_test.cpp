@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include "sim/sweep/candidate_space.hpp"
@@ -75,7 +76,11 @@ TEST(Sweep, TinyModelCountsByRule) {
   //    tp2 pp2 b8 (sp 2 x 3) = 18;
   //  - the zb-h1 schedule, which Megatron-LM (the request's default stack) does not run: every
   //    pp 2 and pp 4 layout's zb-h1 candidates that break no other rule = 78.
-  const SweepResult r = run_sweep(testing::tiny_request(), fake_options(2));
+  //  (The cp exchanges and activation offloading pinned to the plan defaults: the space of
+  //  CandidateSpace.TinyModelOnFourGpusCountedByHand.)
+  SweepRequest req = testing::tiny_request();
+  req.fixed = parse_fixed_axes("cp_comm_type=p2p,offload_layers=0,offload_modules=none");
+  const SweepResult r = run_sweep(req, fake_options(2));
   EXPECT_EQ(r.candidates, 384);
   EXPECT_EQ(r.invalid, 120);
   ASSERT_EQ(r.invalid_by_rule.size(), 3u);  // most frequent first
@@ -101,7 +106,7 @@ TEST(Sweep, TinyModelCountsByRule) {
   EXPECT_EQ(r.simulated, 264);
   EXPECT_EQ(r.fits, 264);
   // For mplan's executor zb-h1 is fine; cp is not: tp1 cp2 and cp4 layouts are rejected instead.
-  SweepRequest m = testing::tiny_request();
+  SweepRequest m = req;
   m.base.training.implementation = Implementation::kMplan;
   const SweepResult x = run_sweep(m, fake_options(2));
   EXPECT_EQ(count_of(x, "zb-h1"), 0);
@@ -293,16 +298,17 @@ TEST(SweepWithSimulator, LowerBoundIsBelowEverySimulatedPeak) {
     SCOPED_TRACE(req.base.model.name);
     Plan plan = req.base;
     int64_t checked = 0;
-    for (const Candidate& c :
-         enumerate_candidates({&req.base.model, req.gpus, req.base.cluster.gpus_per_node,
-                               req.global_batch_size, req.fixed})) {
-      plan.parallel = to_parallel(c, req.global_batch_size);
+    int64_t offloaded = 0;
+    for (const Candidate& c : enumerate_candidates(space_inputs(req))) {
+      apply_candidate(c, req.global_batch_size, plan);
       if (!validate(plan).empty()) continue;
+      offloaded += c.offload_layers > 0 || c.offload_modules != 0;
       const int64_t peak = sim::simulate(plan).peak_bytes;
       ASSERT_LE(memory_lower_bound(plan), peak) << layout_label(c) << " mbs " << c.micro_batch_size;
       ++checked;
     }
     EXPECT_GT(checked, 100);
+    EXPECT_GT(offloaded, 10);  // the activation-offloading candidates are among them
   }
 }
 
@@ -348,6 +354,79 @@ TEST(SweepWithSimulator, TimeLimitStopsWithAMessage) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("--time-limit: the sweep stopped after"));
     EXPECT_THAT(e.what(), HasSubstr("--fix"));
+  }
+}
+
+// The cp exchange is searched: gpt3-1.3b over cp 8 in one DGX H100 node, where the all-to-all
+// (heads split over the ranks) beats the p2p ring; the sweep picks it.
+TEST(SweepWithSimulator, PicksTheFastestCpExchange) {
+  SweepRequest req;
+  req.base.model = load_model("gpt3-1.3b");
+  req.base.cluster = load_cluster("dgx-h100");
+  req.gpus = 8;
+  req.global_batch_size = 64;
+  req.fixed = parse_fixed_axes("tp=1,cp=8,mbs=16,recompute=none,offload_modules=none");
+  SweepOptions o;
+  o.threads = 2;
+  o.prune = false;
+  const SweepResult r = run_sweep(req, o);
+  ASSERT_GT(r.fits, 0);
+  std::set<CpCommType> seen;
+  double best_p2p = 0;
+  for (const Evaluated& e : r.evaluated) {
+    seen.insert(e.candidate.cp_comm_type);
+    if (e.candidate.cp_comm_type == CpCommType::kP2p && e.figures.fits)
+      best_p2p = std::max(best_p2p, e.figures.tokens_per_s);
+  }
+  EXPECT_EQ(seen, (std::set<CpCommType>{CpCommType::kP2p, CpCommType::kAllGather, CpCommType::kA2a,
+                                        CpCommType::kA2aP2p}));
+  EXPECT_EQ(r.best().candidate.cp_comm_type, CpCommType::kA2a);
+  EXPECT_GT(r.best().figures.tokens_per_s, best_p2p);
+}
+
+// With the interleaved schedule, overlapping the pipeline transfers is never slower in the
+// simulator (which is why the sweep does not search "off": candidate_space.hpp).
+TEST(SweepWithSimulator, OverlappedPipelineTransfersAreNeverSlower) {
+  SweepRequest req = squeezed_request(80);
+  req.fixed = parse_fixed_axes("schedule=interleaved,recompute=selective,offload_modules=none");
+  Plan plan = req.base;
+  int64_t checked = 0;
+  for (const Candidate& c : enumerate_candidates(space_inputs(req))) {
+    ASSERT_TRUE(c.overlap_p2p_comm);
+    apply_candidate(c, req.global_batch_size, plan);
+    if (!validate(plan).empty()) continue;
+    const double on = sim::simulate(plan).iteration_time_s;
+    plan.parallel.overlap_p2p_comm = false;
+    const double off = sim::simulate(plan).iteration_time_s;
+    EXPECT_LE(on, off * (1 + 1e-12)) << layout_label(c) << " mbs " << c.micro_batch_size;
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
+}
+
+// Activation offloading is searched as a memory saver: with GPU memory between the least peak
+// of any offloading plan and that of any plan without, the sweep's plans all offload.
+TEST(SweepWithSimulator, OffloadingWhereNothingElseFits) {
+  SweepRequest req = squeezed_request(80);
+  req.fixed = parse_fixed_axes("tp=1,pp=1,mbs=4,recompute=none");
+  req.objective = Objective::kMemory;
+  SweepOptions o;
+  o.threads = 2;
+  SweepRequest plain = req;
+  plain.fixed = parse_fixed_axes(
+      "tp=1,pp=1,mbs=4,recompute=none,offload_layers=0,"
+      "offload_modules=none");
+  const int64_t least_plain = run_sweep(plain, o).best().figures.peak_bytes;
+  const SweepResult with = run_sweep(req, o);
+  const int64_t least = with.best().figures.peak_bytes;
+  ASSERT_LT(least, least_plain);
+  req.objective = Objective::kThroughput;
+  req.base.cluster.gpu.memory_gib = static_cast<double>(least + least_plain) / 2 / (1 << 30);
+  const SweepResult r = run_sweep(req, o);
+  ASSERT_GT(r.fits, 0);
+  for (int64_t i : r.ranking) {
+    const Candidate& c = r.evaluated[static_cast<size_t>(i)].candidate;
+    EXPECT_TRUE(c.offload_layers > 0 || c.offload_modules != 0) << layout_label(c);
   }
 }
 

@@ -1,6 +1,7 @@
 // Tests of the iteration-time lower bound against the simulator itself: below the simulated
 // iteration time and above the simulated compute time of the reported stage, for every valid
-// candidate of small sweeps (dense and MoE, every schedule, recompute and micro-batch size).
+// candidate of small sweeps (dense and MoE, every schedule, recompute, micro-batch size, cp
+// exchange and activation offloading).
 #include "sim/sweep/time_bound.hpp"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ void check_every_valid_candidate(const Plan& base, int64_t gpus, int64_t gbs) {
   int64_t checked = 0;
   for (const Candidate& c :
        enumerate_candidates({&base.model, gpus, base.cluster.gpus_per_node, gbs, FixedAxes{}})) {
-    plan.parallel = to_parallel(c, gbs);
+    apply_candidate(c, gbs, plan);  // with the cp exchanges and activation offloading
     if (!validate(plan).empty()) continue;
     const sim::SimulationResult r = sim::simulate(plan);
     const int64_t bound = iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch);
