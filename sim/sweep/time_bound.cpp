@@ -1,4 +1,4 @@
-// The compute-stream lower bound: per stage, the chunk costs the lowering builds (costs are
+// The compute-stream lower bound with the pipeline fill and drain: per stage, the chunk costs the lowering builds (costs are
 // rebuilt only when the stage's tensor-, context- or expert-parallel placement changes, as the
 // lowering does), summed over chunks and multiplied by the micro-batch count.
 #include "sim/sweep/time_bound.hpp"
@@ -53,12 +53,17 @@ std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOpt
     const size_t first = s.chunks.chunks.size();
     sim::append_stage_chunks(plan, s.costs, stage, s.chunks);
     StagePassTimes& t = out[static_cast<size_t>(stage)];
+    t.min_chunk_forward_ns = t.min_chunk_backward_ns = t.min_chunk_backward_input_ns = INT64_MAX;
     for (size_t c = first; c < s.chunks.chunks.size(); ++c) {
       const sim::ChunkCosts& ch = s.chunks.chunks[c];
       t.forward_ns += ch.fwd.total_ns();
       t.backward_ns += ch.bwd.total_ns();
       t.backward_input_ns += ch.bwd_input.total_ns();
       t.backward_weight_ns += ch.bwd_weight.total_ns();
+      t.min_chunk_forward_ns = std::min(t.min_chunk_forward_ns, ch.fwd.total_ns());
+      t.min_chunk_backward_ns = std::min(t.min_chunk_backward_ns, ch.bwd.total_ns());
+      t.min_chunk_backward_input_ns =
+          std::min(t.min_chunk_backward_input_ns, ch.bwd_input.total_ns());
     }
   }
   return out;
@@ -69,13 +74,20 @@ int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& o
   const std::optional<ScheduleSpec> spec = schedule_spec_of(plan);
   MPLAN_CHECK(spec.has_value(), "iteration_time_lower_bound_ns needs a valid plan");
   const bool split = plan.parallel.schedule == ScheduleKind::kZbH1;
-  int64_t busiest = 0;
+  const int64_t m = spec->microbatches;
+  int64_t bound = 0;
+  int64_t fill = 0;         // the stages before s: their cheapest forwards
+  int64_t drain = 0;        // their cheapest backwards (zb-h1: input-gradient passes)
   for (const StagePassTimes& t : stage_pass_times(plan, options, s)) {
-    const int64_t per_microbatch =
-        t.forward_ns + (split ? t.backward_input_ns + t.backward_weight_ns : t.backward_ns);
-    busiest = std::max(busiest, per_microbatch * spec->microbatches);
+    const int64_t last_backward =  // until the stage's last backward (zb-h1: B) is done
+        m * (t.forward_ns + (split ? t.backward_input_ns : t.backward_ns));
+    const int64_t work =
+        m * (t.forward_ns + (split ? t.backward_input_ns + t.backward_weight_ns : t.backward_ns));
+    bound = std::max({bound, fill + work, fill + last_backward + drain});
+    fill += t.min_chunk_forward_ns;
+    drain += split ? t.min_chunk_backward_input_ns : t.min_chunk_backward_ns;
   }
-  return busiest;
+  return bound;
 }
 
 }  // namespace mplan::sweep

@@ -35,16 +35,26 @@ struct StagePassTimes {
   int64_t backward_ns = 0;         // whole backward, with recomputation
   int64_t backward_input_ns = 0;   // zero-bubble B
   int64_t backward_weight_ns = 0;  // zero-bubble W
+  // The cheapest of the stage's chunks: what one micro-batch's pass through the stage costs at
+  // least, whichever chunk it is in (the pipeline's fill and drain).
+  int64_t min_chunk_forward_ns = 0;
+  int64_t min_chunk_backward_ns = 0;
+  int64_t min_chunk_backward_input_ns = 0;
 };
 std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOptions& options,
                                              TimeBoundScratch& scratch);
 
-// The busiest pipeline stage's compute-stream work: M micro-batches x, over its model chunks, the
-// forward + backward passes (zb-h1: forward + input-gradient + weight-gradient), each costed
-// exactly as the simulator's lowering costs it (sim/plan_sim: build_plan_costs and
-// append_stage_chunks, with the stage's communication groups). The lowering puts every one of
-// those passes on that stage's compute stream, which runs one op at a time, so the iteration
-// cannot be shorter. `options` must be the ones simulate() is called with.
+// Over the pipeline stages s, the largest of fill + work + drain. Work: stage s's compute-stream
+// passes, M micro-batches x, over its model chunks, the forward + backward (zb-h1: forward +
+// input-gradient + weight-gradient), each costed exactly as the simulator's lowering costs it
+// (sim/plan_sim: build_plan_costs and append_stage_chunks, with the stage's communication
+// groups); the lowering puts every one of them on the stage's compute stream, which runs one op
+// at a time. Fill: stage s's first pass is a forward that stages 0 .. s-1 have run first, each
+// taking at least its cheapest chunk's forward. Drain: after stage s's last backward (zb-h1: its
+// last input-gradient pass, with every forward and input-gradient pass of the stage before it),
+// that micro-batch's backward still runs on stages s-1 .. 0, each at least its cheapest chunk's.
+// Point-to-point transfers and every wait beyond these chains only lengthen the iteration.
+// `options` must be the ones simulate() is called with.
 int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& options,
                                       TimeBoundScratch& scratch);
 

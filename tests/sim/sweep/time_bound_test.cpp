@@ -58,5 +58,33 @@ TEST(TimeBound, MoeModel) {
   check_every_valid_candidate(p, 8, 16);
 }
 
+// A deep pipeline with few micro-batches spends most of its time filling and draining: the bound
+// counts that (stage s waits for s forwards before it and ends s backwards before stage 0 does),
+// so it stays close to the simulated time where the busiest stage's work alone is far below it.
+TEST(TimeBound, CountsThePipelinesFillAndDrain) {
+  Plan p;
+  p.model = load_model("gpt3-1.3b");  // 24 layers
+  p.cluster = load_cluster("h200x4");
+  p.parallel.pp = 4;
+  p.parallel.micro_batch_size = 1;
+  p.parallel.global_batch_size = 4;  // M = 4
+  for (ScheduleKind k : {ScheduleKind::k1F1B, ScheduleKind::kInterleaved, ScheduleKind::kZbH1}) {
+    p.parallel.schedule = k;
+    p.parallel.vpp = k == ScheduleKind::kInterleaved ? 2 : 1;
+    ASSERT_TRUE(validate(p).empty()) << to_string(validate(p).front());
+    TimeBoundScratch scratch;
+    const double bound_s =
+        static_cast<double>(iteration_time_lower_bound_ns(p, sim::SimOptions{}, scratch)) * 1e-9;
+    int64_t busiest_ns = 0;  // the busiest stage's work: the bound without fill and drain
+    for (const StagePassTimes& t : stage_pass_times(p, sim::SimOptions{}, scratch))
+      busiest_ns = std::max(busiest_ns, t.forward_ns + t.backward_ns);
+    const double busiest_s = static_cast<double>(busiest_ns * 4) * 1e-9;
+    const double simulated_s = sim::simulate(p).iteration_time_s;
+    EXPECT_LE(bound_s, simulated_s) << to_string(k);
+    EXPECT_GT(bound_s, 0.85 * simulated_s) << to_string(k);
+    EXPECT_LT(busiest_s, 0.75 * simulated_s) << to_string(k);  // what the fill and drain add
+  }
+}
+
 }  // namespace
 }  // namespace mplan::sweep
