@@ -1,6 +1,7 @@
-// The compute-stream lower bound with the pipeline fill and drain: per stage, the chunk costs the lowering builds (costs are
-// rebuilt only when the stage's tensor-, context- or expert-parallel placement changes, as the
-// lowering does), summed over chunks and multiplied by the micro-batch count.
+// The compute-stream lower bound with the pipeline's fill and drain: per stage, the chunk costs
+// the lowering builds (costs are rebuilt only when the stage's tensor-, context- or expert-parallel
+// placement changes, as the lowering does), summed over chunks and multiplied by the micro-batch
+// count, with the cheapest chunk's passes of the stages before it.
 #include "sim/sweep/time_bound.hpp"
 
 #include <algorithm>
