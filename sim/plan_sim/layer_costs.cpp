@@ -279,8 +279,9 @@ void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name,
 
 // Backward of a row-parallel linear: all-gather of the output gradient with sequence
 // parallelism; input-gradient GEMM (tokens x in_width x h) into `b_pass`, weight-gradient GEMM
-// (in_width x h x tokens) into `w_pass`. `split` (zero-bubble's B and W): the executor keeps the
-// output gradient for W, a copy in B.
+// (in_width x h x tokens) into `w_pass`. `split` (zero-bubble's B and W): the executor keeps its
+// shard of the output gradient for W (a copy in B) and, with sequence parallelism, gathers it
+// again in W.
 void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
                   const cost::GroupPlacement& tp, bool split) {
@@ -295,6 +296,7 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
     if (c.d.sp) b_pass.add(ag_name, Cat::kTp, ag, true);
     b_pass.add(dgrad_name, Cat::kCompute, dgrad);
   }
+  if (split && c.d.exec && c.d.sp) w_pass.add(ag_name, Cat::kTp, ag, true);
   if (c.d.exec && c.d.bias)  // the bias gradient: column sums of this rank's output gradient
     w_pass.add("bias_grad", Cat::kCompute,
                c.kern(MemKernel::kBiasGrad, c.tokens_r(), c.dbl(c.d.h), c.x_bytes()));
