@@ -4,13 +4,19 @@
 // the attention core's saved log-sum-exp, recomputed with the attention in backward
 // (selective); only the input of each recomputed group of layers (full: uniform groups of
 // recompute_num_layers, or the chunk's first recompute_num_layers layers one by one, block).
-// Slots are taken from per-chunk pools when a micro-batch's forward (or its receive) starts and
-// returned when its backward (or W) ends; pools grow in the first iteration, then only reuse.
+// Slots are taken from pools when a micro-batch's forward (or its receive) starts — zero-bubble's
+// output gradients when its B starts — and returned when its backward (or W) ends; the pools grow
+// in the first iteration, then only reuse. A pool serves every chunk of the stage whose slots
+// have its layout, so a stage holds as many slots as passes are in flight at once over all its
+// chunks (as a caching allocator reuses what a backward frees), not the sum of each chunk's peak.
 // Layout (s, b, h) throughout; s_l = s/tp rows of the residual stream with sequence parallelism.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -87,50 +93,94 @@ ChunkShape chunk_shape(const ParallelConfig& p, int64_t num_layers, bool has_emb
 struct MainSlot {
   std::vector<LayerMain> layers;
   std::vector<LayerWeightInputs> win;  // without split: the weight-GEMM inputs (kFull layers)
+};
+struct HeadSlot {  // the chunk with the output layer: its head, from the forward to the backward
   HeadMain head;
   HeadWeightInputs head_win;  // without split
 };
-struct WeightSlot {                    // zero-bubble: what W needs, from B (or the forward) until W
+struct WeightSlot {                    // zero-bubble: what W needs from the forward (or B) until W
   std::vector<LayerWeightInputs> win;  // every layer (recomputed ones written in B)
-  std::vector<LayerOutputGrads> dy;
   HeadWeightInputs head_win;
-  Tensor d_emb;  // (s, b, h) act: the embedding's output gradient (gathered with SP)
+};
+struct GradSlot {  // zero-bubble: the output gradients B computes for W, from B until W
+  std::vector<LayerOutputGrads> dy;
 };
 
-// Pools of one chunk's slots, keyed by micro-batch.
+// Free slots of one layout.
+template <class Slot>
+struct SlotPool {
+  std::deque<Slot> slots;  // deque: references stay valid as the pool grows
+  std::vector<int> free;
+};
+
+// A stage's pools by layout (ChunkActivations names the layouts), shared by its chunks.
+class SlotPools {
+ public:
+  template <class Slot>
+  std::shared_ptr<SlotPool<Slot>> get(const std::string& layout) {
+    std::shared_ptr<void>& p = pools_[layout];
+    if (!p) p = std::make_shared<SlotPool<Slot>>();
+    return std::static_pointer_cast<SlotPool<Slot>>(p);
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<void>> pools_;  // the layout names the slot type
+};
+
+// One chunk's slots, keyed by micro-batch, taken from the stage's pools.
 class ChunkActivations {
  public:
-  ChunkActivations(const ChunkShape& shape, const GptDims& d, DType act, Backend& be);
+  ChunkActivations(const ChunkShape& shape, const GptDims& d, DType act, Backend& be,
+                   SlotPools& pools);
   ~ChunkActivations();
   ChunkActivations(const ChunkActivations&) = delete;
   ChunkActivations& operator=(const ChunkActivations&) = delete;
 
   const ChunkShape& shape() const { return shape_; }
-  // The slot of micro-batch `mb`, taken from the pool on first use.
+  // The slot of micro-batch `mb`, taken from its pool on first use.
   MainSlot& main(int64_t mb);
+  HeadSlot& head(int64_t mb);      // has_output only
   WeightSlot& weight(int64_t mb);  // split_backward only
-  bool holds_main(int64_t mb) const { return main_of_.count(mb) > 0; }
-  void release_main(int64_t mb);
-  void release_weight(int64_t mb);
-  // Slots ever allocated (the pool's peak occupancy).
-  size_t main_slots() const { return main_.size(); }
-  size_t weight_slots() const { return weight_.size(); }
+  GradSlot& grad(int64_t mb);      // split_backward only
+  // Zero-bubble, the chunk with the embedding: its output gradient (s, b, h) act (gathered with
+  // SP), from B until W.
+  Tensor& embedding_grad(int64_t mb);
+  bool holds_main(int64_t mb) const { return main_.of.count(mb) > 0; }
+  void release_main(int64_t mb);    // with the head's
+  void release_weight(int64_t mb);  // with the output gradients'
+  // Slots ever allocated in this chunk's pools (their peak occupancy, over the chunks sharing
+  // them).
+  size_t main_slots() const { return main_.pool->slots.size(); }
+  size_t weight_slots() const { return weight_.pool ? weight_.pool->slots.size() : 0; }
 
  private:
+  template <class Slot>
+  struct Taken {  // this chunk's micro-batches' slots in one pool
+    std::shared_ptr<SlotPool<Slot>> pool;
+    std::unordered_map<int64_t, int> of;
+  };
+  template <class Slot, class Make>
+  Slot& take(Taken<Slot>& t, int64_t mb, Make make);
+  template <class Slot>
+  void give_back(Taken<Slot>& t, int64_t mb, const char* what);
+
   Tensor alloc(DType t, std::initializer_list<int64_t> shape);
   MainSlot new_main();
+  HeadSlot new_head();
   WeightSlot new_weight();
+  GradSlot new_grad();
   LayerWeightInputs new_win();
 
   ChunkShape shape_;
   GptDims d_;
   DType act_;
   Backend& be_;
-  std::vector<Tensor> owned_;
-  std::deque<MainSlot> main_;  // deque: references stay valid as the pools grow
-  std::deque<WeightSlot> weight_;
-  std::vector<int> free_main_, free_weight_;
-  std::unordered_map<int64_t, int> main_of_, weight_of_;
+  std::vector<Tensor> owned_;  // the tensors of the slots this chunk created
+  Taken<MainSlot> main_;
+  Taken<HeadSlot> head_;
+  Taken<WeightSlot> weight_;
+  Taken<GradSlot> grad_;
+  Taken<Tensor> embedding_grad_;
 };
 
 }  // namespace mplan::exec

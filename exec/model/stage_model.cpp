@@ -60,7 +60,7 @@ StageModel::StageModel(const StageSpec& spec, Backend& backend, Comm& tp, Tracer
     ChunkShape shape =
         chunk_shape(p, cp.num_layers, cp.has_embedding, cp.has_output, spec.split_backward);
     max_group = std::max(max_group, shape.max_group);
-    acts_.push_back(std::make_unique<ChunkActivations>(shape, d, act_, be_));
+    acts_.push_back(std::make_unique<ChunkActivations>(shape, d, act_, be_, pools_));
   }
   // Full recompute: one group of layers rebuilt at a time (its activations, as a kept layer's).
   for (int64_t k = 0; k < max_group; ++k) {
@@ -154,7 +154,7 @@ HeadWeightInputs StageModel::head_inputs(int c, int64_t mb) {
   ChunkActivations& A = *acts_[static_cast<size_t>(c)];
   MPLAN_CHECK(A.shape().has_output && A.holds_main(mb), "no head activations of micro-batch ", mb,
               " on chunk ", c);
-  return A.shape().split_backward ? A.weight(mb).head_win : A.main(mb).head_win;
+  return A.shape().split_backward ? A.weight(mb).head_win : A.head(mb).head_win;
 }
 
 std::vector<size_t> StageModel::activation_slots() const {
@@ -170,7 +170,7 @@ void StageModel::wait_params(const LayerParams& lp, GradSync* params) {
     if (i >= 0) params->wait_param(i);
 }
 
-LayerRef StageModel::layer_ref(int c, int64_t i, MainSlot& s, WeightSlot* w,
+LayerRef StageModel::layer_ref(int c, int64_t i, MainSlot& s, WeightSlot* w, GradSlot* g,
                                bool recomputing) const {
   const ChunkParams& cp = params_.chunks[static_cast<size_t>(c)];
   const ChunkShape& shape = acts_[static_cast<size_t>(c)]->shape();
@@ -181,17 +181,17 @@ LayerRef StageModel::layer_ref(int c, int64_t i, MainSlot& s, WeightSlot* w,
   if (shape.storage[k] == LayerStorage::kFull) {
     r.a.main = s.layers[k];
     r.a.win = w != nullptr ? w->win[k] : s.win[k];
-    if (w != nullptr) r.a.dy = w->dy[k];
+    if (g != nullptr) r.a.dy = g->dy[k];
     r.x = s.layers[k].x;
     return r;
   }
   // A recomputed layer: its activations live in the workspace while its group is rebuilt (and,
   // zero-bubble, the weight GEMMs' inputs in the W slot, kept until W).
-  const size_t g = static_cast<size_t>(i - shape.group_first[k]);
-  r.a.main = ws_.rc_main[g];
-  r.a.win = recomputing && w != nullptr ? w->win[k] : ws_.rc_win[g];
-  if (w != nullptr) r.a.dy = w->dy[k];
-  r.x = shape.storage[k] == LayerStorage::kCheckpoint ? s.layers[k].x : ws_.rc_main[g].x;
+  const size_t j = static_cast<size_t>(i - shape.group_first[k]);
+  r.a.main = ws_.rc_main[j];
+  r.a.win = recomputing && w != nullptr ? w->win[k] : ws_.rc_win[j];
+  if (g != nullptr) r.a.dy = g->dy[k];
+  r.x = shape.storage[k] == LayerStorage::kCheckpoint ? s.layers[k].x : ws_.rc_main[j].x;
   return r;
 }
 
@@ -226,20 +226,21 @@ void StageModel::forward(int c, int64_t mb, Tensor tokens, Tensor targets, float
                 ? s.layers[next].x
                 : ws_.rc_main[static_cast<size_t>(i + 1 - shape.group_first[next])].x;
     } else if (cp.has_output) {
-      out = s.head.x;
+      out = A.head(mb).head.x;
     } else {
       out = acquire_buffer();
       fwd_out_[{c, mb}] = out;
     }
     wait_params(cp.layers[k], params);
-    blocks_->layer_forward(layer_ref(c, i, s, w, /*recomputing=*/false), out);
+    blocks_->layer_forward(layer_ref(c, i, s, w, nullptr, /*recomputing=*/false), out);
   }
   if (cp.has_output) {
+    HeadSlot& hs = A.head(mb);
     if (params != nullptr)
       for (int i : {cp.lnf_w, cp.lnf_b, cp.output})
         if (i >= 0) params->wait_param(i);
-    blocks_->head_forward(cp, s.head, w != nullptr ? w->head_win : s.head_win, targets, grad_scale,
-                          loss_sum, forward_only_);
+    blocks_->head_forward(cp, hs.head, w != nullptr ? w->head_win : hs.head_win, targets,
+                          grad_scale, loss_sum, forward_only_);
   }
   if (forward_only_) {  // nothing waits for a backward
     A.release_main(mb);
@@ -271,10 +272,12 @@ void StageModel::backward(int c, int64_t mb, Tensor tokens, GradSync* sync) {
   const bool split = shape.split_backward;
   MainSlot& s = A.main(mb);
   WeightSlot* w = split ? &A.weight(mb) : nullptr;
+  GradSlot* gs = split ? &A.grad(mb) : nullptr;  // taken now: B writes it, W reads it
   Tensor g;  // the residual stream's gradient, dL/d(output) going backward
   if (cp.has_output) {
     g = acquire_buffer();
-    blocks_->head_backward(cp, s.head, w != nullptr ? w->head_win : s.head_win, g, split, sync);
+    HeadSlot& hs = A.head(mb);
+    blocks_->head_backward(cp, hs.head, w != nullptr ? w->head_win : hs.head_win, g, split, sync);
   } else {
     auto it = bwd_in_.find({c, mb});
     MPLAN_CHECK(it != bwd_in_.end(), "no output gradient of micro-batch ", mb, " on chunk ", c);
@@ -284,7 +287,7 @@ void StageModel::backward(int c, int64_t mb, Tensor tokens, GradSync* sync) {
   for (int64_t i = cp.num_layers - 1; i >= 0; --i) {
     const size_t k = static_cast<size_t>(i);
     if (shape.storage[k] == LayerStorage::kFull) {
-      blocks_->layer_backward(layer_ref(c, i, s, w, false), g, split, sync);
+      blocks_->layer_backward(layer_ref(c, i, s, w, gs, false), g, split, sync);
       continue;
     }
     // Full recompute: rebuild the group [first, i] from its checkpoint, then its backward.
@@ -294,15 +297,15 @@ void StageModel::backward(int c, int64_t mb, Tensor tokens, GradSync* sync) {
     blocks_->set_recomputing(true);
     for (int64_t j = first; j <= i; ++j) {
       Tensor out = j < i ? ws_.rc_main[static_cast<size_t>(j + 1 - first)].x : ws_.rc_out;
-      blocks_->layer_forward(layer_ref(c, j, s, w, /*recomputing=*/true), out);
+      blocks_->layer_forward(layer_ref(c, j, s, w, gs, /*recomputing=*/true), out);
     }
     blocks_->set_recomputing(false);
     for (int64_t j = i; j >= first; --j)
-      blocks_->layer_backward(layer_ref(c, j, s, w, true), g, split, sync);
+      blocks_->layer_backward(layer_ref(c, j, s, w, gs, true), g, split, sync);
     i = first;
   }
   if (cp.has_embedding) {
-    blocks_->embedding_backward(cp, tokens, g, w != nullptr ? w->d_emb : Tensor{}, sync);
+    blocks_->embedding_backward(cp, tokens, g, split ? A.embedding_grad(mb) : Tensor{}, sync);
     release(g);
   } else {
     bwd_out_[{c, mb}] = g;
@@ -323,6 +326,7 @@ void StageModel::weight_grad(int c, int64_t mb, Tensor tokens, GradSync* sync) {
   ChunkActivations& A = *acts_[static_cast<size_t>(c)];
   MPLAN_CHECK(A.shape().split_backward, "a weight-gradient pass without a split backward");
   WeightSlot& w = A.weight(mb);
+  GradSlot& gs = A.grad(mb);
   if (cp.has_output) blocks_->head_weight_grad(cp, w.head_win, sync, /*mark_norm=*/true);
   for (int64_t i = cp.num_layers - 1; i >= 0; --i) {
     const size_t k = static_cast<size_t>(i);
@@ -330,10 +334,11 @@ void StageModel::weight_grad(int c, int64_t mb, Tensor tokens, GradSync* sync) {
     r.p = &cp.layers[k];
     r.layer = cp.first_layer + i;
     r.a.win = w.win[k];
-    r.a.dy = w.dy[k];
+    r.a.dy = gs.dy[k];
     blocks_->layer_weight_grad(r, sync);
   }
-  if (cp.has_embedding) blocks_->embedding_weight_grad(cp, tokens, w.d_emb, sync);
+  if (cp.has_embedding)
+    blocks_->embedding_weight_grad(cp, tokens, A.embedding_grad(mb), sync);
   A.release_weight(mb);
 }
 

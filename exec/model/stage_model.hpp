@@ -105,8 +105,10 @@ class StageModel {
   Tensor alloc(DType t, std::initializer_list<int64_t> shape, const char* tag);
   void init_weights(uint64_t seed, double init_method_std);
   Tensor acquire_buffer();
-  // The activations of local layer i of chunk c for a forward or a recomputation.
-  LayerRef layer_ref(int c, int64_t i, MainSlot& s, WeightSlot* w, bool recomputing) const;
+  // The activations of local layer i of chunk c for a pass: its slot, zero-bubble's W slot and
+  // output-gradient slot (B only), whether it is a recomputation.
+  LayerRef layer_ref(int c, int64_t i, MainSlot& s, WeightSlot* w, GradSlot* g,
+                     bool recomputing) const;
   void wait_params(const LayerParams& lp, GradSync* params);
 
   StageSpec spec_;
@@ -119,6 +121,7 @@ class StageModel {
   Tensor weights_, grads_;
   Workspace ws_;
   std::unique_ptr<GptBlocks> blocks_;
+  SlotPools pools_;  // the chunks' slots, shared by chunks of one layout
   std::vector<std::unique_ptr<ChunkActivations>> acts_;
   std::vector<Tensor> free_buffers_;
   std::map<std::pair<int, int64_t>, Tensor> fwd_out_, bwd_in_, bwd_out_;

@@ -1,7 +1,8 @@
 # `mplan run --trace-level ops` of a plan under mpirun against `mplan simulate --stack mplan
 # --trace-level ops` of the same plan (cmake -P; ctest exec_mplan_run_ops_*): on the first rank's
 # compute stream, every kernel and collective the executor ran is one the simulator costs, as
-# many times, under the same name ("L1 fc2_dgrad", "tp_all_gather", "L0 copy", ...).
+# many times, under the same name ("L1 fc2_dgrad", "tp_all_gather", "L0 copy", ...); and every
+# stage's measured peak memory (the executor's allocations) is within 7 % of the predicted peak.
 # Variables: MPIEXEC, NP_FLAG, NP, MPLAN, PLAN, TRACE.
 foreach(v MPIEXEC NP_FLAG NP MPLAN PLAN TRACE)
   if(NOT DEFINED ${v})
@@ -9,10 +10,11 @@ foreach(v MPIEXEC NP_FLAG NP MPLAN PLAN TRACE)
   endif()
 endforeach()
 set(sim_trace "${TRACE}.simulated.json")
-file(REMOVE "${TRACE}" "${sim_trace}")
+set(run_json "${TRACE}.run.json")
+file(REMOVE "${TRACE}" "${sim_trace}" "${run_json}")
 execute_process(
   COMMAND "${MPIEXEC}" --oversubscribe ${NP_FLAG} ${NP} "${MPLAN}" run "${PLAN}" --backend cpu
-          --iters 1 --warmup 0 --trace "${TRACE}" --trace-level ops
+          --iters 1 --warmup 0 --trace "${TRACE}" --trace-level ops --json "${run_json}"
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mplan run exited ${rc}\n${out}${err}")
@@ -61,3 +63,20 @@ if(NOT measured STREQUAL simulated)
                       "  only simulated: ${only_sim}")
 endif()
 message("ops traces: the first rank's ${n} events are the simulator's, name by name")
+
+# Memory: each stage's measured peak against the predicted one.
+file(READ "${run_json}" doc)
+string(JSON stages LENGTH "${doc}" memory stages)
+foreach(s RANGE 0 ${stages})
+  if(s EQUAL stages)
+    break()
+  endif()
+  string(JSON err GET "${doc}" memory stages ${s} error)
+  if(err GREATER 0.07 OR err LESS -0.07)
+    string(JSON m GET "${doc}" memory stages ${s} measured_peak_bytes)
+    string(JSON p GET "${doc}" memory stages ${s} predicted_peak_bytes)
+    message(FATAL_ERROR "stage ${s}: predicted peak ${p} bytes, measured ${m}: error ${err} "
+                        "beyond 7 %")
+  endif()
+endforeach()
+message("memory: every stage's peak within 7 % of the prediction")

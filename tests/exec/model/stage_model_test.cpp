@@ -149,6 +149,45 @@ TEST(StageModel, AllocatesNothingAfterTheFirstMicroBatches) {
   EXPECT_EQ(be.memory_by_tag().at("activations").current_bytes, 2 * per_slot);
 }
 
+// Interleaved stages: chunks of one layout share their slots, so a stage holds as many as are in
+// flight over all its chunks (as a caching allocator would), not each chunk's peak summed.
+TEST(StageModel, ChunksOfOneLayoutShareTheirSlots) {
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split backward" : "fused backward");
+    CpuBackend be;
+    testing::SoloComm solo;
+    StageSpec spec = four_layers(DType::kBF16);
+    spec.parallel.pp = 2;
+    spec.parallel.vpp = 2;  // pipeline rank 0: chunk 0 (embedding + layer 0), chunk 1 (layer 2)
+    spec.split_backward = split;
+    StageModel model(spec, be, solo, nullptr);
+    ASSERT_EQ(model.num_chunks(), 2);
+    const GptDims& d = model.dims();
+    Tensor tok = be.alloc(DType::kI32, {d.seq, d.micro_batch}, "t");
+    be.fill(tok, 3.0f);
+    Tensor loss = be.alloc(DType::kF32, {1}, "t");
+    be.fill(loss, 0.0f);
+    auto chunk_round = [&](int c) {  // two micro-batches through chunk c, forward then backward
+      for (int64_t k : {0, 1}) {
+        if (c == 1) be.fill(model.forward_input(1, k), 0.5f);
+        model.forward(c, k, tok, tok, 1.0f, loss, nullptr);
+        model.release(model.take_forward_output(c, k));
+      }
+      for (int64_t k : {0, 1}) {
+        be.fill(model.backward_grad_input(c, k), 0.25f);
+        model.backward(c, k, tok, nullptr);
+        if (split) model.weight_grad(c, k, tok, nullptr);
+        if (c == 1) model.release(model.take_backward_output(1, k));
+      }
+    };
+    chunk_round(0);
+    const int64_t after_chunk0 = be.memory_by_tag().at("activations").current_bytes;
+    chunk_round(1);  // takes the two slots chunk 0 gave back
+    EXPECT_EQ(be.memory_by_tag().at("activations").current_bytes, after_chunk0);
+    EXPECT_EQ(model.activation_slots(), (std::vector<size_t>{2, 2}));
+  }
+}
+
 TEST(StageModel, ForwardOnlyGivesTheLossAndKeepsNothing) {
   // Evaluation mode: the same per-token loss as the training forward (bitwise on the CPU), no
   // gradient written, and each micro-batch's slots back in the pool as soon as its F ends (one
