@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <set>
 
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
@@ -45,7 +46,7 @@ TEST(ClusterSpec, PresetsCarryTheirCitedNumbers) {
   EXPECT_GT(x.intra_node.latency_us, 0);
   EXPECT_EQ(x.intra_node.allreduce_busbw_gbps.size(), 4u);
   EXPECT_EQ(x.gpu.memory_bytes(), static_cast<int64_t>(std::llround(140.4 * kGiB)));
-  EXPECT_EQ(preset_names("clusters").size(), 8u);
+  EXPECT_EQ(preset_names("clusters").size(), 9u);
 }
 
 TEST(ClusterSpec, LowPrecisionRatesAndComputeCapabilities) {
@@ -282,7 +283,7 @@ TEST(ClusterSpec, MemoryBoundWidthsRoundTripAndBadWidthsAreNamed) {
 }
 
 TEST(ClusterSpec, CalibratedPresetsCarryTheirMeasurementsAndOutOfSampleResiduals) {
-  for (const char* name : {"h200-calibrated", "h100-calibrated"}) {
+  for (const char* name : {"h200-calibrated", "h100-calibrated", "h200x2-calibrated"}) {
     const ClusterSpec c = load_cluster(name);
     EXPECT_GT(c.gpu.gemm_shapes.size(), 100u) << name;
     EXPECT_GT(c.gpu.attention_shapes.size(), 10u) << name;
@@ -296,6 +297,17 @@ TEST(ClusterSpec, CalibratedPresetsCarryTheirMeasurementsAndOutOfSampleResiduals
     EXPECT_GE(v->time_errors.size(), 8u) << name;  // the accuracy runs of the same call
     EXPECT_EQ(c.gpu_for(Implementation::kMplan).runtime_overhead_gib, 3.36) << name;
   }
+  // The two-GPU profile measured NCCL between its GPUs: every collective, at two ranks.
+  const ClusterSpec two = load_cluster("h200x2-calibrated");
+  EXPECT_EQ(two.gpus_per_node, 2);
+  EXPECT_EQ(two.calibration.value("ranks", 0), 2);
+  std::set<std::string> ops;
+  for (const auto& s : two.calibration.at("nccl")) {
+    EXPECT_EQ(s.at("ranks").get<int>(), 2);
+    ops.insert(s.at("op").get<std::string>());
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"all_gather", "all_reduce", "all_to_all", "reduce_scatter",
+                                        "send_recv"}));
 }
 
 TEST(ClusterSpec, MalformedRefinementsNameTheField) {
