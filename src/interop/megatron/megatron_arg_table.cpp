@@ -344,14 +344,15 @@ void read_position_type(const Row& r, In& s) {
     s.model.position_embedding = PositionEmbedding::kLearned;
   } else if (pos == "rope") {
     s.model.position_embedding = PositionEmbedding::kRope;
-  } else if (pos == "yarn" || pos == "mrope" || pos == "relative" || pos == "none") {
+  } else if (pos == "yarn" || pos == "mrope" || pos == "relative" || pos == "none" ||
+             pos == "alibi") {  // alibi: Megatron-DeepSpeed's (BLOOM), no position parameters
     s.model.position_embedding = PositionEmbedding::kRope;
     s.warnings.push_back(cat("--position-embedding-type ", pos,
                              ": not modelled; costed as rope (no position parameters)"));
   } else {
     throw Error(
         cat("--position-embedding-type: must be one of learned_absolute, rope, yarn, "
-            "mrope, relative, none; got '",
+            "mrope, relative, none, alibi; got '",
             pos, "'"));
   }
   s.position_type = pos;
@@ -972,6 +973,10 @@ const std::vector<Row>& table() {
        [](const Row& r, Out& o) {
          if (const auto& l = o.plan.parallel.pipeline_model_parallel_layout) o.arg(r.name, l->text);
        }},
+      // Megatron-DeepSpeed: DeepSpeed's PipelineModule splits the layers by this method; the
+      // split becomes the layout after the table (megatron_import.cpp, deepspeed_pipeline.hpp).
+      {"--pp-partition-method", G::kNone, "parallel.pipeline_model_parallel_layout", kStep,
+       [](const Row& r, In& s) { s.pp_partition_method = s.args.value(r.name, true); }},
       {"--context-parallel-size", G::kParallel, "parallel.cp", kStep,
        [](const Row& r, In& s) { s.parallel.cp = s.args.int_value(r.name, 1, true).value_or(1); },
        [](const Row& r, Out& o) { o.arg(r.name, o.plan.parallel.cp); }},

@@ -58,6 +58,9 @@ struct ImportState {
   bool use_flash_attn = false;                      // --use-flash-attn
   bool mock_data = false;                           // --mock-data
   std::string tokenizer_type;                       // --tokenizer-type ("" : not given)
+  // Megatron-DeepSpeed's --pp-partition-method; the split is made after the table, once the
+  // vocabulary (which the "parameters" method weighs) is settled.
+  std::optional<std::string> pp_partition_method;
   // From the script's "# mplan: default-train-iters=N" line: a --train-iters N that export chose
   // because the plan had none.
   std::optional<int64_t> export_default_train_iters;

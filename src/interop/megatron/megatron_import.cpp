@@ -10,6 +10,7 @@
 
 #include "src/common/embedded_configs.hpp"
 #include "src/common/error.hpp"
+#include "src/interop/megatron/deepspeed_pipeline.hpp"
 #include "src/interop/megatron/launch_command.hpp"
 #include "src/interop/megatron/megatron_arg_table.hpp"
 #include "src/interop/megatron/megatron_launch.hpp"
@@ -163,6 +164,55 @@ void infer_vocab(ImportState& s, const MegatronImportOptions& o, MegatronImport&
                            ", whose shape this model has"));
 }
 
+// What else in the script splits the pipeline (for the Megatron-DeepSpeed conflict message).
+std::string other_pipeline_split(const ParallelConfig& p) {
+  if (p.pipeline_model_parallel_layout) return "--pipeline-model-parallel-layout";
+  if (p.decoder_first_pipeline_num_layers) return "--decoder-first-pipeline-num-layers";
+  if (p.decoder_last_pipeline_num_layers) return "--decoder-last-pipeline-num-layers";
+  if (p.account_for_embedding_in_pipeline_split)
+    return "--account-for-embedding-in-pipeline-split";
+  if (p.account_for_loss_in_pipeline_split) return "--account-for-loss-in-pipeline-split";
+  if (p.vpp > 1) return "virtual pipeline stages";
+  return "";
+}
+
+// A Megatron-DeepSpeed script (--deepspeed, --deepspeed_config or --pp-partition-method) with
+// pp > 1 runs GPTModelPipe, whose layers DeepSpeed's PipelineModule splits: that split becomes
+// the plan's layout. The script's DeepSpeed arguments stay unread (reported as not modelled);
+// only their presence is looked at here. --pp-partition-method marks bigscience's fork (the only
+// one that has it); without it, microsoft's, which always splits by "type:transformer".
+void split_as_deepspeed(ImportState& s, MegatronImport& r) {
+  const MegatronArgList& a = s.args;
+  const bool deepspeed = a.has("--deepspeed") || a.has("--deepspeed_config") ||
+                         a.has("--deepscale") || a.has("--deepscale_config");
+  ParallelConfig& p = s.parallel;
+  if ((!deepspeed && !s.pp_partition_method) || p.pp <= 1) return;
+  if (deepspeed && a.has("--no-pipeline-parallel")) return;  // microsoft's GPTModel, no pipe
+  const std::string other = other_pipeline_split(p);
+  if (!other.empty())
+    throw Error(cat(kPpPartitionMethodFlag, ": a Megatron-DeepSpeed script's layers are split by ",
+                    "DeepSpeed's PipelineModule, one layer range per stage; it cannot also take ",
+                    other));
+  DsModelOptions o;
+  o.fork = s.pp_partition_method ? MegatronDeepSpeedFork::kBigScience
+                                 : MegatronDeepSpeedFork::kMicrosoft;
+  o.half_precision = s.training.precision != Precision::kFp32;
+  o.embed_layernorm = a.has("--embed-layernorm");
+  const std::string method = s.pp_partition_method.value_or("type:transformer");
+  const std::vector<DsLayerSpec> specs = gpt_model_pipe_specs(s.model, p, o);
+  const std::vector<int64_t> parts = deepspeed_stage_boundaries(specs, method, p.pp);
+  PipelineLayout layout = deepspeed_layout(specs, parts, method);
+  std::string counts;
+  for (const LayoutStage& st : layout.stages) counts += cat(counts.empty() ? "" : " ", st.decoder);
+  r.warnings.push_back(cat(
+      kPpPartitionMethodFlag, " ", method, s.pp_partition_method ? "" : " (the default)",
+      ": DeepSpeed's PipelineModule splits ",
+      o.fork == MegatronDeepSpeedFork::kBigScience ? "bigscience's" : "microsoft's",
+      " GPTModelPipe as ", counts, " transformer layers over ", p.pp,
+      " stages; the plan's layout is '", layout.text, "'"));
+  p.pipeline_model_parallel_layout = std::move(layout);
+}
+
 // The plan's rules over the training section (Megatron-LM's: warmup against decay, min_lr <= lr,
 // --save with --save-interval, ...), each error named by the argument of its field:
 // "--min-lr (training.min_lr): must be <= lr (0.0001), got 0.001".
@@ -277,6 +327,7 @@ MegatronImport import_megatron(const std::string& text, const MegatronImportOpti
   size_world(s, launch, o, cluster, r);
   default_global_batch(s, r);
   infer_vocab(s, o, r);
+  split_as_deepspeed(s, r);
 
   std::string detail;
   r.matched_preset = match_preset(s.model, s.parallel.tp, true, detail);

@@ -795,5 +795,140 @@ TEST(MegatronImport, TrainingLoopRulesNameTheArgument) {
   EXPECT_EQ(r.plan.training.vocab_file, "");
 }
 
+// ---- Megatron-DeepSpeed: DeepSpeed's pipeline split as the layout --------------------------
+
+// BLOOM-176B's tr11-176B-ml launch (fixtures/README.md), its vocabulary given as mplan import's
+// --vocab-size (the script pads its tokenizer's to 250880).
+MegatronImport import_bloom(const std::string& script) {
+  MegatronImportOptions o = default_import();
+  o.vocab_size = 250880;
+  return import_megatron(script, o);
+}
+
+// The BLOOM script with its "--pp-partition-method 'type:transformer|embedding'" replaced.
+std::string bloom_with(const std::string& args) {
+  std::string s = fixture("bloom_176b_tr11.sh");
+  const std::string old = "--pp-partition-method 'type:transformer|embedding'";
+  const size_t at = s.find(old);
+  EXPECT_NE(at, std::string::npos);
+  return s.replace(at, old.size(), args);
+}
+std::string with_method(const std::string& method) {
+  return bloom_with("--pp-partition-method " + method);
+}
+
+std::vector<int64_t> layers_per_stage(const Plan& p) {
+  std::vector<int64_t> v;
+  for (int64_t r = 0; r < p.parallel.pp; ++r) {
+    int64_t n = 0;
+    for (const LayerRange& c : stage_chunks(p.model.num_layers, p.parallel, r)) n += c.count;
+    v.push_back(n);
+  }
+  return v;
+}
+
+// 'type:transformer|embedding' weighs the 70 layers and both EmbeddingPipe specs (first and
+// tied last): 72 over 12 stages, 6 each at spread 0. The first stage's 6 are the embedding and
+// 5 layers, the last's 5 layers and the output embedding: 5, 6 x 10, 5 (sum 70) — why BLOOM
+// has 70 layers.
+TEST(MegatronImport, DeepSpeedBloom176bPartition) {
+  MegatronImport r = import_bloom(fixture("bloom_176b_tr11.sh"));
+  const Plan& p = r.plan;
+  EXPECT_EQ(p.parallel.tp, 4);
+  EXPECT_EQ(p.parallel.pp, 12);
+  EXPECT_EQ(p.parallel.dp, 8);  // 48 nodes x 8 GPUs / (4 x 12)
+  EXPECT_EQ(p.model.num_layers, 70);
+  ASSERT_TRUE(p.parallel.pipeline_model_parallel_layout.has_value());
+  EXPECT_EQ(p.parallel.pipeline_model_parallel_layout->text, "Et*5|(t*6|)*10t*5L");
+  EXPECT_EQ(layers_per_stage(p), (std::vector<int64_t>{5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5}));
+  EXPECT_EQ(stage_chunks(70, p.parallel, 11), (std::vector<LayerRange>{{65, 5}}));
+  EXPECT_EQ(all_warnings_with(r, "breaks a rule"), "");
+  EXPECT_THAT(all_warnings_with(r, "--pp-partition-method"),
+              HasSubstr("splits bigscience's GPTModelPipe as 5 6 6 6 6 6 6 6 6 6 6 5"));
+  // DeepSpeed's own arguments (and its config file) are still reported as not read.
+  for (const char* a : {"--deepspeed", "--deepspeed_config ./ds_config.json", "--zero-stage 0",
+                        "--deepspeed-activation-checkpointing", "--embed-layernorm"})
+    EXPECT_THAT(r.not_modelled, ::testing::Contains(a));
+  // The plan reads back from its JSON with the layout.
+  EXPECT_EQ(plan_from_json(plan_to_json(p)), p);
+}
+
+// uniform splits the 77 specs (bf16 adds float16_to_fp32 at the end): chunk 6, residual 5,
+// boundaries 0 7 14 21 28 35 41 47 53 59 65 71 77. Specs 0-2 are _to_float16, the embedding
+// and the transpose, 3-72 the layers, 73-76 undo, norm, output, cast: stage 0 holds layers
+// 0-3, stages 1-4 seven each, stages 5-10 six each, stage 11 layers 68-69.
+TEST(MegatronImport, DeepSpeedBloom176bUniform) {
+  MegatronImport r = import_bloom(with_method("uniform"));
+  const Plan& p = r.plan;
+  EXPECT_EQ(p.parallel.pipeline_model_parallel_layout->text, "Et*4|(t*7|)*4(t*6|)*6t*2L");
+  EXPECT_EQ(layers_per_stage(p), (std::vector<int64_t>{4, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 2}));
+}
+
+// parameters, per tensor-parallel rank (tp 4, h = 14336): EmbeddingPipe 250880 / 4 x h words +
+// 2h of --embed-layernorm (alibi: no positions) = 899182592; a layer 4h norms + 3h^2/4 + 3h/4 +
+// h^2/4 + h + h^2 + h + h^2 + h = 616673792 (1.46 embeddings ~ 1 layer and a half). The end
+// stages trade one layer for the embedding: 5, 6 x 10, 5, as with the type method.
+TEST(MegatronImport, DeepSpeedBloom176bParameters) {
+  MegatronImport r = import_bloom(with_method("parameters"));
+  EXPECT_EQ(r.plan.parallel.pipeline_model_parallel_layout->text, "Et*5|(t*6|)*10t*5L");
+}
+
+// Without --pp-partition-method the script is microsoft's Megatron-DeepSpeed (its GPTModelPipe
+// always splits by type:transformer): 70 layers over 12 at spread 1; DeepSpeed's ties put the
+// two 5s last.
+TEST(MegatronImport, DeepSpeedDefaultMethod) {
+  MegatronImport r = import_bloom(bloom_with(""));
+  EXPECT_EQ(r.plan.parallel.pipeline_model_parallel_layout->text, "Et*6|(t*6|)*9t*5|t*5L");
+  EXPECT_THAT(all_warnings_with(r, "--pp-partition-method"),
+              HasSubstr("type:transformer (the default)"));
+}
+
+TEST(MegatronImport, DeepSpeedBadMethodNamesTheFlag) {
+  EXPECT_THAT([] { import_bloom(with_method("profile")); },
+              ThrowsMessage<Error>(HasSubstr("--pp-partition-method 'profile': DeepSpeed's "
+                                             "PipelineModule implements uniform, parameters")));
+  EXPECT_THAT([] { import_bloom(with_method("'type:rotary'")); },
+              ThrowsMessage<Error>(HasSubstr("--pp-partition-method 'type:rotary': DeepSpeed "
+                                             "finds no layer to partition")));
+  // The same method as a quoted string that is expanded but not parsed again: the quotes stay.
+  const std::string quoted =
+      "ARGS=\"--pp-partition-method 'type:transformer|embedding'\"\n"
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 512 "
+      "--num-attention-heads 8 --seq-length 512 --max-position-embeddings 512 --vocab-size 32000 "
+      "--micro-batch-size 1 --pipeline-model-parallel-size 2 --deepspeed $ARGS\n";
+  EXPECT_THAT([&] { import_megatron(quoted, default_import()); },
+              ThrowsMessage<Error>(HasSubstr("--pp-partition-method ''type:transformer|")));
+  // DeepSpeed splits the layers itself: another split in the same script is refused.
+  const std::string both =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 512 "
+      "--num-attention-heads 8 --seq-length 512 --max-position-embeddings 512 --vocab-size 32000 "
+      "--micro-batch-size 1 --pipeline-model-parallel-size 2 --deepspeed "
+      "--decoder-first-pipeline-num-layers 3\n";
+  EXPECT_THAT([&] { import_megatron(both, default_import()); },
+              ThrowsMessage<Error>(HasSubstr("--pp-partition-method: a Megatron-DeepSpeed "
+                                             "script's layers are split by DeepSpeed's "
+                                             "PipelineModule")));
+}
+
+// Not a DeepSpeed script, or one stage: no layout.
+TEST(MegatronImport, DeepSpeedSplitOnlyForDeepSpeedPipelines) {
+  const std::string base =
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 512 "
+      "--num-attention-heads 8 --seq-length 512 --max-position-embeddings 512 --vocab-size 32000 "
+      "--micro-batch-size 1 ";
+  EXPECT_FALSE(import_megatron(base + "--pipeline-model-parallel-size 2\n", default_import())
+                   .plan.parallel.pipeline_model_parallel_layout);
+  EXPECT_FALSE(import_megatron(base + "--deepspeed\n", default_import())
+                   .plan.parallel.pipeline_model_parallel_layout);
+  // 8 layers, microsoft's specs (fp32): _to_float16, embedding, 8 layers, norm, output; 4 per
+  // stage at spread 0.
+  MegatronImport r =
+      import_megatron(base + "--pipeline-model-parallel-size 2 --deepspeed_config ds.json\n",
+                      default_import());
+  ASSERT_TRUE(r.plan.parallel.pipeline_model_parallel_layout.has_value());
+  EXPECT_EQ(r.plan.parallel.pipeline_model_parallel_layout->text, "Et*4|t*4L");
+  EXPECT_THAT(r.not_modelled, ::testing::Contains("--deepspeed_config ds.json"));
+}
+
 }  // namespace
 }  // namespace mplan
