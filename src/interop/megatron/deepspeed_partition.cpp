@@ -48,7 +48,8 @@ std::vector<int64_t> partition_balanced(const std::vector<int64_t>& weights, int
   std::vector<int64_t> prefix(static_cast<size_t>(n + 1), 0);
   for (int64_t i = 0; i < n; ++i) {
     MPLAN_CHECK(weights[static_cast<size_t>(i)] >= 0, "negative partition weight");
-    prefix[static_cast<size_t>(i + 1)] = prefix[static_cast<size_t>(i)] + weights[static_cast<size_t>(i)];
+    prefix[static_cast<size_t>(i + 1)] =
+        prefix[static_cast<size_t>(i)] + weights[static_cast<size_t>(i)];
   }
   const auto width = static_cast<size_t>(m + 1);
   std::vector<Cell> dp(static_cast<size_t>(n + 1) * width);

@@ -71,9 +71,10 @@ std::vector<int64_t> type_weights(const std::vector<DsLayerSpec>& specs, const s
   for (size_t i = 0; i < specs.size(); ++i)
     if (std::regex_search(specs[i].name, re)) w[i] = 1, any = true;
   if (!any)
-    throw Error(cat(kPpPartitionMethodFlag, " '", method, "': DeepSpeed finds no layer to partition ",
-                    "(no layer of GPTModelPipe is named by '", regex, "'; its layers: ",
-                    spec_names(specs), ")"));
+    throw Error(cat(kPpPartitionMethodFlag, " '", method,
+                    "': DeepSpeed finds no layer to partition ",
+                    "(no layer of GPTModelPipe is named by '", regex,
+                    "'; its layers: ", spec_names(specs), ")"));
   return w;
 }
 
@@ -107,8 +108,8 @@ std::vector<DsLayerSpec> gpt_model_pipe_specs(const ModelSpec& m, const Parallel
     s.push_back({"_calculate_moe_loss", DsSpecKind::kFunction, 0});
   if (bigscience) s.push_back({"undo", DsSpecKind::kFunction, 0});  // transpose back
   const bool rms = !bigscience && m.normalization == Normalization::kRmsNorm;
-  s.push_back({rms ? "MixedFusedRMSNorm" : "MixedFusedLayerNorm", DsSpecKind::kFinalNorm,
-               final_norm});
+  s.push_back(
+      {rms ? "MixedFusedRMSNorm" : "MixedFusedLayerNorm", DsSpecKind::kFinalNorm, final_norm});
   if (m.tied_embeddings)  // the tied EmbeddingPipe again, computing the logits
     s.push_back({"EmbeddingPipe", DsSpecKind::kOutput, embedding});
   else
@@ -120,7 +121,8 @@ std::vector<DsLayerSpec> gpt_model_pipe_specs(const ModelSpec& m, const Parallel
 std::vector<int64_t> deepspeed_stage_boundaries(const std::vector<DsLayerSpec>& specs,
                                                 const std::string& method, int64_t num_stages) {
   const std::string lowered = lower(method);
-  if (lowered == "uniform") return partition_uniform(static_cast<int64_t>(specs.size()), num_stages);
+  if (lowered == "uniform")
+    return partition_uniform(static_cast<int64_t>(specs.size()), num_stages);
   if (lowered == "parameters") {
     std::vector<int64_t> w;
     for (const DsLayerSpec& s : specs) {
@@ -147,9 +149,9 @@ std::vector<int64_t> deepspeed_stage_boundaries(const std::vector<DsLayerSpec>& 
 PipelineLayout deepspeed_layout(const std::vector<DsLayerSpec>& specs,
                                 const std::vector<int64_t>& parts, const std::string& method) {
   const auto stages = static_cast<int64_t>(parts.size()) - 1;
-  MPLAN_CHECK(stages >= 1 && parts.front() == 0 &&
-                  parts.back() == static_cast<int64_t>(specs.size()),
-              "stage boundaries do not cover the specs");
+  MPLAN_CHECK(
+      stages >= 1 && parts.front() == 0 && parts.back() == static_cast<int64_t>(specs.size()),
+      "stage boundaries do not cover the specs");
   std::vector<int64_t> decoder(static_cast<size_t>(stages), 0);
   for (int64_t st = 0; st < stages; ++st) {
     for (int64_t i = parts[static_cast<size_t>(st)]; i < parts[static_cast<size_t>(st + 1)]; ++i) {
@@ -161,8 +163,9 @@ PipelineLayout deepspeed_layout(const std::vector<DsLayerSpec>& specs,
         throw Error(cat(kPpPartitionMethodFlag, " '", method, "': DeepSpeed puts the ",
                         s.kind == DsSpecKind::kEmbedding ? "embedding" : "output layer",
                         " on pipeline stage ", st, " of ", stages, " (layer specs ",
-                        parts[static_cast<size_t>(st)], "..", parts[static_cast<size_t>(st + 1)] - 1,
-                        " of ", specs.size(), "); a Megatron-LM layout keeps it on the ",
+                        parts[static_cast<size_t>(st)], "..",
+                        parts[static_cast<size_t>(st + 1)] - 1, " of ", specs.size(),
+                        "); a Megatron-LM layout keeps it on the ",
                         s.kind == DsSpecKind::kEmbedding ? "first" : "last", " stage"));
     }
   }

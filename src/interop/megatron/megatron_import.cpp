@@ -169,8 +169,7 @@ std::string other_pipeline_split(const ParallelConfig& p) {
   if (p.pipeline_model_parallel_layout) return "--pipeline-model-parallel-layout";
   if (p.decoder_first_pipeline_num_layers) return "--decoder-first-pipeline-num-layers";
   if (p.decoder_last_pipeline_num_layers) return "--decoder-last-pipeline-num-layers";
-  if (p.account_for_embedding_in_pipeline_split)
-    return "--account-for-embedding-in-pipeline-split";
+  if (p.account_for_embedding_in_pipeline_split) return "--account-for-embedding-in-pipeline-split";
   if (p.account_for_loss_in_pipeline_split) return "--account-for-loss-in-pipeline-split";
   if (p.vpp > 1) return "virtual pipeline stages";
   return "";
@@ -204,12 +203,12 @@ void split_as_deepspeed(ImportState& s, MegatronImport& r) {
   PipelineLayout layout = deepspeed_layout(specs, parts, method);
   std::string counts;
   for (const LayoutStage& st : layout.stages) counts += cat(counts.empty() ? "" : " ", st.decoder);
-  r.warnings.push_back(cat(
-      kPpPartitionMethodFlag, " ", method, s.pp_partition_method ? "" : " (the default)",
-      ": DeepSpeed's PipelineModule splits ",
-      o.fork == MegatronDeepSpeedFork::kBigScience ? "bigscience's" : "microsoft's",
-      " GPTModelPipe as ", counts, " transformer layers over ", p.pp,
-      " stages; the plan's layout is '", layout.text, "'"));
+  r.warnings.push_back(
+      cat(kPpPartitionMethodFlag, " ", method, s.pp_partition_method ? "" : " (the default)",
+          ": DeepSpeed's PipelineModule splits ",
+          o.fork == MegatronDeepSpeedFork::kBigScience ? "bigscience's" : "microsoft's",
+          " GPTModelPipe as ", counts, " transformer layers over ", p.pp,
+          " stages; the plan's layout is '", layout.text, "'"));
   p.pipeline_model_parallel_layout = std::move(layout);
 }
 

@@ -43,8 +43,8 @@ TEST(MegatronDeepSpeedPipeline, BigScienceSpecsAndTheirParameters) {
   const auto specs = gpt_model_pipe_specs(small_gpt(2), p, o);
   EXPECT_EQ(names(specs), (std::vector<std::string>{
                               "_to_float16", "EmbeddingPipe", "<lambda>",
-                              "ParallelTransformerLayerPipe", "ParallelTransformerLayerPipe", "undo",
-                              "MixedFusedLayerNorm", "EmbeddingPipe", "float16_to_fp32"}));
+                              "ParallelTransformerLayerPipe", "ParallelTransformerLayerPipe",
+                              "undo", "MixedFusedLayerNorm", "EmbeddingPipe", "float16_to_fp32"}));
   // Embedding: 1024 x 64 words + 32 x 64 positions = 67584. A layer: 12 h^2 + 13 h = 49984
   // (two LayerNorms 4h, QKV 3h^2 + 3h, proj h^2 + h, fc1 4h^2 + 4h, fc2 4h^2 + h). Final
   // LayerNorm 2h = 128.

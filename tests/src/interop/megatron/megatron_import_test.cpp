@@ -922,9 +922,8 @@ TEST(MegatronImport, DeepSpeedSplitOnlyForDeepSpeedPipelines) {
                    .plan.parallel.pipeline_model_parallel_layout);
   // 8 layers, microsoft's specs (fp32): _to_float16, embedding, 8 layers, norm, output; 4 per
   // stage at spread 0.
-  MegatronImport r =
-      import_megatron(base + "--pipeline-model-parallel-size 2 --deepspeed_config ds.json\n",
-                      default_import());
+  MegatronImport r = import_megatron(
+      base + "--pipeline-model-parallel-size 2 --deepspeed_config ds.json\n", default_import());
   ASSERT_TRUE(r.plan.parallel.pipeline_model_parallel_layout.has_value());
   EXPECT_EQ(r.plan.parallel.pipeline_model_parallel_layout->text, "Et*4|t*4L");
   EXPECT_THAT(r.not_modelled, ::testing::Contains("--deepspeed_config ds.json"));
