@@ -261,6 +261,10 @@ TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
   write("overflow.sh",
         "# bash wraps this around to 0\nL=$((4611686018427387904 * 4))\n"
         "torchrun pretrain_gpt.py --num-layers $L\n");
+  write("deepspeed.sh",
+        "deepspeed pretrain_gpt.py --num-layers 4 --hidden-size 64 --num-attention-heads 8 "
+        "--seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --vocab-size 1024 "
+        "--pipeline-model-parallel-size 2 --deepspeed --pp-partition-method 'type:nothing'\n");
   write("order.json", R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": "h200x4",
       "parallel": {"dp": 4, "micro_batch_size": 4, "global_batch_size": 64, "order": "tp-dp-cp-ep-pp"}})");
   struct Case {
@@ -274,6 +278,8 @@ TEST_F(ImportExport, BadInputExitsTwoWithOneLine) {
       {"import --megatron overflow.sh",
        "overflow.sh: line 2: $((4611686018427387904 * 4)): the result overflows 64-bit integers"},
       {"import --megatron missing.sh", "--megatron: cannot read file 'missing.sh'"},
+      {"import --megatron deepspeed.sh",
+       "--pp-partition-method 'type:nothing': DeepSpeed finds no layer to partition"},
       {"import --megatron positional.sh --var 'x y=1'", "--var: expected NAME=VALUE"},
       {"import --megatron positional.sh --cluster nowhere",
        "--cluster: unknown cluster preset 'nowhere'"},
