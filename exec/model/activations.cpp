@@ -48,13 +48,13 @@ std::string storage_text(const ChunkShape& s) {
 ChunkActivations::ChunkActivations(const ChunkShape& shape, const GptDims& d, DType act,
                                    Backend& be, SlotPools& pools)
     : shape_(shape), d_(d), act_(act), be_(be) {
-  const std::string layers = cat(storage_text(shape), " selective ", shape.selective, " split ",
-                                 shape.split_backward);
+  const std::string layers =
+      cat(storage_text(shape), " selective ", shape.selective, " split ", shape.split_backward);
   main_.pool = pools.get<MainSlot>(cat("main ", layers));
   if (shape.has_output) head_.pool = pools.get<HeadSlot>(cat("head split ", shape.split_backward));
   if (shape.split_backward) {
-    weight_.pool = pools.get<WeightSlot>(
-        cat("weight ", shape.num_layers, " head ", shape.has_output));
+    weight_.pool =
+        pools.get<WeightSlot>(cat("weight ", shape.num_layers, " head ", shape.has_output));
     grad_.pool = pools.get<GradSlot>(cat("grad ", shape.num_layers));
     if (shape.has_embedding) embedding_grad_.pool = pools.get<Tensor>("embedding grad");
   }
@@ -192,8 +192,9 @@ Tensor& ChunkActivations::embedding_grad(int64_t mb) {
   MPLAN_CHECK(shape_.split_backward && shape_.has_embedding,
               "an embedding gradient slot exists only on the embedding's chunk with a split "
               "backward");
-  return take(embedding_grad_, mb,
-              [&] { return alloc(act_, {d_.seq, d_.micro_batch, d_.hidden}); });
+  return take(embedding_grad_, mb, [&] {
+    return alloc(act_, {d_.seq, d_.micro_batch, d_.hidden});
+  });
 }
 
 void ChunkActivations::release_main(int64_t mb) {

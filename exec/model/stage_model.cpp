@@ -337,8 +337,7 @@ void StageModel::weight_grad(int c, int64_t mb, Tensor tokens, GradSync* sync) {
     r.a.dy = gs.dy[k];
     blocks_->layer_weight_grad(r, sync);
   }
-  if (cp.has_embedding)
-    blocks_->embedding_weight_grad(cp, tokens, A.embedding_grad(mb), sync);
+  if (cp.has_embedding) blocks_->embedding_weight_grad(cp, tokens, A.embedding_grad(mb), sync);
   A.release_weight(mb);
 }
 
