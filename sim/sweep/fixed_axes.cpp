@@ -24,23 +24,14 @@ const char* kKeys =
     "tp, cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule, cp_comm_type, cp_a2a, "
     "overlap_p2p, offload_layers, offload_modules";
 
-int64_t parse_size(const std::string& key, const std::string& value, const std::string& flag) {
+// An integer from `min` to INT32_MAX: a size (min 1) or offload_layers' count (min 0, none).
+int64_t parse_int(const std::string& key, const std::string& value, const std::string& flag,
+                  int64_t min = 1) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || end != value.data() + value.size() || v < 1 || v > INT32_MAX)
-    throw Error(
-        cat(flag, ": ", key, " must be an integer from 1 to ", INT32_MAX, ", got \"", value, "\""));
-  return v;
-}
-
-// offload_layers: 0 (none) or a layer count.
-int64_t parse_count(const std::string& key, const std::string& value, const std::string& flag) {
-  if (value == "0") return 0;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || end != value.data() + value.size() || v < 0 || v > INT32_MAX)
-    throw Error(
-        cat(flag, ": ", key, " must be an integer from 0 to ", INT32_MAX, ", got \"", value, "\""));
+  if (ec != std::errc() || end != value.data() + value.size() || v < min || v > INT32_MAX)
+    throw Error(cat(flag, ": ", key, " must be an integer from ", min, " to ", INT32_MAX,
+                    ", got \"", value, "\""));
   return v;
 }
 
@@ -88,21 +79,21 @@ FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag) {
     const std::string key = trim(item.substr(0, eq));
     const std::string value = trim(item.substr(eq + 1));
     if (key == "tp")
-      set_once(f.tp, parse_size(key, value, flag), key, flag);
+      set_once(f.tp, parse_int(key, value, flag), key, flag);
     else if (key == "cp")
-      set_once(f.cp, parse_size(key, value, flag), key, flag);
+      set_once(f.cp, parse_int(key, value, flag), key, flag);
     else if (key == "ep")
-      set_once(f.ep, parse_size(key, value, flag), key, flag);
+      set_once(f.ep, parse_int(key, value, flag), key, flag);
     else if (key == "etp")
-      set_once(f.etp, parse_size(key, value, flag), key, flag);
+      set_once(f.etp, parse_int(key, value, flag), key, flag);
     else if (key == "pp")
-      set_once(f.pp, parse_size(key, value, flag), key, flag);
+      set_once(f.pp, parse_int(key, value, flag), key, flag);
     else if (key == "vpp")
-      set_once(f.vpp, parse_size(key, value, flag), key, flag);
+      set_once(f.vpp, parse_int(key, value, flag), key, flag);
     else if (key == "dp")
-      set_once(f.dp, parse_size(key, value, flag), key, flag);
+      set_once(f.dp, parse_int(key, value, flag), key, flag);
     else if (key == "mbs" || key == "micro_batch_size")
-      set_once(f.micro_batch_size, parse_size(key, value, flag), std::string("mbs"), flag);
+      set_once(f.micro_batch_size, parse_int(key, value, flag), std::string("mbs"), flag);
     else if (key == "sp" || key == "sequence_parallel")
       set_once(f.sequence_parallel, parse_switch(key, value, flag), std::string("sp"), flag);
     else if (key == "recompute")
@@ -116,11 +107,11 @@ FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag) {
       set_once(f.cp_comm_type, cp_comm_type_from_string(value, cat(flag, ": cp_comm_type")), key,
                flag);
     else if (key == "cp_a2a")
-      set_once(f.cp_a2a, parse_size(key, value, flag), key, flag);
+      set_once(f.cp_a2a, parse_int(key, value, flag), key, flag);
     else if (key == "overlap_p2p" || key == "overlap_p2p_comm")
       set_once(f.overlap_p2p, parse_switch(key, value, flag), std::string("overlap_p2p"), flag);
     else if (key == "offload_layers" || key == "cpu_offloading_num_layers")
-      set_once(f.offload_layers, parse_count(key, value, flag), std::string("offload_layers"),
+      set_once(f.offload_layers, parse_int(key, value, flag, 0), std::string("offload_layers"),
                flag);
     else if (key == "offload_modules")
       set_once(f.offload_modules, parse_modules(key, value, flag), key, flag);

@@ -77,13 +77,12 @@ int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& o
   const bool split = plan.parallel.schedule == ScheduleKind::kZbH1;
   const int64_t m = spec->microbatches;
   int64_t bound = 0;
-  int64_t fill = 0;         // the stages before s: their cheapest forwards
-  int64_t drain = 0;        // their cheapest backwards (zb-h1: input-gradient passes)
+  int64_t fill = 0;   // the stages before s: their cheapest forwards
+  int64_t drain = 0;  // their cheapest backwards (zb-h1: input-gradient passes)
   for (const StagePassTimes& t : stage_pass_times(plan, options, s)) {
     const int64_t last_backward =  // until the stage's last backward (zb-h1: B) is done
         m * (t.forward_ns + (split ? t.backward_input_ns : t.backward_ns));
-    const int64_t work =
-        m * (t.forward_ns + (split ? t.backward_input_ns + t.backward_weight_ns : t.backward_ns));
+    const int64_t work = last_backward + (split ? m * t.backward_weight_ns : 0);
     bound = std::max({bound, fill + work, fill + last_backward + drain});
     fill += t.min_chunk_forward_ns;
     drain += split ? t.min_chunk_backward_input_ns : t.min_chunk_backward_ns;
