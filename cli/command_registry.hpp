@@ -32,4 +32,4 @@ struct RegisterCommand {
 #define MPLAN_CLI_CONCAT_(a, b) a##b
 #define MPLAN_CLI_CONCAT(a, b) MPLAN_CLI_CONCAT_(a, b)
 #define MPLAN_REGISTER_COMMAND(position, fn) \
-  static ::mplan::cli::RegisterCommand MPLAN_CLI_CONCAT(mplan_register_, __LINE__)(position, fn)
+  static ::mplan::cli::RegisterCommand MPLAN_CLI_CONCAT(mplan_register_, __COUNTER__)(position, fn)

@@ -100,7 +100,7 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
             << ":\n";
   const sim::UncertaintyBand band =
       sim::prediction_band(cl, req.base.training.implementation, false);
-  Table t({"#", "layout", "schedule", "mbs", "M", "sp", "recompute", "offload", "dist-opt",
+  Table t({"#", "layout", "schedule", "mbs", "M", "sp", "recompute", "offload", "dp sharding",
            "iteration", "band", "tokens/s", "TFLOP/s/GPU", "MFU", "bubble", "peak / capacity"});
   for (int64_t r = 0; r < k; ++r) {
     const sweep::Evaluated& e = res.evaluated[static_cast<size_t>(res.ranking[r])];
@@ -109,8 +109,8 @@ void print_text(const sweep::SweepRequest& req, const sweep::SweepResult& res,
     t.add_row({std::to_string(r + 1), sweep::layout_label(c), to_string(c.schedule),
                std::to_string(c.micro_batch_size),
                std::to_string(sweep::num_microbatches(c, req.global_batch_size)),
-               c.sequence_parallel ? "on" : "off", to_string(c.recompute), sweep::offload_label(c),
-               c.distributed_optimizer ? "on" : "off", format_duration(f.iteration_time_s),
+               sweep::sp_label(c), to_string(c.recompute), sweep::offload_label(c),
+               sweep::dp_sharding_label(c), format_duration(f.iteration_time_s),
                band.available ? format_duration(band.low(f.iteration_time_s)) + " - " +
                                     format_duration(band.high(f.iteration_time_s))
                               : "-",
@@ -276,9 +276,10 @@ void add_sweep(CLI::App& app) {
                                    "Worker threads, 1 to 1024 (default: the machine's hardware "
                                    "threads); any count gives the same result");
   cmd->add_option("--fix", o->args.fix,
-                  "Pin axes, e.g. tp=8,pp=16 (keys: tp cp ep etp pp vpp dp mbs sp recompute "
-                  "dist_opt schedule cp_comm_type cp_a2a overlap_p2p offload_layers "
-                  "offload_modules; e.g. cp_comm_type=a2a, offload_modules=core_attn+attn_proj)");
+                  "Pin axes, e.g. tp=8,pp=16 (keys: tp cp ep etp pp vpp dp mbs sp tp_comm_overlap "
+                  "recompute dist_opt fsdp schedule cp_comm_type cp_a2a overlap_p2p "
+                  "offload_layers offload_modules; e.g. cp_comm_type=a2a, fsdp=optim_grads_params, "
+                  "fsdp=off, offload_modules=core_attn+attn_proj)");
   cmd->add_option("--stack", o->args.stack,
                   "The stack the plans are for: megatron (= megatron-te, default; Megatron-LM "
                   "with Transformer Engine), megatron-local, or mplan (mplan's executor). Only "

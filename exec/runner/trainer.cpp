@@ -52,6 +52,11 @@ void check_executable(const Plan& plan) {
                                                     : "model.window_size: sliding-window attention",
                     " is not supported by the executor (the simulator and the Megatron-LM export "
                     "take it)"));
+  if (p.tp_comm_overlap)
+    throw Error(
+        "parallel.tp_comm_overlap: the executor runs sequence parallelism's all-gathers and "
+        "reduce-scatters beside no GEMM (the simulator and the Megatron-LM export take the "
+        "overlap); set it false");
   if (p.use_megatron_fsdp)
     throw Error(
         "parallel.use_megatron_fsdp: Megatron-FSDP is not supported by the executor (it runs "

@@ -74,6 +74,33 @@ cost::DpShardedParts fsdp_parts(const ParallelConfig& p) {
   return p.use_megatron_fsdp ? cost::dp_sharded_parts(p) : cost::DpShardedParts{};
 }
 
+// One collective over a chunk's parameters: the dense ones over dp·cp, the experts' over expert
+// dp, `bytes_per_param` each.
+int64_t chunk_collective_ns(const Plan& plan, CollectiveKind kind, const StageGroups& g,
+                            const ChunkCosts& ch, double bytes_per_param) {
+  int64_t ns = cost::collective_time_ns(
+      plan.cluster, kind, static_cast<double>(ch.dense_params) * bytes_per_param, g.dp_cp);
+  if (ch.expert_params > 0)
+    ns += cost::collective_time_ns(
+        plan.cluster, kind, static_cast<double>(ch.expert_params) * bytes_per_param, g.expert_dp);
+  return ns;
+}
+
+}  // namespace
+
+FsdpCollectives fsdp_collectives(const Plan& plan, const StageGroups& g, const ChunkCosts& ch) {
+  const cost::DpShardedParts parts = fsdp_parts(plan.parallel);
+  const cost::BytesPerParameter bytes = cost::bytes_per_parameter(plan.training);
+  FsdpCollectives out;
+  if (parts.weights)
+    out.gather_ns = chunk_collective_ns(plan, CollectiveKind::kAllGather, g, ch, bytes.weights);
+  if (parts.grads)
+    out.reduce_ns = chunk_collective_ns(plan, CollectiveKind::kReduceScatter, g, ch, bytes.grads);
+  return out;
+}
+
+namespace {
+
 class Builder {
  public:
   Builder(const Plan& plan, const Schedule& sch, const RankGrid& grid, const SimOptions& opt,
@@ -621,25 +648,11 @@ class Builder {
 
   // ---- Megatron-FSDP ------------------------------------------------------------------------
 
-  // One FSDP collective over a chunk's parameters: the dense ones over dp·cp, the experts' over
-  // expert dp, `bytes_per_param` each.
-  int64_t fsdp_collective_ns(CollectiveKind kind, int64_t stage, const ChunkCosts& ch,
-                             double bytes_per_param) const {
-    const StageGroups& g = L_.groups[stage];
-    int64_t ns = cost::collective_time_ns(
-        plan_.cluster, kind, static_cast<double>(ch.dense_params) * bytes_per_param, g.dp_cp);
-    if (ch.expert_params > 0)
-      ns += cost::collective_time_ns(plan_.cluster, kind,
-                                     static_cast<double>(ch.expert_params) * bytes_per_param,
-                                     g.expert_dp);
-    return ns;
-  }
-
   // The chunk's parameters all-gathered (dense over dp·cp, experts over expert dp) before a
   // pass, issued once the pass two passes back is done (its buffer is the one reused).
   OpId fsdp_gather(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label) {
     if (!fsdp_.weights) return des::kNone;
-    const int64_t ns = fsdp_collective_ns(CollectiveKind::kAllGather, stage, ch, param_bytes_);
+    const int64_t ns = fsdp_collectives(plan_, L_.groups[stage], ch).gather_ns;
     const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
                                {names_.param_gather, label.microbatch, label.chunk});
     if (fsdp_two_back_ != des::kNone) P_.add_wait(op, fsdp_two_back_);
@@ -650,7 +663,7 @@ class Builder {
   // The chunk's gradients reduce-scattered after its backward (or weight-gradient) pass.
   void fsdp_reduce(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, OpId after) {
     if (!fsdp_.grads || after == des::kNone) return;
-    const int64_t ns = fsdp_collective_ns(CollectiveKind::kReduceScatter, stage, ch, grad_bytes_);
+    const int64_t ns = fsdp_collectives(plan_, L_.groups[stage], ch).reduce_ns;
     const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
                                {names_.grad_reduce, label.microbatch, label.chunk});
     P_.add_wait(op, after);

@@ -85,6 +85,17 @@ struct Lowered {
   std::vector<int32_t> first_fwd, last_bwd, last_w;  // per chunk: action index
 };
 
+// Megatron-FSDP's collectives over one chunk's parameters on a stage with groups `g`, as the
+// lowering issues them on the data-parallel stream: an all-gather of the parameters (dense over
+// dp·cp, experts over expert dp) before each forward and backward pass when they are sharded,
+// a reduce-scatter of the gradients after each backward when those are. 0 for what is not
+// sharded, both 0 without FSDP.
+struct FsdpCollectives {
+  int64_t gather_ns = 0;
+  int64_t reduce_ns = 0;
+};
+FsdpCollectives fsdp_collectives(const Plan& plan, const StageGroups& g, const ChunkCosts& ch);
+
 // Builds the program of `plan` walking `schedule` (checked against the plan by the caller).
 // Throws mplan::Error "schedule: ..." when a send or receive has no partner.
 void lower(const Plan& plan, const Schedule& schedule, const RankGrid& grid,

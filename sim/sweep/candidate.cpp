@@ -27,7 +27,10 @@ ParallelConfig to_parallel(const Candidate& c, int64_t global_batch_size) {
   p.recompute = c.recompute;
   p.recompute_method = RecomputeMethod::kUniform;
   p.recompute_num_layers = 1;
+  p.tp_comm_overlap = c.tp_comm_overlap;
   p.distributed_optimizer = c.distributed_optimizer;
+  p.use_megatron_fsdp = c.use_megatron_fsdp;
+  if (c.use_megatron_fsdp) p.data_parallel_sharding_strategy = c.fsdp_sharding;
   if (c.first_stage_layers > 0) p.decoder_first_pipeline_num_layers = c.first_stage_layers;
   if (c.last_stage_layers > 0) p.decoder_last_pipeline_num_layers = c.last_stage_layers;
   p.cp_comm_type = c.cp_comm_type;
@@ -60,6 +63,16 @@ std::string layout_label(const Candidate& c) {
   if (c.first_stage_layers > 0 || c.last_stage_layers > 0)
     s += cat(" (first ", c.first_stage_layers, ", last ", c.last_stage_layers, " layers)");
   return s;
+}
+
+std::string dp_sharding_label(const Candidate& c) {
+  if (c.use_megatron_fsdp) return cat("fsdp ", to_string(c.fsdp_sharding));
+  return c.distributed_optimizer ? "dist-opt" : "off";
+}
+
+std::string sp_label(const Candidate& c) {
+  if (!c.sequence_parallel) return "off";
+  return c.tp_comm_overlap ? "on+tp-overlap" : "on";
 }
 
 std::string offload_label(const Candidate& c) {

@@ -22,7 +22,14 @@ struct Candidate {
   ScheduleKind schedule = ScheduleKind::k1F1B;
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
+  // tp_comm_overlap: Transformer Engine's userbuffers overlap sequence parallelism's all-gathers
+  // and reduce-scatters with the GEMMs beside them.
+  bool tp_comm_overlap = false;
   bool distributed_optimizer = false;
+  // Megatron-FSDP (use_megatron_fsdp; distributed_optimizer is then true, as Megatron-FSDP v1
+  // needs) and its data_parallel_sharding_strategy.
+  bool use_megatron_fsdp = false;
+  DpSharding fsdp_sharding = DpSharding::kOptimGradsParams;
   // --cp-comm-type (p2p unless cp > 1) and, for a2a+p2p, the all-to-all group size: the plan's
   // hierarchical_context_parallel_sizes are [cp_a2a, cp / cp_a2a] (0 for the other types).
   CpCommType cp_comm_type = CpCommType::kP2p;
@@ -53,6 +60,13 @@ int64_t num_microbatches(const Candidate& c, int64_t global_batch_size);
 // etp, vpp and the uneven split only when they matter ("tp4 cp2 pp8 vpp3 dp4",
 // "tp8 cp4 (a2a+p2p 2x2) pp4 dp2", "pp16 (first 7, last 7 layers)").
 std::string layout_label(const Candidate& c);
+
+// Data-parallel sharding for tables: "off" (every rank keeps the whole model state), "dist-opt"
+// (the distributed optimizer), "fsdp optim_grads" (Megatron-FSDP with that strategy).
+std::string dp_sharding_label(const Candidate& c);
+
+// Sequence parallelism for tables: "off", "on", "on+tp-overlap" (with tp_comm_overlap).
+std::string sp_label(const Candidate& c);
 
 // Activation offloading for tables: "-" (none), "3 layers" (cpu_offloading_num_layers) or the
 // fine-grained modules joined by '+' ("core_attn+attn_proj").

@@ -268,6 +268,50 @@ std::vector<Offload> offloads(const SpaceInputs& in, const Layout& l) {
   return out;
 }
 
+// Sequence parallelism with or without tp_comm_overlap.
+struct SpChoice {
+  bool sp = false;
+  bool tp_overlap = false;
+};
+
+// tp > 1: off, on, and (Transformer Engine) on with tp_comm_overlap; tp 1: off.
+std::vector<SpChoice> sp_choices(const SpaceInputs& in, const Layout& l) {
+  const FixedAxes& f = in.fixed;
+  std::vector<SpChoice> out;
+  if (allowed(f.sequence_parallel, false) && f.tp_comm_overlap != true) out.push_back({});
+  if (l.tp == 1 || !allowed(f.sequence_parallel, true)) return out;
+  if (f.tp_comm_overlap != true) out.push_back({true, false});
+  if (f.tp_comm_overlap == true ||
+      (!f.tp_comm_overlap && stack_overlaps_tp_comm(in.implementation)))
+    out.push_back({true, true});
+  return out;
+}
+
+// Data-parallel sharding: none, the distributed optimizer, Megatron-FSDP with a strategy.
+struct DpShard {
+  bool dist = false;
+  std::optional<DpSharding> fsdp;
+};
+
+// none, dist-opt, then (stacks that run it) Megatron-FSDP's optim_grads and optim_grads_params
+// (its no_shard and optim keep what DDP and the distributed optimizer keep).
+std::vector<DpShard> dp_shards(const SpaceInputs& in) {
+  const FixedAxes& f = in.fixed;
+  std::vector<DpShard> out;
+  const bool fsdp_free = !f.fsdp || !*f.fsdp;  // no FSDP, or FSDP not pinned
+  if (fsdp_free)
+    for (bool dist : allowed_values(f.distributed_optimizer, {false, true}))
+      out.push_back({dist, std::nullopt});
+  if (f.fsdp && *f.fsdp) {
+    out.push_back({true, **f.fsdp});
+  } else if (!f.fsdp && stack_runs_megatron_fsdp(in.implementation) &&
+             allowed(f.distributed_optimizer, true)) {
+    for (DpSharding d : {DpSharding::kOptimGrads, DpSharding::kOptimGradsParams})
+      out.push_back({true, d});
+  }
+  return out;
+}
+
 // The values of every other axis for one layout; a candidate is one index into each list.
 struct LayoutAxes {
   Layout layout;
@@ -277,9 +321,9 @@ struct LayoutAxes {
   bool overlap_p2p = false;     // overlap_p2p_comm of interleaved candidates
   std::vector<int64_t> ep, etp, mbs;
   std::vector<ScheduleSplit> sched;
-  std::vector<bool> sp;
+  std::vector<SpChoice> sp;
   std::vector<Recompute> recompute;
-  std::vector<bool> dist;
+  std::vector<DpShard> dist;
 };
 
 LayoutAxes axes_of(const SpaceInputs& in, const Layout& l) {
@@ -301,11 +345,10 @@ LayoutAxes axes_of(const SpaceInputs& in, const Layout& l) {
   for (int32_t b : kMicroBatchSizes)
     if (b == 1 || b * l.dp <= in.global_batch_size) mbs_values.push_back(b);
   a.mbs = axis_values(f.micro_batch_size, mbs_values);
-  a.sp = l.tp > 1 ? allowed_values(f.sequence_parallel, {false, true})
-                  : allowed_values(f.sequence_parallel, {false});
+  a.sp = sp_choices(in, l);
   a.recompute =
       allowed_values(f.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
-  a.dist = allowed_values(f.distributed_optimizer, {false, true});
+  a.dist = dp_shards(in);
   a.cp = cp_exchanges(in, l);
   a.offload = offloads(in, l);
   a.offload_pinned = f.offload_layers.value_or(0) > 0 || f.offload_modules.value_or(0) != 0;
@@ -316,17 +359,18 @@ LayoutAxes axes_of(const SpaceInputs& in, const Layout& l) {
 constexpr size_t kAxes = 9;
 
 // The candidate at index `i` of the product ep × etp × (vpp, schedule) × mbs × sp × recompute ×
-// dist_opt × offload × cp exchange, or nothing when that combination is not in the space (a
-// distributed optimizer without a data-parallel group, offloading beside recomputation unless
-// pinned).
+// dp sharding × offload × cp exchange, or nothing when that combination is not in the space (a
+// distributed optimizer without a data-parallel group, Megatron-FSDP without a dense one,
+// offloading beside recomputation unless pinned).
 std::optional<Candidate> candidate_at(const SpaceInputs& in, const LayoutAxes& a,
                                       const std::array<size_t, kAxes>& i) {
   const Layout& l = a.layout;
   const int64_t ep = a.ep[i[0]], etp = a.etp[i[1]];
   const int64_t expert_grid = etp * ep * l.pp;
   const bool expert_dp_gt1 = in.gpus % expert_grid == 0 && in.gpus / expert_grid > 1;
-  const bool dist = a.dist[i[6]];
-  if (dist && !(l.dp * l.cp > 1 || expert_dp_gt1)) return std::nullopt;
+  const DpShard& shard = a.dist[i[6]];
+  if (shard.dist && !(l.dp * l.cp > 1 || expert_dp_gt1)) return std::nullopt;
+  if (shard.fsdp && l.dp * l.cp == 1) return std::nullopt;
   const Recompute recompute = a.recompute[i[5]];
   const auto& [offload_layers, offload_modules] = a.offload[i[7]];
   const bool offloading = offload_layers > 0 || offload_modules != 0;
@@ -344,9 +388,12 @@ std::optional<Candidate> candidate_at(const SpaceInputs& in, const LayoutAxes& a
   c.first_stage_layers = static_cast<int32_t>(split.first);
   c.last_stage_layers = static_cast<int32_t>(split.last);
   c.schedule = sched;
-  c.sequence_parallel = a.sp[i[4]];
+  c.sequence_parallel = a.sp[i[4]].sp;
+  c.tp_comm_overlap = a.sp[i[4]].tp_overlap;
   c.recompute = recompute;
-  c.distributed_optimizer = dist;
+  c.distributed_optimizer = shard.dist;
+  c.use_megatron_fsdp = shard.fsdp.has_value();
+  if (shard.fsdp) c.fsdp_sharding = *shard.fsdp;
   c.cp_comm_type = a.cp[i[8]].type;
   c.cp_a2a = static_cast<int32_t>(a.cp[i[8]].a2a);
   c.overlap_p2p_comm = sched == ScheduleKind::kInterleaved && a.overlap_p2p;

@@ -36,7 +36,7 @@ struct SpaceInputs {
 inline constexpr uint32_t kOffloadAttention = kOffloadCoreAttn | kOffloadAttnProj;
 
 // The candidates, in loop order tp, cp, pp (dp = N / (tp·cp·pp)), ep, etp, (vpp, schedule),
-// micro-batch, sequence parallel, recompute, distributed optimizer, activation offloading, cp
+// micro-batch, sequence parallel, recompute, data-parallel sharding, activation offloading, cp
 // exchange (innermost: candidates that differ only in it are adjacent, and the sweep validates
 // and bounds the memory of the first for all); each loop ascending:
 //  tp    divisors of N up to gpus_per_node (tensor parallelism stays inside a node)
@@ -57,9 +57,14 @@ inline constexpr uint32_t kOffloadAttention = kOffloadCoreAttn | kOffloadAttnPro
 //        the balanced_split that lightens the loss stage by output_layer_weight, then the one
 //        that lightens the embedding stage by as much too, each only when it differs
 //  mbs   kMicroBatchSizes up to global_batch / dp
-//  sp    off; on when tp > 1 (Megatron turns it off at tp 1)
+//  sp    off; on when tp > 1 (Megatron turns it off at tp 1); with Transformer Engine also on
+//        with tp_comm_overlap (userbuffers; the GEMMs slow while they overlap, so not always
+//        faster)
 //  recompute  none, selective, full
-//  dist_opt   off; on when a data-parallel group has more than one rank (dp·cp or expert dp)
+//  dp sharding  none; when a data-parallel group has more than one rank (dp·cp or expert dp) the
+//        distributed optimizer; when dp·cp > 1 and the stack runs it, Megatron-FSDP with
+//        optim_grads (ZeRO-2) and optim_grads_params (ZeRO-3) (its no_shard and optim keep
+//        DDP's and the distributed optimizer's bytes)
 //  offload    none; at recompute none also the variants above kOffloadAttention (not for
 //        stacks that keep activations on the GPU)
 // overlap_p2p_comm is not an axis: interleaved candidates overlap when the stack does (never
@@ -68,7 +73,8 @@ inline constexpr uint32_t kOffloadAttention = kOffloadCoreAttn | kOffloadAttnPro
 // A fixed axis replaces its list by the one value (which may be outside the list, e.g. tp 16),
 // subject to the product rule; a fixed schedule or vpp alone picks the matching pairs. A fixed
 // cp exchange applies to cp > 1 layouts (cp 1 stays, with none); a fixed offload is tried with
-// every recompute (validate() judges it).
+// every recompute (validate() judges it); a fixed fsdp strategy (which may be no_shard or optim)
+// replaces the sharding list; fixed tp_comm_overlap=on leaves only sp on with it.
 std::vector<Candidate> enumerate_candidates(const SpaceInputs& in);
 
 // The uneven split enumerate_candidates uses for `pp` stages of `num_layers` layers in chunks of

@@ -21,8 +21,8 @@ std::string trim(const std::string& s) {
 }
 
 const char* kKeys =
-    "tp, cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule, cp_comm_type, cp_a2a, "
-    "overlap_p2p, offload_layers, offload_modules";
+    "tp, cp, ep, etp, pp, vpp, dp, mbs, sp, tp_comm_overlap, recompute, dist_opt, fsdp, schedule, "
+    "cp_comm_type, cp_a2a, overlap_p2p, offload_layers, offload_modules";
 
 // An integer from `min` to INT32_MAX: a size (min 1) or offload_layers' count (min 0, none).
 int64_t parse_int(const std::string& key, const std::string& value, const std::string& flag,
@@ -53,6 +53,18 @@ bool parse_switch(const std::string& key, const std::string& value, const std::s
   if (value == "on" || value == "true" || value == "1") return true;
   if (value == "off" || value == "false" || value == "0") return false;
   throw Error(cat(flag, ": ", key, " must be on or off, got \"", value, "\""));
+}
+
+// fsdp: off, or one of Megatron-FSDP's sharding strategies.
+std::optional<DpSharding> parse_fsdp(const std::string& key, const std::string& value,
+                                     const std::string& flag) {
+  if (value == "off") return std::nullopt;
+  for (DpSharding d : {DpSharding::kNoShard, DpSharding::kOptim, DpSharding::kOptimGrads,
+                       DpSharding::kOptimGradsParams})
+    if (value == mplan::to_string(d)) return d;
+  throw Error(cat(flag, ": ", key,
+                  " must be off, no_shard, optim, optim_grads or optim_grads_params, got \"", value,
+                  "\""));
 }
 
 template <class T>
@@ -96,11 +108,15 @@ FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag) {
       set_once(f.micro_batch_size, parse_int(key, value, flag), std::string("mbs"), flag);
     else if (key == "sp" || key == "sequence_parallel")
       set_once(f.sequence_parallel, parse_switch(key, value, flag), std::string("sp"), flag);
+    else if (key == "tp_comm_overlap")
+      set_once(f.tp_comm_overlap, parse_switch(key, value, flag), key, flag);
     else if (key == "recompute")
       set_once(f.recompute, recompute_from_string(value, cat(flag, ": recompute")), key, flag);
     else if (key == "dist_opt" || key == "distributed_optimizer")
       set_once(f.distributed_optimizer, parse_switch(key, value, flag), std::string("dist_opt"),
                flag);
+    else if (key == "fsdp" || key == "data_parallel_sharding_strategy")
+      set_once(f.fsdp, parse_fsdp(key, value, flag), std::string("fsdp"), flag);
     else if (key == "schedule")
       set_once(f.schedule, schedule_kind_from_string(value, cat(flag, ": schedule")), key, flag);
     else if (key == "cp_comm_type")
@@ -122,6 +138,13 @@ FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag) {
   if (f.cp_a2a && f.cp_comm_type && *f.cp_comm_type != CpCommType::kA2aP2p)
     throw Error(cat(flag, ": cp_a2a is the all-to-all size of cp_comm_type a2a+p2p, not of ",
                     mplan::to_string(*f.cp_comm_type)));
+  if (f.fsdp && *f.fsdp && f.distributed_optimizer == false)
+    throw Error(cat(flag, ": fsdp=", mplan::to_string(**f.fsdp),
+                    " runs the distributed optimizer (Megatron-FSDP v1), not dist_opt=off"));
+  if (f.tp_comm_overlap == true && f.sequence_parallel == false)
+    throw Error(cat(flag,
+                    ": tp_comm_overlap=on overlaps sequence parallelism's collectives, not "
+                    "sp=off"));
   return f;
 }
 
@@ -139,9 +162,12 @@ std::string to_string(const FixedAxes& f) {
   size("dp", f.dp);
   size("mbs", f.micro_batch_size);
   if (f.sequence_parallel) items.push_back(cat("sp=", *f.sequence_parallel ? "on" : "off"));
+  if (f.tp_comm_overlap)
+    items.push_back(cat("tp_comm_overlap=", *f.tp_comm_overlap ? "on" : "off"));
   if (f.recompute) items.push_back(cat("recompute=", mplan::to_string(*f.recompute)));
   if (f.distributed_optimizer)
     items.push_back(cat("dist_opt=", *f.distributed_optimizer ? "on" : "off"));
+  if (f.fsdp) items.push_back(cat("fsdp=", *f.fsdp ? mplan::to_string(**f.fsdp) : "off"));
   if (f.schedule) items.push_back(cat("schedule=", mplan::to_string(*f.schedule)));
   if (f.cp_comm_type) items.push_back(cat("cp_comm_type=", mplan::to_string(*f.cp_comm_type)));
   size("cp_a2a", f.cp_a2a);

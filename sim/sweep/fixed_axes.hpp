@@ -25,6 +25,11 @@ struct FixedAxes {
   std::optional<CpCommType> cp_comm_type;
   std::optional<int64_t> cp_a2a;
   std::optional<bool> overlap_p2p;  // key "overlap_p2p": on/off (interleaved schedule only)
+  // Key "tp_comm_overlap": on/off (Transformer Engine's userbuffers; sequence parallel only).
+  std::optional<bool> tp_comm_overlap;
+  // Key "fsdp": off, or Megatron-FSDP with that data_parallel_sharding_strategy (no_shard, optim,
+  // optim_grads, optim_grads_params); nullopt inside: off. FSDP implies the distributed optimizer.
+  std::optional<std::optional<DpSharding>> fsdp;
   // Activation offloading: "offload_layers" (cpu_offloading_num_layers; 0 = none) and
   // "offload_modules" (fine-grained; OffloadModule bits, 0 = none; names joined by '+').
   std::optional<int64_t> offload_layers;
@@ -34,9 +39,10 @@ struct FixedAxes {
 };
 
 // Parses "key=value[,key=value...]" (spaces around items ignored; "" gives no fixes). Keys: tp,
-// cp, ep, etp, pp, vpp, dp, mbs, sp, recompute, dist_opt, schedule, cp_comm_type, cp_a2a,
-// overlap_p2p, offload_layers, offload_modules (e.g. core_attn+attn_proj, or none). Throws Error
-// naming `flag` and the item.
+// cp, ep, etp, pp, vpp, dp, mbs, sp, tp_comm_overlap, recompute, dist_opt, fsdp, schedule,
+// cp_comm_type, cp_a2a, overlap_p2p, offload_layers, offload_modules (e.g. core_attn+attn_proj, or
+// none). Throws Error naming `flag` and the item, also for fixes that contradict each other
+// (fsdp with dist_opt=off, tp_comm_overlap=on with sp=off).
 FixedAxes parse_fixed_axes(const std::string& text, const std::string& flag = "--fix");
 
 // The same, written back in the canonical key order ("tp=8,pp=16"); "" when nothing is fixed.

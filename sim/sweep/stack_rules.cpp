@@ -14,10 +14,19 @@ bool stack_overlaps_p2p(Implementation impl) { return impl != Implementation::kM
 
 bool stack_offloads_activations(Implementation impl) { return impl != Implementation::kMplan; }
 
+bool stack_overlaps_tp_comm(Implementation impl) { return impl == Implementation::kMegatronTe; }
+
+bool stack_runs_megatron_fsdp(Implementation impl) { return impl != Implementation::kMplan; }
+
 std::optional<Violation> stack_violation(const Plan& plan) {
   const ParallelConfig& p = plan.parallel;
   const Implementation impl = plan.training.implementation;
   const std::string who = cat(" (training.implementation ", to_string(impl), ")");
+  if (p.tp_comm_overlap && !stack_overlaps_tp_comm(impl))
+    return Violation{"parallel.tp_comm_overlap",
+                     cat("tensor-parallel communication overlap runs on Transformer Engine's "
+                         "userbuffers (megatron-te)",
+                         who)};
   if (impl != Implementation::kMplan) {
     if (p.schedule == ScheduleKind::kZbH1 || p.schedule == ScheduleKind::kGpipe)
       return Violation{"parallel.schedule", cat("Megatron-LM does not run the ",

@@ -257,10 +257,38 @@ const Verdict& judge(SweepState& st, const Candidate& c, const Plan& plan, Verdi
   return last;
 }
 
+// The time bounds a thread computed last, by candidate with the distributed optimizer cleared:
+// the bound counts compute-stream passes and Megatron-FSDP's collectives, which the distributed
+// optimizer does not change (its reductions and gathers are bucketed on the data-parallel
+// stream; TimeBound.SameWithOrWithoutTheDistributedOptimizer), so candidates differing only in
+// it — a few apart in the enumeration — share one.
+struct BoundCache {
+  static constexpr size_t kSize = 32;
+  std::vector<std::pair<Candidate, int64_t>> entries;  // a ring of kSize
+  size_t next = 0;
+  static Candidate key_of(Candidate c) {
+    if (!c.use_megatron_fsdp) c.distributed_optimizer = false;
+    return c;
+  }
+  const int64_t* find(const Candidate& key) const {
+    for (const auto& [k, bound] : entries)
+      if (k == key) return &bound;
+    return nullptr;
+  }
+  void put(const Candidate& key, int64_t bound) {
+    if (entries.size() < kSize) {
+      entries.emplace_back(key, bound);
+    } else {
+      entries[next] = {key, bound};
+      next = (next + 1) % kSize;
+    }
+  }
+};
+
 // Phase 1 for one candidate: invalid (a rule, or too large to simulate), proved out of memory,
 // or pending with its bound and estimated cost (counted done when phase 2 simulates it).
-void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, Verdict& last,
-              Partial& out) {
+void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, BoundCache& bounds,
+              Verdict& last, Partial& out) {
   const Candidate& c = st.candidates[static_cast<size_t>(i)];
   const int64_t gbs = st.request.global_batch_size;
   apply_candidate(c, gbs, plan);
@@ -283,8 +311,17 @@ void classify(SweepState& st, int64_t i, Plan& plan, TimeBoundScratch& scratch, 
   Pending p;
   p.index = i;
   try {
-    p.key = st.time_key ? iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch)
-                        : (st.by_rank ? mem_bound : 0);
+    if (st.time_key) {
+      const Candidate key = BoundCache::key_of(c);
+      if (const int64_t* known = bounds.find(key)) {
+        p.key = *known;
+      } else {
+        p.key = iteration_time_lower_bound_ns(plan, sim::SimOptions{}, scratch);
+        bounds.put(key, p.key);
+      }
+    } else {
+      p.key = st.by_rank ? mem_bound : 0;
+    }
   } catch (const Error& e) {
     count_invalid(out, i, violation_of(e));
     st.done.fetch_add(1, std::memory_order_relaxed);
@@ -301,12 +338,13 @@ std::vector<Pending> classify_all(SweepState& st) {
     Partial& out = st.partials[static_cast<size_t>(t)];
     Plan plan = st.request.base;
     TimeBoundScratch scratch;
+    BoundCache bounds;
     Verdict last;
     for (int64_t begin = t * kBlock; begin < st.total; begin += st.threads * kBlock) {
       if (st.stop.load(std::memory_order_relaxed)) return;
       st.deadline.check();
       const int64_t end = std::min(st.total, begin + kBlock);
-      for (int64_t i = begin; i < end; ++i) classify(st, i, plan, scratch, last, out);
+      for (int64_t i = begin; i < end; ++i) classify(st, i, plan, scratch, bounds, last, out);
     }
   });
   std::vector<Pending> pending;

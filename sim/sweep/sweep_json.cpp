@@ -26,8 +26,12 @@ Json evaluated_to_json(const Evaluated& e, int64_t global_batch_size, int64_t ra
   j["micro_batch_size"] = c.micro_batch_size;
   j["num_microbatches"] = num_microbatches(c, global_batch_size);
   j["sequence_parallel"] = c.sequence_parallel;
+  j["tp_comm_overlap"] = c.tp_comm_overlap;
   j["recompute"] = to_string(c.recompute);
   j["distributed_optimizer"] = c.distributed_optimizer;
+  j["use_megatron_fsdp"] = c.use_megatron_fsdp;
+  j["data_parallel_sharding_strategy"] =
+      c.use_megatron_fsdp ? Json(to_string(c.fsdp_sharding)) : Json(nullptr);
   j["schedule"] = to_string(c.schedule);
   j["cp_comm_type"] = to_string(c.cp_comm_type);
   j["hierarchical_context_parallel_sizes"] =

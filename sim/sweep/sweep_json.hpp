@@ -1,6 +1,7 @@
-// JSON form of a sweep (schema_version 1): the request, the counts, the rejected candidates by
-// rule, the top K ranked candidates with their figures, and where the best plan was written.
-// Invariant: everything but wall_time_s and threads is a function of the request alone.
+// JSON form of a sweep (schema_version 2: candidates carry tp_comm_overlap and Megatron-FSDP): the
+// request, the counts, the rejected candidates by rule, the top K ranked candidates with their
+// figures, and where the best plan was written. Invariant: everything but wall_time_s and threads
+// is a function of the request alone.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 namespace mplan::sweep {
 
-inline constexpr int kSweepSchemaVersion = 1;
+inline constexpr int kSweepSchemaVersion = 2;
 
 // One candidate with its figures: {rank (when ranked), layout {tp, cp, ep, etp, pp, vpp, dp,
 // first_stage_layers, last_stage_layers}, micro_batch_size, num_microbatches, sequence_parallel,

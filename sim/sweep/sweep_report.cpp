@@ -75,8 +75,9 @@ std::string short_number(double v) {  // 1234567 -> "1.23M"
 std::string candidate_text(const Evaluated& e) {
   const Candidate& c = e.candidate;
   return cat(layout_label(c), ", ", to_string(c.schedule), ", mbs ", c.micro_batch_size,
-             c.sequence_parallel ? ", sp" : "", ", recompute ", to_string(c.recompute),
-             c.distributed_optimizer ? ", dist-opt" : "",
+             c.sequence_parallel ? ", sp" : "", c.tp_comm_overlap ? " with tp overlap" : "",
+             ", recompute ", to_string(c.recompute),
+             c.distributed_optimizer ? ", " + dp_sharding_label(c) : "",
              c.offload_layers || c.offload_modules ? ", offload " + offload_label(c) : "");
 }
 
@@ -256,7 +257,7 @@ figure { margin: 0; overflow-x: auto; } figcaption { font-size: 13px; margin-bot
            "</h2>\n<table>\n<tr><th>#</th><th class=\"l\">layout</th>"
            "<th class=\"l\">schedule</th><th>micro-batch</th><th>micro-batches</th>"
            "<th class=\"l\">sp</th><th class=\"l\">recompute</th><th class=\"l\">offload</th>"
-           "<th class=\"l\">dist-opt</th>"
+           "<th class=\"l\">dp sharding</th>"
            "<th>iteration (ms)</th><th>tokens/s</th><th>TFLOP/s/GPU</th><th>MFU</th>"
            "<th>bubble</th><th>peak / capacity (GiB)</th></tr>\n");
   for (int64_t r = 0; r < top_k && r < static_cast<int64_t>(res.ranking.size()); ++r) {
@@ -266,13 +267,13 @@ figure { margin: 0; overflow-x: auto; } figcaption { font-size: 13px; margin-bot
     o += cat("<tr><td>", r + 1, "</td><td class=\"l\">", html_escape(layout_label(c)),
              "</td><td class=\"l\">", to_string(c.schedule), "</td><td>", c.micro_batch_size,
              "</td><td>", num_microbatches(c, request.global_batch_size), "</td><td class=\"l\">",
-             c.sequence_parallel ? "on" : "off", "</td><td class=\"l\">", to_string(c.recompute),
-             "</td><td class=\"l\">", html_escape(offload_label(c)), "</td><td class=\"l\">",
-             c.distributed_optimizer ? "on" : "off", "</td><td>",
-             fixed(f.iteration_time_s * 1e3, 1), "</td><td>", short_number(f.tokens_per_s),
-             "</td><td>", fixed(f.model_tflops_per_gpu, 1), "</td><td>", fixed(f.mfu * 100, 1),
-             " %</td><td>", fixed(f.bubble_fraction * 100, 1), " %</td><td>", gib(f.peak_bytes),
-             " / ", gib(f.capacity_bytes), "</td></tr>\n");
+             sp_label(c), "</td><td class=\"l\">", to_string(c.recompute), "</td><td class=\"l\">",
+             html_escape(offload_label(c)), "</td><td class=\"l\">",
+             html_escape(dp_sharding_label(c)), "</td><td>", fixed(f.iteration_time_s * 1e3, 1),
+             "</td><td>", short_number(f.tokens_per_s), "</td><td>",
+             fixed(f.model_tflops_per_gpu, 1), "</td><td>", fixed(f.mfu * 100, 1), " %</td><td>",
+             fixed(f.bubble_fraction * 100, 1), " %</td><td>", gib(f.peak_bytes), " / ",
+             gib(f.capacity_bytes), "</td></tr>\n");
   }
   o += "</table>\n";
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "sim/plan_sim/lowering.hpp"
 #include "sim/plan_sim/stage_groups.hpp"
 #include "src/common/error.hpp"
 #include "src/plan/plan_rules.hpp"
@@ -30,16 +31,28 @@ bool same_grid(const ParallelConfig& a, const ParallelConfig& b) {
 std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOptions& options,
                                              TimeBoundScratch& s) {
   const ParallelConfig& p = plan.parallel;
-  // The groups' placement depends only on the grid and the node size, which consecutive
-  // candidates mostly share: it was a third of a sweep's time when computed per candidate.
+  // The groups' placement depends only on the grid and the node size, which nearby candidates
+  // mostly share: it was most of a sweep's time when computed per candidate.
   const int64_t gpn = plan.cluster.gpus_per_node;
-  if (!s.grid || !same_grid(s.grid_key, p) || s.gpus_per_node != gpn) {
-    s.grid.emplace(p);
-    s.grid_key = p;
-    s.gpus_per_node = gpn;
-    s.groups.clear();
+  const TimeBoundScratch::Grid* grid = nullptr;
+  for (const TimeBoundScratch::Grid& g : s.grids)
+    if (g.gpus_per_node == gpn && same_grid(g.key, p)) grid = &g;
+  if (grid == nullptr) {
+    TimeBoundScratch::Grid* slot = nullptr;
+    if (s.grids.size() < TimeBoundScratch::kGrids) {
+      slot = &s.grids.emplace_back();
+    } else {  // replace the oldest
+      slot = &s.grids[s.next_grid];
+      s.next_grid = (s.next_grid + 1) % TimeBoundScratch::kGrids;
+    }
+    TimeBoundScratch::Grid& g = *slot;
+    const RankGrid rank_grid(p);
+    g.key = p;
+    g.gpus_per_node = gpn;
+    g.groups.clear();
     for (int64_t stage = 0; stage < p.pp; ++stage)
-      s.groups.push_back(sim::stage_groups(*s.grid, gpn, stage, s.ranks, cp_a2a_size(p)));
+      g.groups.push_back(sim::stage_groups(rank_grid, gpn, stage, s.ranks, cp_a2a_size(p)));
+    grid = &g;
   }
   s.chunks.chunks.clear();
   s.chunks.units.clear();
@@ -47,7 +60,7 @@ std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOpt
   std::vector<StagePassTimes> out(static_cast<size_t>(p.pp));
   sim::StageGroups previous;
   for (int64_t stage = 0; stage < p.pp; ++stage) {
-    const sim::StageGroups& groups = s.groups[static_cast<size_t>(stage)];
+    const sim::StageGroups& groups = grid->groups[static_cast<size_t>(stage)];
     if (stage == 0 || !same_cost_groups(previous, groups))
       sim::build_plan_costs(plan, options, groups, false, s.costs);
     previous = groups;
@@ -65,6 +78,10 @@ std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOpt
       t.min_chunk_backward_ns = std::min(t.min_chunk_backward_ns, ch.bwd.total_ns());
       t.min_chunk_backward_input_ns =
           std::min(t.min_chunk_backward_input_ns, ch.bwd_input.total_ns());
+      if (p.use_megatron_fsdp) {
+        const sim::FsdpCollectives f = sim::fsdp_collectives(plan, groups, ch);
+        t.fsdp_ns += 2 * f.gather_ns + f.reduce_ns;
+      }
     }
   }
   return out;
@@ -83,7 +100,7 @@ int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& o
     const int64_t last_backward =  // until the stage's last backward (zb-h1: B) is done
         m * (t.forward_ns + (split ? t.backward_input_ns : t.backward_ns));
     const int64_t work = last_backward + (split ? m * t.backward_weight_ns : 0);
-    bound = std::max({bound, fill + work, fill + last_backward + drain});
+    bound = std::max({bound, fill + work, fill + last_backward + drain, m * t.fsdp_ns});
     fill += t.min_chunk_forward_ns;
     drain += split ? t.min_chunk_backward_input_ns : t.min_chunk_backward_ns;
   }

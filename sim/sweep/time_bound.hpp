@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "sim/plan_sim/chunk_costs.hpp"
@@ -16,13 +15,19 @@
 
 namespace mplan::sweep {
 
-// Reused from plan to plan by one thread (the last rank grid with its groups' placement per
-// stage, the cost and chunk tables).
+// Reused from plan to plan by one thread (the groups' placement per stage of the last few rank
+// grids, the cost and chunk tables).
 struct TimeBoundScratch {
-  std::optional<RankGrid> grid;
-  ParallelConfig grid_key;
-  int64_t gpus_per_node = 0;
-  std::vector<sim::StageGroups> groups;  // per stage, of `grid` on nodes of gpus_per_node
+  // A grid's groups per stage on nodes of gpus_per_node. Several are kept: the cp exchange, the
+  // innermost axis of the sweep, changes the all-to-all group size candidate by candidate.
+  struct Grid {
+    ParallelConfig key;
+    int64_t gpus_per_node = 0;
+    std::vector<sim::StageGroups> groups;
+  };
+  static constexpr size_t kGrids = 8;
+  std::vector<Grid> grids;  // a ring of kGrids
+  size_t next_grid = 0;
   std::vector<int64_t> ranks;
   sim::PlanCosts costs;
   sim::ChunkTable chunks;
@@ -40,6 +45,10 @@ struct StagePassTimes {
   int64_t min_chunk_forward_ns = 0;
   int64_t min_chunk_backward_ns = 0;
   int64_t min_chunk_backward_input_ns = 0;
+  // Megatron-FSDP: one micro-batch's collectives on the data-parallel stream over the stage's
+  // chunks (sim::fsdp_collectives: two parameter all-gathers and one gradient reduce-scatter
+  // each); 0 without FSDP.
+  int64_t fsdp_ns = 0;
 };
 std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOptions& options,
                                              TimeBoundScratch& scratch);
@@ -54,6 +63,8 @@ std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOpt
 // last input-gradient pass, with every forward and input-gradient pass of the stage before it),
 // that micro-batch's backward still runs on stages s-1 .. 0, each at least its cheapest chunk's.
 // Point-to-point transfers and every wait beyond these chains only lengthen the iteration.
+// With Megatron-FSDP also: the data-parallel stream, which runs one collective at a time, carries
+// M x fsdp_ns of the stage's gathers and reduce-scatters within the iteration.
 // `options` must be the ones simulate() is called with.
 int64_t iteration_time_lower_bound_ns(const Plan& plan, const sim::SimOptions& options,
                                       TimeBoundScratch& scratch);

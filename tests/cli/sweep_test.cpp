@@ -70,7 +70,7 @@ TEST(SweepCli, JsonShapeAndBestPlanRoundTrip) {
   Result r = run(kSmall + " --top 3 --json --out " + best);
   ASSERT_EQ(r.code, 0) << r.err;
   Json j = Json::parse(r.out);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["model"], "gpt3-1.3b");
   EXPECT_EQ(j["cluster"], "dgx-h100");
   EXPECT_EQ(j["gpus"], 8);
@@ -252,12 +252,28 @@ TEST(SweepCli, ExchangeOverlapAndOffloadReachBestJsonAndExport) {
   EXPECT_EQ(plan["training"]["cpu_offloading_num_layers"], 12);
   e = run("export --megatron " + best + " --format args");
   EXPECT_THAT(e.out, HasSubstr("--cpu-offloading-num-layers 12"));
+
+  // Userbuffer overlap and Megatron-FSDP: in the table, best.json and the export.
+  r = run(kSmall + " --out " + best + " --fix tp=2,tp_comm_overlap=on,fsdp=optim_grads_params");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("on+tp-overlap"));
+  EXPECT_THAT(r.out, HasSubstr("fsdp optim_grads_params"));
+  plan = Json::parse(slurp(best));
+  EXPECT_EQ(plan["parallel"]["tp_comm_overlap"], true);
+  EXPECT_EQ(plan["parallel"]["use_megatron_fsdp"], true);
+  EXPECT_EQ(plan["parallel"]["data_parallel_sharding_strategy"], "optim_grads_params");
+  ASSERT_EQ(run("validate " + best).code, 0);
+  e = run("export --megatron " + best + " --format args");
+  EXPECT_THAT(e.out, HasSubstr("--tp-comm-overlap"));
+  EXPECT_THAT(e.out, HasSubstr("--use-megatron-fsdp"));
+  EXPECT_THAT(e.out, HasSubstr("--data-parallel-sharding-strategy optim_grads_params"));
   std::remove(best.c_str());
 }
 
 TEST(SweepCli, BadNewFixValuesExitTwoNamingTheFlag) {
   for (const char* fix : {"cp_comm_type=ring", "offload_modules=mlp", "overlap_p2p=maybe",
-                          "offload_layers=x", "cp_comm_type=a2a,cp_a2a=2"}) {
+                          "offload_layers=x", "cp_comm_type=a2a,cp_a2a=2", "fsdp=zero3",
+                          "fsdp=optim,dist_opt=off", "tp_comm_overlap=on,sp=off"}) {
     Result r = run(kSmall + " --fix " + fix);
     EXPECT_EQ(r.code, 2) << fix;
     EXPECT_THAT(r.err, HasSubstr("--fix: ")) << fix;

@@ -356,6 +356,9 @@ TEST(Trainer, TheSweepsStackRulesRefuseWhatTheExecutorRefuses) {
   p = base;
   p.model.window_size = std::array<int64_t, 2>{64, 0};
   refused.emplace_back("sliding window", p);
+  p = mplan_plan(tiny_plan({.tp = 2, .sp = true}));
+  p.parallel.tp_comm_overlap = true;
+  refused.emplace_back("tensor-parallel userbuffer overlap", p);
   p = dist;
   p.parallel.use_megatron_fsdp = true;
   refused.emplace_back("Megatron-FSDP", p);

@@ -59,9 +59,11 @@ SpaceInputs inputs(const ModelSpec& m, int64_t gpus, int64_t gpn, int64_t gbs,
   return {&m, gpus, gpn, gbs, fixed};
 }
 
-// `f` with the context-parallel exchange and activation offloading pinned to the plan defaults
-// (p2p, none): the space of the other axes.
+// `f` with the context-parallel exchange, activation offloading, userbuffer overlap and
+// Megatron-FSDP pinned to the plan defaults (p2p, none, off, off): the space of the other axes.
 FixedAxes plain(FixedAxes f = {}) {
+  f.tp_comm_overlap = false;
+  f.fsdp = std::optional<DpSharding>();
   f.cp_comm_type = CpCommType::kP2p;
   f.offload_layers = 0;
   f.offload_modules = 0u;
@@ -205,9 +207,10 @@ TEST(CandidateSpace, FixedAxesNarrowTheSpace) {
   f.pp = 2;
   f.micro_batch_size = 2;
   f.recompute = Recompute::kNone;
-  // tp 2 x pp 2 on 4 GPUs: cp 1, dp 1; 3 schedule pairs x sp 2 x dist-opt 1 x offload 3 (none,
-  // the two fine-grained module sets; no cpu_offloading_num_layers at pp 2).
-  EXPECT_EQ(enumerate_candidates(inputs(m, 4, 4, 8, f)).size(), 3u * 2u * 3u);
+  // tp 2 x pp 2 on 4 GPUs: cp 1, dp 1; 3 schedule pairs x sp 3 (off, on, on with
+  // tp_comm_overlap) x dp sharding 1 x offload 3 (none, the two fine-grained module sets; no
+  // cpu_offloading_num_layers at pp 2).
+  EXPECT_EQ(enumerate_candidates(inputs(m, 4, 4, 8, f)).size(), 3u * 3u * 3u);
   f = plain(f);
   EXPECT_EQ(enumerate_candidates(inputs(m, 4, 4, 8, f)).size(), 3u * 2u);
   f.schedule = ScheduleKind::kInterleaved;
@@ -265,17 +268,19 @@ TEST(CandidateSpace, ExchangesAndOffloadingCountedByHand) {
   // module sets (3 + 5 = 8); pp > 1: the module sets (3 + 2 = 5). Exchanges: cp 2 at tp 1: p2p,
   // all_gather, a2a (6 heads over 2); cp 4 at tp 1: p2p, all_gather, a2a+p2p 2x2 (6 heads do not
   // split over 4); cp 2 at tp 2: p2p, all_gather (3 heads per tp rank do not split over 2).
+  // Sequence parallelism at tp > 1: off, on, on with tp_comm_overlap (3, was 2); data-parallel
+  // sharding where dp·cp > 1: off, dist-opt, FSDP optim_grads, FSDP optim_grads_params (4, was 2).
   const ModelSpec m = testing::tiny_model();
   const auto cs = enumerate_candidates(inputs(m, 4, 4, 8));
   const std::map<std::tuple<int, int, int, int>, int> expected = {
-      {{1, 1, 1, 4}, 1 * 2 * 1 * 8 * 2},     {{1, 1, 2, 2}, 3 * 3 * 1 * 5 * 2},
-      {{1, 1, 4, 1}, 2 * 4 * 1 * 5 * 1},     {{1, 2, 1, 2}, 3 * 1 * 3 * 1 * 8 * 2},
-      {{1, 2, 2, 1}, 3 * 3 * 4 * 1 * 5 * 2}, {{1, 4, 1, 1}, 3 * 1 * 4 * 1 * 8 * 2},
-      {{2, 1, 1, 2}, 1 * 3 * 2 * 8 * 2},     {{2, 1, 2, 1}, 3 * 4 * 2 * 5 * 1},
-      {{2, 2, 1, 1}, 2 * 1 * 4 * 2 * 8 * 2}, {{4, 1, 1, 1}, 1 * 4 * 2 * 8 * 1},
+      {{1, 1, 1, 4}, 1 * 2 * 1 * 8 * 4},     {{1, 1, 2, 2}, 3 * 3 * 1 * 5 * 4},
+      {{1, 1, 4, 1}, 2 * 4 * 1 * 5 * 1},     {{1, 2, 1, 2}, 3 * 1 * 3 * 1 * 8 * 4},
+      {{1, 2, 2, 1}, 3 * 3 * 4 * 1 * 5 * 4}, {{1, 4, 1, 1}, 3 * 1 * 4 * 1 * 8 * 4},
+      {{2, 1, 1, 2}, 1 * 3 * 3 * 8 * 4},     {{2, 1, 2, 1}, 3 * 4 * 3 * 5 * 1},
+      {{2, 2, 1, 1}, 2 * 1 * 4 * 3 * 8 * 4}, {{4, 1, 1, 1}, 1 * 4 * 3 * 8 * 1},
   };
   EXPECT_EQ(per_layout(cs), expected);
-  EXPECT_EQ(cs.size(), 1394u);
+  EXPECT_EQ(cs.size(), 3008u);
   std::set<std::tuple<int, int, CpCommType, int>> exchanges;  // tp, cp, type, a2a
   std::vector<Candidate> plain_ones;
   for (const Candidate& c : cs) {
@@ -290,7 +295,16 @@ TEST(CandidateSpace, ExchangesAndOffloadingCountedByHand) {
     if (c.offload_layers > 0) {
       EXPECT_EQ(c.pp, 1);
     }
-    if (c.cp_comm_type == CpCommType::kP2p && !offloads(c)) plain_ones.push_back(c);
+    // Userbuffer overlap only with sequence parallelism; FSDP with the distributed optimizer and
+    // a dense data-parallel group.
+    if (c.tp_comm_overlap) EXPECT_TRUE(c.sequence_parallel);
+    if (c.use_megatron_fsdp) {
+      EXPECT_TRUE(c.distributed_optimizer);
+      EXPECT_GT(c.dp * c.cp, 1);
+    }
+    if (c.cp_comm_type == CpCommType::kP2p && !offloads(c) && !c.tp_comm_overlap &&
+        !c.use_megatron_fsdp)
+      plain_ones.push_back(c);
   }
   using T = CpCommType;
   EXPECT_EQ(exchanges, (std::set<std::tuple<int, int, CpCommType, int>>{{1, 1, T::kP2p, 0},
@@ -335,6 +349,48 @@ TEST(CandidateSpace, StacksThatDoNotOverlapOrOffload) {
   f.schedule = ScheduleKind::kInterleaved;
   for (const Candidate& c : enumerate_candidates(inputs(m, 4, 4, 8, f)))
     EXPECT_FALSE(c.overlap_p2p_comm);
+}
+
+TEST(CandidateSpace, UserbufferOverlapAndFsdpFollowTheStackAndTheFixes) {
+  const ModelSpec m = testing::tiny_model();
+  auto count = [&](const SpaceInputs& in, auto pred) {
+    int64_t n = 0;
+    for (const Candidate& c : enumerate_candidates(in)) n += pred(c) ? 1 : 0;
+    return n;
+  };
+  auto overlap = [](const Candidate& c) { return c.tp_comm_overlap; };
+  auto fsdp = [](const Candidate& c) { return c.use_megatron_fsdp; };
+  // Megatron-LM without Transformer Engine: FSDP, no userbuffers; mplan's executor: neither.
+  SpaceInputs in = inputs(m, 4, 4, 8);
+  in.implementation = Implementation::kMegatronLocal;
+  EXPECT_EQ(count(in, overlap), 0);
+  EXPECT_GT(count(in, fsdp), 0);
+  in.implementation = Implementation::kMplan;
+  EXPECT_EQ(count(in, overlap), 0);
+  EXPECT_EQ(count(in, fsdp), 0);
+  // Pinned: tp_comm_overlap=on leaves only sp with it (tp 1 layouts drop out); fsdp=X only
+  // that strategy (also no_shard and optim, outside the default list), with the distributed
+  // optimizer; dist_opt=off leaves no FSDP.
+  FixedAxes f = parse_fixed_axes("tp_comm_overlap=on,fsdp=optim");
+  const auto pinned = enumerate_candidates(inputs(m, 4, 4, 8, f));
+  ASSERT_FALSE(pinned.empty());
+  for (const Candidate& c : pinned) {
+    EXPECT_TRUE(c.sequence_parallel && c.tp_comm_overlap);
+    EXPECT_GT(c.tp, 1);
+    EXPECT_TRUE(c.use_megatron_fsdp && c.distributed_optimizer);
+    EXPECT_EQ(c.fsdp_sharding, DpSharding::kOptim);
+    const ParallelConfig p = to_parallel(c, 8);
+    EXPECT_TRUE(p.tp_comm_overlap && p.use_megatron_fsdp && p.distributed_optimizer);
+    EXPECT_EQ(p.data_parallel_sharding_strategy, DpSharding::kOptim);
+    EXPECT_EQ(dp_sharding_label(c), "fsdp optim");
+    EXPECT_EQ(sp_label(c), "on+tp-overlap");
+  }
+  EXPECT_EQ(count(inputs(m, 4, 4, 8, parse_fixed_axes("dist_opt=off")), fsdp), 0);
+  // fsdp=off: the space without FSDP, in the same order.
+  std::vector<Candidate> without;
+  for (const Candidate& c : enumerate_candidates(inputs(m, 4, 4, 8)))
+    if (!c.use_megatron_fsdp) without.push_back(c);
+  EXPECT_EQ(without, enumerate_candidates(inputs(m, 4, 4, 8, parse_fixed_axes("fsdp=off"))));
 }
 
 TEST(CandidateSpace, FixedExchangeAndOffload) {

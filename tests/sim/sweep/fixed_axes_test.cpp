@@ -85,6 +85,35 @@ TEST(FixedAxes, ExchangeOverlapAndOffloadKeys) {
   EXPECT_FALSE(f.empty());
 }
 
+TEST(FixedAxes, UserbufferOverlapAndFsdpKeys) {
+  FixedAxes f = parse_fixed_axes("fsdp=optim_grads_params,tp_comm_overlap=on,sp=on");
+  EXPECT_EQ(f.tp_comm_overlap, true);
+  EXPECT_EQ(f.fsdp, std::optional<DpSharding>(DpSharding::kOptimGradsParams));
+  EXPECT_EQ(to_string(f), "sp=on,tp_comm_overlap=on,fsdp=optim_grads_params");
+  EXPECT_EQ(parse_fixed_axes(to_string(f)), f);
+  // off is a fix too (no FSDP), unlike no fix; Megatron's spelling of the key.
+  f = parse_fixed_axes("data_parallel_sharding_strategy=off,tp_comm_overlap=false");
+  ASSERT_TRUE(f.fsdp.has_value());
+  EXPECT_FALSE(f.fsdp->has_value());
+  EXPECT_EQ(f.tp_comm_overlap, false);
+  EXPECT_EQ(to_string(f), "tp_comm_overlap=off,fsdp=off");
+  EXPECT_EQ(parse_fixed_axes(to_string(f)), f);
+  EXPECT_NE(f, FixedAxes{});
+  // Contradictions and bad values name the keys.
+  EXPECT_THAT(error_of("fsdp=optim_grads,dist_opt=off"),
+              HasSubstr("--fix: fsdp=optim_grads runs the distributed optimizer (Megatron-FSDP "
+                        "v1), not dist_opt=off"));
+  EXPECT_EQ(error_of("fsdp=off,dist_opt=off"), "");
+  EXPECT_THAT(error_of("tp_comm_overlap=on,sp=off"),
+              HasSubstr("--fix: tp_comm_overlap=on overlaps sequence parallelism's collectives"));
+  EXPECT_THAT(error_of("fsdp=zero3"),
+              HasSubstr("--fix: fsdp must be off, no_shard, optim, optim_grads or "
+                        "optim_grads_params, got \"zero3\""));
+  EXPECT_THAT(error_of("fsdp=off,fsdp=optim"), HasSubstr("--fix: fsdp is given twice"));
+  EXPECT_THAT(error_of("tp_comm_overlap=yes"),
+              HasSubstr("--fix: tp_comm_overlap must be on or off, got \"yes\""));
+}
+
 TEST(FixedAxes, ErrorsNameTheFlagAndItem) {
   EXPECT_THAT(error_of("cp_comm_type=ring"),
               HasSubstr("--fix: cp_comm_type: must be one of p2p, all_gather, a2a, a2a+p2p; got "

@@ -66,5 +66,21 @@ TEST(StackRules, TheExecutorRefusesWhatItCannotRun) {
   }
 }
 
+// tp_comm_overlap runs on Transformer Engine's userbuffers: Megatron-LM with Transformer Engine
+// only. Megatron-FSDP: Megatron-LM with or without Transformer Engine, not mplan's executor.
+TEST(StackRules, UserbufferOverlapNeedsTransformerEngine) {
+  for (Implementation i : kImplementations) {
+    Plan p = reference(i);
+    p.parallel.tp = 2;
+    p.parallel.sequence_parallel = true;
+    p.parallel.tp_comm_overlap = true;
+    const auto v = stack_violation(p);
+    EXPECT_EQ(v.has_value(), i != Implementation::kMegatronTe) << to_string(i);
+    if (v) EXPECT_EQ(v->field, "parallel.tp_comm_overlap");
+    EXPECT_EQ(stack_overlaps_tp_comm(i), i == Implementation::kMegatronTe);
+    EXPECT_EQ(stack_runs_megatron_fsdp(i), i != Implementation::kMplan);
+  }
+}
+
 }  // namespace
 }  // namespace mplan::sweep

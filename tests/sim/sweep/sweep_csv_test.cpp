@@ -32,7 +32,7 @@ TEST(SweepCsv, OneRowPerSimulatedCandidate) {
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
   const std::vector<std::string> header = split(line);
-  ASSERT_EQ(header.size(), 39u);
+  ASSERT_EQ(header.size(), 42u);
   EXPECT_EQ(header[0], "schema_version");
   EXPECT_EQ(header[2], "rank");
   EXPECT_EQ(header.back(), "fits");
@@ -40,11 +40,12 @@ TEST(SweepCsv, OneRowPerSimulatedCandidate) {
     return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
   };
   std::set<int64_t> ranks;
+  std::set<std::string> seen_strategies;
   int64_t rows = 0, fitting = 0;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = split(line);
     ASSERT_EQ(f.size(), header.size()) << line;
-    EXPECT_EQ(f[0], "1");
+    EXPECT_EQ(f[0], "2");  // schema_version
     const bool fits = f[col("fits")] == "1";
     EXPECT_EQ(fits, !f[col("rank")].empty());
     if (fits) {
@@ -57,9 +58,17 @@ TEST(SweepCsv, OneRowPerSimulatedCandidate) {
     EXPECT_GT(std::stod(f[col("tokens_per_s")]), 0);
     EXPECT_TRUE(f[col("recompute")] == "none" || f[col("recompute")] == "selective" ||
                 f[col("recompute")] == "full");
+    // FSDP rows name their strategy and run the distributed optimizer; overlap needs sp.
+    const bool fsdp = f[col("use_megatron_fsdp")] == "1";
+    const std::string strategy = f[col("data_parallel_sharding_strategy")];
+    EXPECT_EQ(fsdp, !strategy.empty());
+    if (fsdp) EXPECT_EQ(f[col("distributed_optimizer")], "1");
+    if (fsdp) seen_strategies.insert(strategy);
+    if (f[col("tp_comm_overlap")] == "1") EXPECT_EQ(f[col("sequence_parallel")], "1");
     ++rows;
   }
   EXPECT_EQ(rows, r.simulated);
+  EXPECT_EQ(seen_strategies, (std::set<std::string>{"optim_grads", "optim_grads_params"}));
   EXPECT_EQ(fitting, r.fits);
   ASSERT_FALSE(ranks.empty());
   EXPECT_EQ(*ranks.begin(), 1);

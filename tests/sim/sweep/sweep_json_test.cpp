@@ -16,7 +16,7 @@ TEST(SweepJson, Shape) {
   o.simulate = testing::fake_simulate;
   const SweepResult r = run_sweep(req, o);
   const Json j = sweep_to_json(req, r, 3, "best.json");
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["model"], "tiny");
   EXPECT_EQ(j["cluster"], "h200x4");
   EXPECT_EQ(j["gpus"], 4);
@@ -26,19 +26,21 @@ TEST(SweepJson, Shape) {
   EXPECT_EQ(j["fixed"], "");
   const Json& c = j["counts"];
   // The space of CandidateSpace.ExchangesAndOffloadingCountedByHand; pinned to the plan's
-  // exchange and no offloading, 384 with 120 invalid: 42 by validate's rules, 78 zb-h1
-  // (sweep_test.cpp); the exchanges and offloading multiply both, zb-h1 most (210).
-  EXPECT_EQ(c["candidates"], 1394);
-  EXPECT_EQ(c["invalid"], 324);
+  // exchange, no offloading, userbuffer overlap or FSDP, 384 with 120 invalid: 42 by validate's
+  // rules, 78 zb-h1 (sweep_test.cpp). The other axes multiply them: zb-h1 (pp 2 dp 2: 30 x 2 for
+  // FSDP; pp 4: 20; cp 2 pp 2: 120 x 2; tp 2 pp 2: 40 x 3/2 for the overlap) 380; tp 4 (64 x 3/2)
+  // 96; interleaved with M < pp (20 + 60 + 15) 95.
+  EXPECT_EQ(c["candidates"], 3008);
+  EXPECT_EQ(c["invalid"], 571);
   EXPECT_EQ(c["simulated"].get<int64_t>() + c["invalid"].get<int64_t>() +
                 c["out_of_memory_pruned"].get<int64_t>() + c["skipped"].get<int64_t>(),
-            1394);
+            3008);
   EXPECT_EQ(c["skipped"], 0);
   EXPECT_EQ(j["top_k"], 3);
   EXPECT_EQ(j["memory_headroom"], 0.0);
   EXPECT_EQ(j["gpu_memory_bytes"], j["usable_memory_bytes"]);
   ASSERT_EQ(j["invalid_by_rule"].size(), 3u);
-  EXPECT_EQ(j["invalid_by_rule"][0]["count"], 210);
+  EXPECT_EQ(j["invalid_by_rule"][0]["count"], 380);
   EXPECT_TRUE(j["invalid_by_rule"][0]["rule"].is_string());
   EXPECT_TRUE(j["invalid_by_rule"][0]["example"].is_string());
   ASSERT_EQ(j["top"].size(), 3u);

@@ -76,10 +76,12 @@ TEST(Sweep, TinyModelCountsByRule) {
   //    tp2 pp2 b8 (sp 2 x 3) = 18;
   //  - the zb-h1 schedule, which Megatron-LM (the request's default stack) does not run: every
   //    pp 2 and pp 4 layout's zb-h1 candidates that break no other rule = 78.
-  //  (The cp exchanges and activation offloading pinned to the plan defaults: the space of
+  //  (The cp exchanges, activation offloading, userbuffer overlap and Megatron-FSDP pinned to the
+  //  plan defaults: the space of
   //  CandidateSpace.TinyModelOnFourGpusCountedByHand.)
   SweepRequest req = testing::tiny_request();
-  req.fixed = parse_fixed_axes("cp_comm_type=p2p,offload_layers=0,offload_modules=none");
+  req.fixed = parse_fixed_axes(
+      "cp_comm_type=p2p,offload_layers=0,offload_modules=none,tp_comm_overlap=off,fsdp=off");
   const SweepResult r = run_sweep(req, fake_options(2));
   EXPECT_EQ(r.candidates, 384);
   EXPECT_EQ(r.invalid, 120);

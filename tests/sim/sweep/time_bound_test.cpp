@@ -86,5 +86,63 @@ TEST(TimeBound, CountsThePipelinesFillAndDrain) {
   }
 }
 
+double bound_s(const Plan& p) {
+  TimeBoundScratch scratch;
+  return static_cast<double>(iteration_time_lower_bound_ns(p, sim::SimOptions{}, scratch)) * 1e-9;
+}
+
+// ZeRO-3 over two nodes: every pass all-gathers the model's 16 GB of bf16 weights and every
+// backward reduce-scatters its 32 GB of fp32 gradients, half of it over InfiniBand: more than
+// the compute of a micro-batch of 1024 tokens. The data-parallel stream runs them one at a
+// time, so the bound counts them.
+TEST(TimeBound, CountsMegatronFsdpCollectives) {
+  Plan p;
+  p.model = load_model("llama3-8b");
+  p.model.seq_length = 1024;
+  p.cluster = load_cluster("dgx-h100");
+  p.parallel.dp = 16;
+  p.parallel.micro_batch_size = 1;
+  p.parallel.global_batch_size = 32;  // M = 2
+  p.parallel.distributed_optimizer = true;
+  const double dist_opt_bound = bound_s(p);
+  p.parallel.use_megatron_fsdp = true;
+  p.parallel.data_parallel_sharding_strategy = DpSharding::kOptimGradsParams;
+  ASSERT_TRUE(validate(p).empty()) << to_string(validate(p).front());
+  const double zero3_bound = bound_s(p);
+  const double simulated_s = sim::simulate(p).iteration_time_s;
+  EXPECT_LE(zero3_bound, simulated_s);
+  EXPECT_GT(zero3_bound, 1.5 * dist_opt_bound);  // the collectives, not the compute, bound it
+  EXPECT_GT(zero3_bound, 0.7 * simulated_s);
+  // ZeRO-2 reduce-scatters only: between the two.
+  p.parallel.data_parallel_sharding_strategy = DpSharding::kOptimGrads;
+  const double zero2_bound = bound_s(p);
+  EXPECT_LE(zero2_bound, sim::simulate(p).iteration_time_s);
+  EXPECT_GT(zero2_bound, dist_opt_bound);
+  EXPECT_LT(zero2_bound, zero3_bound);
+}
+
+// The sweep reuses one bound for candidates that differ only in the distributed optimizer
+// (sweep.cpp's BoundCache): it changes no compute-stream pass.
+TEST(TimeBound, SameWithOrWithoutTheDistributedOptimizer) {
+  Plan p;
+  p.model = load_model("gpt3-1.3b");
+  p.cluster = load_cluster("h200x4");
+  const std::vector<Candidate> cs =
+      enumerate_candidates({&p.model, 4, p.cluster.gpus_per_node, 64, FixedAxes{}});
+  int64_t compared = 0;
+  for (const Candidate& c : cs) {
+    if (!c.distributed_optimizer || c.use_megatron_fsdp) continue;
+    Candidate off = c;
+    off.distributed_optimizer = false;
+    apply_candidate(c, 64, p);
+    if (!validate(p).empty()) continue;
+    const double with = bound_s(p);
+    apply_candidate(off, 64, p);
+    ASSERT_EQ(with, bound_s(p)) << layout_label(c);
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+}
+
 }  // namespace
 }  // namespace mplan::sweep
