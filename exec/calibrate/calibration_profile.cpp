@@ -249,14 +249,19 @@ Json build_profile(const Json& base, const Measurements& m, const ProfileOptions
       gpu["memory_bound_efficiency"] = round_to(c.back().y, 4);  // the largest copy
     }
   }
+  // The power limit: the rate one large GEMM holds back to back, as a fraction of peak.
+  if (m.sustained && m.sustained->last_tflops() > 0)
+    gpu["sustained_gemm_efficiency"] = round_to(m.sustained->last_tflops() * 1e12 / peak, 4);
   if (m.overhead) {
     gpu["kernel_overhead_us"] = round_to(m.overhead->kernel_overhead_us, 3);
     gpu["kernel_min_us"] = round_to(m.overhead->kernel_min_us, 3);
     gpu["host_overhead_us"] = round_to(m.overhead->host_overhead_us, 3);
   }
+  // The fraction a GEMM's overlapped time grows by (the simulator adds slowdown x overlap):
+  // 0.10 for a GEMM 10 % slower beside the all-reduce.
   if (m.overlap && m.overlap->gemm_alone_ms > 0)
     gpu["overlap_slowdown"] =
-        round_to(std::max(1.0, m.overlap->gemm_with_comm_ms / m.overlap->gemm_alone_ms), 4);
+        round_to(std::max(0.0, m.overlap->gemm_with_comm_ms / m.overlap->gemm_alone_ms - 1), 4);
 
   if (!m.collectives.empty()) {
     // α: the smallest all-reduce's time (nccl-tests' 8-byte point), as derive_profile.py takes it.

@@ -79,7 +79,10 @@ int64_t gemm_time_ns(const GpuSpec& gpu, const GemmShape& g) {
   const double flops = gemm_flops(g);
   if (flops == 0) return 0;
   bool exact = false;
-  const double compute_ns = flops / (gpu.peak_bf16_tflops * kTFLOP * refined(gpu, g, exact)) * 1e9;
+  double efficiency = refined(gpu, g, exact);
+  if (gpu.sustained_gemm_efficiency > 0 && efficiency > gpu.sustained_gemm_efficiency)
+    efficiency -= gpu.sustained_gemm_weight * (efficiency - gpu.sustained_gemm_efficiency);
+  const double compute_ns = flops / (gpu.peak_bf16_tflops * kTFLOP * efficiency) * 1e9;
   const double memory_ns = exact ? 0 : memory_bound_seconds(gpu, gemm_bytes(g)) * 1e9;
   return to_ns(kernel_ns(gpu, std::max(compute_ns, memory_ns), 1));
 }

@@ -113,6 +113,13 @@ struct GpuSpec {
                                   // ahead of the executor's kernels)
   double overlap_slowdown = 0;    // a kernel runs this much slower while a collective runs beside
                                   // it on another stream (over the overlapped time)
+  // The power limit (docs/cost-model.md, "GEMMs under the power limit"): the fraction of peak one
+  // large GEMM holds back to back (mplan calibrate's sustained load; 0: not measured), and how
+  // far a GEMM that runs faster when timed alone slows toward it in training, where lighter
+  // kernels between the GEMMs leave the clock between the GEMM-only and the boost clock: its
+  // efficiency e becomes e - sustained_gemm_weight · (e - sustained_gemm_efficiency).
+  double sustained_gemm_efficiency = 0;
+  double sustained_gemm_weight = 0.5;
   // Low precision (src/plan/low_precision): dense tensor-core peaks, 10^12 FLOP/s (datasheet;
   // 0: the GPU has no such tensor cores), and the CUDA compute capability (major.minor: 8.0
   // Ampere, 8.9 Ada, 9.0 Hopper, 10.0 Blackwell; 0: not given) that decides which Transformer

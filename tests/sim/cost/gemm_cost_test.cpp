@@ -27,6 +27,20 @@ TEST(GemmCost, ComputeBoundUsesTheEfficiencyCurve) {
   EXPECT_EQ(gemm_time_ns(g, {16384, 16384, 16384}), 12565847);  // 12565847.17 ns
 }
 
+// The power limit: a GEMM faster alone than the sustained rate slows halfway toward it (weight
+// 0.5); slower GEMMs keep their rate.
+TEST(GemmCost, LargeGemmsSlowTowardTheSustainedRate) {
+  GpuSpec g = testing::round_gpu();
+  g.sustained_gemm_efficiency = 0.6;
+  // 16384^3 at 0.7 alone -> 0.7 - 0.5 · (0.7 - 0.6) = 0.65; 2^43 / 6.5e14 s = 13532450.8 ns.
+  EXPECT_EQ(gemm_time_ns(g, {16384, 16384, 16384}), 13532451);
+  // 4096^3 at 0.55 < 0.6: unchanged.
+  EXPECT_EQ(gemm_time_ns(g, {4096, 4096, 4096}), 249889);
+  // Weight 1: the sustained rate itself; 2^43 / 6e14 s = 14660155.0 ns.
+  g.sustained_gemm_weight = 1;
+  EXPECT_EQ(gemm_time_ns(g, {16384, 16384, 16384}), 14660155);
+}
+
 TEST(GemmCost, BatchedGemmTakesTheEfficiencyOfItsTotalFlops) {
   const GpuSpec g = testing::round_gpu();
   // 8 × 512^3: F = 2^31 -> 0.25; 2^31 / 2.5e14 s = 8589.93 ns (memory: 12.6 MB / 4e12 = 3.1 us).
