@@ -427,10 +427,11 @@ Json gpu_to_json(const GpuSpec& gpu) {
   if (gpu.kernel_min_us > 0) g["kernel_min_us"] = gpu.kernel_min_us;
   if (gpu.host_overhead_us > 0) g["host_overhead_us"] = gpu.host_overhead_us;
   if (gpu.overlap_slowdown > 0) g["overlap_slowdown"] = gpu.overlap_slowdown;
-  if (gpu.sustained_gemm_efficiency > 0) {
+  if (gpu.sustained_gemm_efficiency > 0)
     g["sustained_gemm_efficiency"] = gpu.sustained_gemm_efficiency;
+  if (gpu.sustained_gemm_efficiency > 0 ||
+      gpu.sustained_gemm_weight != GpuSpec{}.sustained_gemm_weight)
     g["sustained_gemm_weight"] = gpu.sustained_gemm_weight;
-  }
   if (gpu.peak_fp8_tflops > 0) g["peak_fp8_tflops"] = gpu.peak_fp8_tflops;
   if (gpu.peak_fp4_tflops > 0) g["peak_fp4_tflops"] = gpu.peak_fp4_tflops;
   if (gpu.compute_capability > 0) g["compute_capability"] = gpu.compute_capability;
@@ -497,7 +498,7 @@ GpuSpec gpu_from_json(const Json& j, const std::string& path) {
   gpu.host_overhead_us = g.get_number("host_overhead_us", 0.0, kLatencyUs);
   gpu.overlap_slowdown = g.get_number("overlap_slowdown", 0.0, kSlowdown);
   if (g.has("sustained_gemm_efficiency"))
-    gpu.sustained_gemm_efficiency = g.get_number("sustained_gemm_efficiency", kEfficiency);
+    gpu.sustained_gemm_efficiency = g.get_number("sustained_gemm_efficiency", kFraction);
   gpu.sustained_gemm_weight = g.get_number("sustained_gemm_weight", 0.5, kFraction);
   if (g.has("peak_fp8_tflops")) gpu.peak_fp8_tflops = g.get_number("peak_fp8_tflops", kTflops);
   if (g.has("peak_fp4_tflops")) gpu.peak_fp4_tflops = g.get_number("peak_fp4_tflops", kTflops);

@@ -350,6 +350,17 @@ TEST(ClusterSpec, JsonRoundTrip) {
   for (const auto& name : preset_names("clusters")) {
     ClusterSpec c = load_cluster(name);
     EXPECT_EQ(cluster_from_json(cluster_to_json(c), "cluster"), c) << name;
+    // The power limit's fields, also the weight alone, survive the round trip (set on the base
+    // gpu and so on every implementation's set, which a file derives from it).
+    auto set_all = [&c](auto field, double v) {
+      c.gpu.*field = v;
+      for (auto& set : c.implementations)
+        if (set) (*set).*field = v;
+    };
+    set_all(&GpuSpec::sustained_gemm_weight, 0.25);
+    EXPECT_EQ(cluster_from_json(cluster_to_json(c), "cluster"), c) << name;
+    set_all(&GpuSpec::sustained_gemm_efficiency, 0.7);
+    EXPECT_EQ(cluster_from_json(cluster_to_json(c), "cluster"), c) << name;
   }
 }
 
