@@ -652,7 +652,8 @@ class Builder {
   // pass, issued once the pass two passes back is done (its buffer is the one reused).
   OpId fsdp_gather(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label) {
     if (!fsdp_.weights) return des::kNone;
-    const int64_t ns = fsdp_collectives(plan_, L_.groups[stage], ch).gather_ns;
+    const int64_t ns =
+        chunk_collective_ns(plan_, CollectiveKind::kAllGather, L_.groups[stage], ch, param_bytes_);
     const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
                                {names_.param_gather, label.microbatch, label.chunk});
     if (fsdp_two_back_ != des::kNone) P_.add_wait(op, fsdp_two_back_);
@@ -663,7 +664,8 @@ class Builder {
   // The chunk's gradients reduce-scattered after its backward (or weight-gradient) pass.
   void fsdp_reduce(int32_t er, int64_t stage, const ChunkCosts& ch, OpLabel label, OpId after) {
     if (!fsdp_.grads || after == des::kNone) return;
-    const int64_t ns = fsdp_collectives(plan_, L_.groups[stage], ch).reduce_ns;
+    const int64_t ns = chunk_collective_ns(plan_, CollectiveKind::kReduceScatter, L_.groups[stage],
+                                           ch, grad_bytes_);
     const OpId op = collective(er, kStreamDp, kSlotDpCp, ns,
                                {names_.grad_reduce, label.microbatch, label.chunk});
     P_.add_wait(op, after);
