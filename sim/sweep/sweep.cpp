@@ -18,6 +18,7 @@
 #include "sim/plan_sim/simulation_size.hpp"
 #include "sim/sweep/candidate_space.hpp"
 #include "sim/sweep/memory_bound.hpp"
+#include "sim/sweep/recent_ring.hpp"
 #include "sim/sweep/rejection_rule.hpp"
 #include "sim/sweep/stack_rules.hpp"
 #include "sim/sweep/time_bound.hpp"
@@ -263,26 +264,16 @@ const Verdict& judge(SweepState& st, const Candidate& c, const Plan& plan, Verdi
 // stream; TimeBound.SameWithOrWithoutTheDistributedOptimizer), so candidates differing only in
 // it — a few apart in the enumeration — share one.
 struct BoundCache {
-  static constexpr size_t kSize = 32;
-  std::vector<std::pair<Candidate, int64_t>> entries;  // a ring of kSize
-  size_t next = 0;
+  RecentRing<std::pair<Candidate, int64_t>, 32> entries;
   static Candidate key_of(Candidate c) {
     if (!c.use_megatron_fsdp) c.distributed_optimizer = false;
     return c;
   }
   const int64_t* find(const Candidate& key) const {
-    for (const auto& [k, bound] : entries)
-      if (k == key) return &bound;
-    return nullptr;
+    const auto* e = entries.find_if([&](const auto& kv) { return kv.first == key; });
+    return e ? &e->second : nullptr;
   }
-  void put(const Candidate& key, int64_t bound) {
-    if (entries.size() < kSize) {
-      entries.emplace_back(key, bound);
-    } else {
-      entries[next] = {key, bound};
-      next = (next + 1) % kSize;
-    }
-  }
+  void put(const Candidate& key, int64_t bound) { entries.next_slot() = {key, bound}; }
 };
 
 // Phase 1 for one candidate: invalid (a rule, or too large to simulate), proved out of memory,

@@ -34,18 +34,11 @@ std::vector<StagePassTimes> stage_pass_times(const Plan& plan, const sim::SimOpt
   // The groups' placement depends only on the grid and the node size, which nearby candidates
   // mostly share: it was most of a sweep's time when computed per candidate.
   const int64_t gpn = plan.cluster.gpus_per_node;
-  const TimeBoundScratch::Grid* grid = nullptr;
-  for (const TimeBoundScratch::Grid& g : s.grids)
-    if (g.gpus_per_node == gpn && same_grid(g.key, p)) grid = &g;
+  const TimeBoundScratch::Grid* grid = s.grids.find_if([&](const TimeBoundScratch::Grid& g) {
+    return g.gpus_per_node == gpn && same_grid(g.key, p);
+  });
   if (grid == nullptr) {
-    TimeBoundScratch::Grid* slot = nullptr;
-    if (s.grids.size() < TimeBoundScratch::kGrids) {
-      slot = &s.grids.emplace_back();
-    } else {  // replace the oldest
-      slot = &s.grids[s.next_grid];
-      s.next_grid = (s.next_grid + 1) % TimeBoundScratch::kGrids;
-    }
-    TimeBoundScratch::Grid& g = *slot;
+    TimeBoundScratch::Grid& g = s.grids.next_slot();
     const RankGrid rank_grid(p);
     g.key = p;
     g.gpus_per_node = gpn;

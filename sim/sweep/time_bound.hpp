@@ -10,6 +10,7 @@
 #include "sim/plan_sim/layer_costs.hpp"
 #include "sim/plan_sim/simulate.hpp"
 #include "sim/plan_sim/stage_groups.hpp"
+#include "sim/sweep/recent_ring.hpp"
 #include "src/parallel/rank_grid.hpp"
 #include "src/plan/plan.hpp"
 
@@ -25,9 +26,7 @@ struct TimeBoundScratch {
     int64_t gpus_per_node = 0;
     std::vector<sim::StageGroups> groups;
   };
-  static constexpr size_t kGrids = 8;
-  std::vector<Grid> grids;  // a ring of kGrids
-  size_t next_grid = 0;
+  RecentRing<Grid, 8> grids;
   std::vector<int64_t> ranks;
   sim::PlanCosts costs;
   sim::ChunkTable chunks;
