@@ -17,10 +17,18 @@
 #include "exec/cuda/attention_hopper.hpp"
 
 #include <cuda_bf16.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <string>
 
 #include "exec/cuda/attention_layout.cuh"
+#include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/mma_utils.cuh"
+#include "exec/cuda/tma.cuh"
 #include "exec/cuda/wgmma.cuh"
 
 namespace mplan::exec::cuda {
@@ -78,17 +86,23 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 }
 
 // ------------------------------------------------------------------------------------------
-// Forward. grid (b·heads, query blocks of 128): the heaviest query blocks of every head first,
-// which balances the causal work across the SMs (ordering the blocks of one head together for
-// L2 reuse of its K and V cost 30 % at the reference shape: reports/attention-hopper.md).
-// 256 threads; 1 block per SM. Three stages each of K and
-// V: step j loads K_{j+2} and V_{j+1} while O += P_{j-1}·V_{j-1} (issued after S_j = Q·K_j^T)
-// still reads V_{j-1}, so each warpgroup's softmax of S_j overlaps its own previous P·V on the
-// tensor cores (FlashAttention-3's intra-warpgroup pipelining) and every tile is requested two
-// steps before it is read.
-constexpr int kFwdM = 128;  // query rows per block
+// Forward, warp-specialised and persistent (FlashAttention-3's structure). min(tiles, SMs)
+// blocks of 384 threads walk the tiles (b·heads × query blocks of 128, the heaviest query blocks
+// first, which balances the causal work) in steps of the grid. Warpgroup 0 is the producer: one
+// thread issues the tensor-memory-accelerator loads of Q and of every key block's K and V into
+// two stages each, each load completing on a "full" mbarrier; it waits on the matching "empty"
+// barrier, which the 8 consumer warps arrive on when their tensor-core reads of that stage are
+// done. Warpgroups 1 and 2 are the consumers (64 query rows each): S = Q·K^T (K-major operands),
+// an online softmax in registers, O += P·V with P as the register A operand and V read N-major.
+// Each consumer issues S_j and the previous step's P·V back to back and then runs its softmax
+// while they execute (intra-warpgroup overlap); the two consumers take turns at issuing through
+// two named barriers (ping-pong), so that one's softmax runs while the other's products occupy
+// the tensor cores. Registers move from the producer (24) to the consumers (240).
+constexpr int kFwdM = 128;  // query rows per tile
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
-constexpr int kFwdStages = 3;
+constexpr int kFwdStages = 2;
+constexpr int kFwdThreads = 384;  // producer + two consumer warpgroups
+constexpr int kFwdConsumerWarps = 8;
 
 template <int D>
 constexpr int fwd_tile_bytes() {
@@ -99,169 +113,297 @@ constexpr int fwd_smem_bytes() {
   return 1024 + (1 + 2 * kFwdStages) * fwd_tile_bytes<D>();  // alignment, Q, stages of K and V
 }
 
+struct FwdBarriers {
+  uint64_t q_full, q_empty;
+  uint64_t k_full[kFwdStages], k_empty[kFwdStages];
+  uint64_t v_full[kFwdStages], v_empty[kFwdStages];
+};
+
+// Tile t of the forward: (batch·head, first query row, key blocks up to the diagonal).
+struct FwdTile {
+  int bh, q0, n_kb;
+};
+__device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int s) {
+  FwdTile r;
+  r.bh = t % n_bh;
+  r.q0 = (n_qb - 1 - t / n_bh) * kFwdM;
+  r.n_kb = (min(s, r.q0 + kFwdM) + kFwdN - 1) / kFwdN;
+  return r;
+}
+
+// A consumer warp is done with a stage: its lane 0 arrives (the barriers count warps), through a
+// predicate rather than a branch.
+__device__ __forceinline__ void warp_release(uint64_t* bar, bool pred = true) {
+  mbar_arrive_if(bar, pred && (threadIdx.x & 31) == 0);
+}
+
+// The producer thread: Q of each tile, then K_j and V_j of its key blocks, in the consumers'
+// order. The tensor map's rows are the planes of qkv ((batch·3 + slot)·heads + head).
 template <int D>
-__global__ void __launch_bounds__(kThreads, 1)
-    hopper_fwd_kernel(const bf16* __restrict__ qkv, bf16* __restrict__ out, float* __restrict__ lse,
-                      Dims dm, float scale_log2) {
+__device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned char* sK,
+                            unsigned char* sV, FwdBarriers& bar, const Dims& dm, int n_tiles,
+                            int n_qb) {
   constexpr int kTile = fwd_tile_bytes<D>();
   constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
-  static_assert(kFwdM == kFwdN, "a warpgroup with no live key in a step is not handled");
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* sQ = align1024(smem_raw);
-  unsigned char* sK = sQ + kTile;               // kFwdStages tiles
-  unsigned char* sV = sK + kFwdStages * kTile;  // kFwdStages tiles
+  int kv = 0;
+  int tile_i = 0;
+  for (int t = blockIdx.x; t < n_tiles; t += gridDim.x, ++tile_i) {
+    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, dm.s);
+    const int plane_q = (tl.bh / dm.heads) * 3 * dm.heads + tl.bh % dm.heads;
+    mbar_wait(&bar.q_empty, (tile_i & 1) ^ 1);
+    mbar_arrive_expect_tx(&bar.q_full, kTile);
+#pragma unroll
+    for (int c = 0; c < D / 64; ++c)
+      tma_load_3d(sQ + c * kRegion, map, &bar.q_full, c * 64, plane_q, tl.q0);
+    for (int j = 0; j < tl.n_kb; ++j, ++kv) {
+      const int st = kv % kFwdStages;
+      const uint32_t ph = (kv / kFwdStages) & 1;
+      mbar_wait(&bar.k_empty[st], ph ^ 1);
+      mbar_arrive_expect_tx(&bar.k_full[st], kTile);
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c)
+        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64,
+                    plane_q + dm.heads, j * kFwdN);
+      mbar_wait(&bar.v_empty[st], ph ^ 1);
+      mbar_arrive_expect_tx(&bar.v_full[st], kTile);
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c)
+        tma_load_3d(sV + st * kTile + c * kRegion, map, &bar.v_full[st], c * 64,
+                    plane_q + 2 * dm.heads, j * kFwdN);
+    }
+  }
+}
 
-  const int bh = blockIdx.x;
-  const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * kFwdM;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int s = dm.s;
-  const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
-  const Plane pk = dm.qkv_plane(qkv, bi, hh, 1);
-  const Plane pv = dm.qkv_plane(qkv, bi, hh, 2);
-  const int kv_end = min(s, q0 + kFwdM);
-  const int n_kb = (kv_end + kFwdN - 1) / kFwdN;
-
-  // cp.async groups: {Q, K_0, V_0}, {K_1}, then one per step j: {K_{j+2}, V_{j+1}} (possibly
-  // empty). At the top of step j all but the newest are complete: K_j and V_{j-1} have landed.
-  load_tile<kFwdM, D>(sQ, pq, q0, s);
-  load_tile<kFwdN, D>(sK, pk, 0, s);
-  load_tile<kFwdN, D>(sV, pv, 0, s);
-  cp_async_commit();
-  if (n_kb > 1) load_tile<kFwdN, D>(sK + kTile, pk, kFwdN, s);
-  cp_async_commit();
-
-  const int wg_row0 = q0 + wg * 64;          // this warpgroup's first query row
-  const int row0 = wg_row0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
-  const uint32_t q_addr = smem_addr(sQ) + wg * 64 * 128;
-  float o[D / 2];
+// Online softmax of one step in log2 units over S (64 rows × kFwdN keys of the warpgroup; this
+// thread's rows row0, row0 + 8): P = exp2(S·scale − m) left in f32 in sc, the running max and
+// sum updated, alpha the factor for O. Only the diagonal block and the sequence tail are masked.
+__device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_m)[2],
+                                            float (&row_l)[2], float (&alpha)[2], float scale_log2,
+                                            bool need_mask, int k0, int row0, int s) {
+  const int t = threadIdx.x & 3;
+  float base[2];
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
-  uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
-
-  for (int it = 0; it < n_kb; ++it) {
-    cp_async_wait<1>();
-    fence_proxy_async_shared();
-    // K_it and V_{it-1} landed for all threads; S_{it-1} and P_{it-2}·V_{it-2} are done
-    // everywhere, so their stages (it + 2, it + 1 mod 3) may be refilled.
-    __syncthreads();
-    if (it + 2 < n_kb) {
-      load_tile<kFwdN, D>(sK + ((it + 2) % kFwdStages) * kTile, pk, (it + 2) * kFwdN, s);
-    }
-    if (it + 1 < n_kb) {
-      load_tile<kFwdN, D>(sV + ((it + 1) % kFwdStages) * kTile, pv, (it + 1) * kFwdN, s);
-    }
-    cp_async_commit();
-    const int k0 = it * kFwdN;
-    const uint32_t k_addr = smem_addr(sK + (it % kFwdStages) * kTile);
-
-    // S = Q·K^T (64 rows × 128 keys per warpgroup), then O += P·V of the previous step.
-    float sc[kFwdN / 2];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk >> 2) * kRegion + (kk & 3) * 32;
-      mma_ss<kFwdN, 0, 0>(sc, sw128_desc(q_addr + koff, 16, 1024),
-                          sw128_desc(k_addr + koff, 16, 1024), kk > 0);
-    }
-    wgmma_commit();
-    if (it > 0) {
-      const uint32_t v_prev = smem_addr(sV + ((it - 1) % kFwdStages) * kTile);
-#pragma unroll
-      for (int kk = 0; kk < kFwdN / 16; ++kk)
-        mma_rs<D, 1>(o, pa[kk], sw128_desc(v_prev + kk * 16 * 128, kRegion, 1024), true);
-      wgmma_commit();
-      wgmma_wait<1>();  // S is done; the P·V may still run
-    } else {
-      wgmma_wait<0>();
-    }
-    fence_regs(sc);
-
-    // Online softmax in log2 units; only the diagonal block and the sequence tail are masked.
-    const bool need_mask = k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s;
-    float base[2], alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = row_m[r];
-#pragma unroll
-      for (int j = 0; j < kFwdN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float v = sc[4 * j + 2 * r + e] * scale_log2;
-          if (need_mask) {
-            const int key = k0 + 8 * j + 2 * t + e;
-            if (key > row0 + 8 * r || key >= s) v = -INFINITY;
-          }
-          sc[4 * j + 2 * r + e] = v;
-          mx = fmaxf(mx, v);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
-      alpha[r] = exp2f(row_m[r] - base[r]);
-      row_m[r] = mx;
-      row_l[r] *= alpha[r];
-    }
-    // P stays in f32 in S's registers while the previous P·V runs: the registers of the A
-    // operand it reads (pa) are written only after it completes.
-#pragma unroll
-    for (int i = 0; i < kFwdN / 2; ++i) {
-      sc[i] = exp2f(sc[i] - base[(i >> 1) & 1]);
-      row_l[(i >> 1) & 1] += sc[i];
-    }
-    wgmma_wait<0>();
-    fence_regs(o);
-    fence_regs(pa);
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[4 * j] *= alpha[0];
-      o[4 * j + 1] *= alpha[0];
-      o[4 * j + 2] *= alpha[1];
-      o[4 * j + 3] *= alpha[1];
-    }
+  for (int r = 0; r < 2; ++r) {
+    float mx = row_m[r];
 #pragma unroll
     for (int j = 0; j < kFwdN / 8; ++j) {
-      // Key chunk j is half (j & 1) of the A fragment of k-step j / 2.
-      pa[j >> 1][2 * (j & 1)] = pack_bf16(sc[4 * j], sc[4 * j + 1]);
-      pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
-    }
-  }
-  // The last step's O += P·V, once V_{n_kb-1} has landed for all threads.
-  cp_async_wait<0>();
-  fence_proxy_async_shared();
-  __syncthreads();
-  {
-    const uint32_t v_last = smem_addr(sV + ((n_kb - 1) % kFwdStages) * kTile);
-    wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kFwdN / 16; ++kk)
-      mma_rs<D, 1>(o, pa[kk], sw128_desc(v_last + kk * 16 * 128, kRegion, 1024), true);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(o);
-    fence_regs(pa);
+      for (int e = 0; e < 2; ++e) {
+        float v = sc[4 * j + 2 * r + e] * scale_log2;
+        if (need_mask) {
+          const int key = k0 + 8 * j + 2 * t + e;
+          if (key > row0 + 8 * r || key >= s) v = -INFINITY;
+        }
+        sc[4 * j + 2 * r + e] = v;
+        mx = fmaxf(mx, v);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
+    alpha[r] = exp2f(row_m[r] - base[r]);
+    row_m[r] = mx;
+    row_l[r] *= alpha[r];
   }
+#pragma unroll
+  for (int i = 0; i < kFwdN / 2; ++i) {
+    sc[i] = exp2f(sc[i] - base[(i >> 1) & 1]);
+    row_l[(i >> 1) & 1] += sc[i];
+  }
+}
 
-  // Rows: row0 and row0 + 8; columns 8 j + 2 t, + 1.
-  const Plane po = dm.out_plane(out, bi, hh);
+// O (rows row0, row0 + 8; columns 8 j + 2 t, + 1) / l into out, and the rows' log-sum-exp. The
+// stores are predicated, not branched around: a divergent branch serialises the next tile's wgmma.
+template <int D>
+__device__ __forceinline__ void fwd_store(const float (&o)[D / 2], const float (&row_m)[2],
+                                          const float (&row_l)[2], const Plane& po, float* lse_row,
+                                          int row0, int s) {
+  const int t = threadIdx.x & 3;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = row_l[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float inv = l > 0.0f ? __frcp_rn(l) : 0.0f;  // no slow-path branch
     const int row = row0 + 8 * r;
-    if (row >= s) continue;
-    if (t == 0) lse[static_cast<int64_t>(bh) * s + row] = (row_m[r] + log2f(l)) * kLn2;
-    bf16* dst = const_cast<bf16*>(po.base) + static_cast<int64_t>(row) * po.row_stride + 2 * t;
+    const bool live = row < s;
+    const int row_c = live ? row : 0;
+    st_global_u32_if(lse_row + row_c, __float_as_uint((row_m[r] + __log2f(l)) * kLn2),
+                     live && t == 0);
+    bf16* dst = const_cast<bf16*>(po.base) + static_cast<int64_t>(row_c) * po.row_stride + 2 * t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(dst + 8 * j) =
-          pack_bf16(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      st_global_u32_if(dst + 8 * j, pack_bf16(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv),
+                       live);
     }
+  }
+}
+
+// S = Q·K^T over the head dim for one warpgroup (64 rows × kFwdN keys), issued, not waited for.
+template <int D>
+__device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], uint32_t q_addr,
+                                            uint32_t k_addr) {
+  constexpr int kRegion = kFwdM * 128;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t koff = (kk >> 2) * kRegion + (kk & 3) * 32;
+    mma_ss<kFwdN, 0, 0>(sc, sw128_desc(q_addr + koff, 16, 1024),
+                        sw128_desc(k_addr + koff, 16, 1024), kk > 0);
+  }
+}
+// O += P·V for one step: P the register A fragments, V (kFwdN keys × D) read N-major.
+template <int D>
+__device__ __forceinline__ void fwd_issue_pv(float (&o)[D / 2], const uint32_t (&pa)[kFwdN / 16][4],
+                                             uint32_t v_addr) {
+  constexpr int kRegion = kFwdM * 128;
+#pragma unroll
+  for (int kk = 0; kk < kFwdN / 16; ++kk)
+    mma_rs<D, 1>(o, pa[kk], sw128_desc(v_addr + kk * 16 * 128, kRegion, 1024), true);
+}
+// P (f32, in S's registers) packed as the A fragments of P·V: key chunk j is half (j & 1) of the
+// fragment of k-step j / 2.
+__device__ __forceinline__ void fwd_pack_p(const float (&sc)[kFwdN / 2],
+                                           uint32_t (&pa)[kFwdN / 16][4]) {
+#pragma unroll
+  for (int j = 0; j < kFwdN / 8; ++j) {
+    pa[j >> 1][2 * (j & 1)] = pack_bf16(sc[4 * j], sc[4 * j + 1]);
+    pa[j >> 1][2 * (j & 1) + 1] = pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
+  }
+}
+
+// Consumer warpgroup cw (0 or 1): rows q0 + 64 cw .. + 63 of each tile. Named barrier 1 + cw is
+// this warpgroup's turn to issue; it passes when the other warpgroup has issued (bar.arrive).
+// The first step of a tile (no P·V yet) is peeled off the loop, so that every step of the loop
+// commits the same two wgmma groups (a data-dependent count makes the compiler serialise them).
+template <int D>
+__device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsigned char* sV,
+                            FwdBarriers& bar, bf16* out, float* lse, const Dims& dm, int n_tiles,
+                            int n_qb, float scale_log2) {
+  constexpr int kTile = fwd_tile_bytes<D>();
+  const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
+  const int s = dm.s;
+  const uint32_t q_addr = smem_addr(sQ) + cw * 64 * 128;
+  const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
+  const int my_turn = 1 + cw, other_turn = 2 - cw;
+  if (cw == 1) named_bar_arrive(1, 256);  // warpgroup 0 issues first
+  int kv = 0;
+  int tile_i = 0;
+  for (int t = blockIdx.x; t < n_tiles; t += gridDim.x, ++tile_i) {
+    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, s);
+    const int wg_row0 = tl.q0 + cw * 64;       // this warpgroup's first query row
+    const int row0 = wg_row0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+    uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
+    float alpha[2];
+    mbar_wait(&bar.q_full, tile_i & 1);
+
+    // Step 0: S_0 only.
+    {
+      const int st = kv % kFwdStages;
+      mbar_wait(&bar.k_full[st], (kv / kFwdStages) & 1);
+      float sc[kFwdN / 2];
+      named_bar_sync(my_turn, 256);
+      wgmma_fence();
+      fwd_issue_s<D>(sc, q_addr, k_base + st * kTile);
+      wgmma_commit();
+      named_bar_arrive(other_turn, 256);
+      wgmma_wait<0>();
+      fence_regs(sc);
+      warp_release(&bar.k_empty[st]);
+      warp_release(&bar.q_empty, tl.n_kb == 1);
+      fwd_softmax(sc, row_m, row_l, alpha, scale_log2, true, 0, row0, s);
+      fwd_pack_p(sc, pa);
+      ++kv;
+    }
+    // Steps 1..: S_it and P_{it-1}·V_{it-1} issued together; the softmax of S_it runs while the
+    // P·V executes; O is rescaled and P_it packed once it is done.
+    for (int it = 1; it < tl.n_kb; ++it, ++kv) {
+      const int st = kv % kFwdStages, pst = (kv + kFwdStages - 1) % kFwdStages;
+      mbar_wait(&bar.k_full[st], (kv / kFwdStages) & 1);
+      mbar_wait(&bar.v_full[pst], ((kv - 1) / kFwdStages) & 1);
+      float sc[kFwdN / 2];
+      named_bar_sync(my_turn, 256);
+      wgmma_fence();
+      fwd_issue_s<D>(sc, q_addr, k_base + st * kTile);
+      wgmma_commit();
+      fwd_issue_pv<D>(o, pa, v_base + pst * kTile);
+      wgmma_commit();
+      named_bar_arrive(other_turn, 256);
+      wgmma_wait<1>();  // S is done; the P·V may still run
+      fence_regs(sc);
+      warp_release(&bar.k_empty[st]);
+      warp_release(&bar.q_empty, it == tl.n_kb - 1);
+      const int k0 = it * kFwdN;
+      fwd_softmax(sc, row_m, row_l, alpha, scale_log2,
+                  k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s, k0, row0, s);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
+      warp_release(&bar.v_empty[pst]);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j] *= alpha[0];
+        o[4 * j + 1] *= alpha[0];
+        o[4 * j + 2] *= alpha[1];
+        o[4 * j + 3] *= alpha[1];
+      }
+      fwd_pack_p(sc, pa);
+    }
+    // The last step's O += P·V.
+    {
+      const int pst = (kv + kFwdStages - 1) % kFwdStages;
+      mbar_wait(&bar.v_full[pst], ((kv - 1) / kFwdStages) & 1);
+      wgmma_fence();
+      fwd_issue_pv<D>(o, pa, v_base + pst * kTile);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
+      warp_release(&bar.v_empty[pst]);
+    }
+    const int bi = tl.bh / dm.heads, hh = tl.bh % dm.heads;
+    fwd_store<D>(o, row_m, row_l, dm.out_plane(out, bi, hh), lse + static_cast<int64_t>(tl.bh) * s,
+                 row0, s);
+  }
+  if (cw == 0) named_bar_sync(1, 256);  // warpgroup 1's last arrival
+}
+
+template <int D>
+__global__ void __launch_bounds__(kFwdThreads, 1)
+    hopper_fwd_kernel(const __grid_constant__ CUtensorMap qkv_map, bf16* __restrict__ out,
+                      float* __restrict__ lse, Dims dm, float scale_log2, int n_tiles, int n_qb) {
+  constexpr int kTile = fwd_tile_bytes<D>();
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ FwdBarriers bar;
+  unsigned char* sQ = align1024(smem_raw);
+  unsigned char* sK = sQ + kTile;               // kFwdStages tiles
+  unsigned char* sV = sK + kFwdStages * kTile;  // kFwdStages tiles
+  if (threadIdx.x == 0) {
+    prefetch_tensormap(&qkv_map);
+    mbar_init(&bar.q_full, 1);
+    mbar_init(&bar.q_empty, kFwdConsumerWarps);
+#pragma unroll
+    for (int i = 0; i < kFwdStages; ++i) {
+      mbar_init(&bar.k_full[i], 1);
+      mbar_init(&bar.k_empty[i], kFwdConsumerWarps);
+      mbar_init(&bar.v_full[i], 1);
+      mbar_init(&bar.v_empty[i], kFwdConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  // The warpgroup index through a shuffle, which tells the compiler it is uniform in the warp
+  // (a branch it cannot prove uniform serialises the wgmma pipeline).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) fwd_produce<D>(&qkv_map, sQ, sK, sV, bar, dm, n_tiles, n_qb);
+  } else {
+    setmaxnreg_inc<240>();
+    fwd_consume<D>(wg - 1, sQ, sK, sV, bar, out, lse, dm, n_tiles, n_qb, scale_log2);
   }
 }
 
@@ -583,6 +725,53 @@ void allow_smem(K kernel, int bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// A tensor map over qkv (s, b, 3, heads, d) bf16 as a 3-dimensional tensor: columns (d), planes
+// ((batch·3 + slot)·heads + head) and rows (s); a box is 64 columns (128 bytes, the 128-byte
+// swizzle's span) × one plane × box_rows rows, stored as one swizzled region of wgmma.cuh.
+CUtensorMap qkv_tensor_map(const AttentionShape& sh, const bf16* qkv, int box_rows) {
+  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    MPLAN_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                      cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      fatal_abort(__FILE__, __LINE__, "the CUDA driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<Encode>(fn);
+  }();
+  const auto planes = static_cast<cuuint64_t>(sh.b * 3 * sh.heads);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(sh.d), planes,
+                              static_cast<cuuint64_t>(sh.s)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(sh.d) * 2,
+                                 planes * static_cast<cuuint64_t>(sh.d) * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  CUtensorMap map;
+  const CUresult rc = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(qkv),
+                             dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS)
+    fatal_abort(__FILE__, __LINE__,
+                "cuTensorMapEncodeTiled failed for the attention's qkv: error " +
+                    std::to_string(static_cast<int>(rc)));
+  return map;
+}
+
+// Multiprocessors of the current device (read once per device): the persistent grid's size.
+int sm_count() {
+  static std::array<std::atomic<int>, 64> count{};
+  int dev = 0;
+  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return 132;
+  if (count[dev].load() == 0) {
+    int n = 0;
+    MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    count[dev].store(n);
+  }
+  return count[dev].load();
+}
+
 Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
           static_cast<int>(sh.d)};
@@ -598,11 +787,13 @@ bool hopper_attention_shape_ok(const AttentionShape& sh) {
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
                                      float* lse, float scale_log2, cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const dim3 grid(static_cast<unsigned>(sh.b * sh.heads),
-                  static_cast<unsigned>((sh.s + kFwdM - 1) / kFwdM));
+  const int n_qb = static_cast<int>((sh.s + kFwdM - 1) / kFwdM);
+  const int n_tiles = static_cast<int>(sh.b * sh.heads) * n_qb;
+  const CUtensorMap map = qkv_tensor_map(sh, qkv, kFwdN);
+  const unsigned grid = static_cast<unsigned>(std::min(n_tiles, sm_count()));
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(qkv, out, lse, dm, scale_log2);
+    kernel<<<grid, kFwdThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb);
   };
   if (sh.d == 64) {
     run(hopper_fwd_kernel<64>, fwd_smem_bytes<64>());
