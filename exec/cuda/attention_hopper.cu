@@ -1,19 +1,25 @@
 // Causal flash attention for Hopper (sm_90a): the same contract as attention.cu (layout qkv
 // (s, b, 3, heads, d), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32, bf16 in and out,
-// deterministic), with every tile product on wgmma: two warpgroups per block, operands in
-// 128-byte-swizzled shared memory (exec/cuda/wgmma.cuh), loaded by cp.async one stage ahead.
-// Head dims 64 and 128. Compiled for sm_90a only; attention.cu calls it on devices of compute
-// capability 9.0 and keeps its mma.sync kernels for the others (and as MPLAN_ATTENTION=flash2).
+// deterministic), with every tile product on wgmma and FlashAttention-3's structure: blocks of
+// three warpgroups, one producer that loads the tiles by the tensor memory accelerator (TMA) into
+// stages guarded by mbarriers (exec/cuda/tma.cuh), and two consumers that run the products
+// (exec/cuda/wgmma.cuh) on 128-byte-swizzled shared tiles. Head dims 64 and 128. Compiled for
+// sm_90a only; attention.cu calls it on devices of compute capability 9.0 and keeps its mma.sync
+// kernels for the others (and as MPLAN_ATTENTION=flash2).
 //
-// Forward: a block owns 128 query rows (64 per warpgroup) and walks key blocks of 128 up to its
-// diagonal: S = Q·K^T (K-major operands), an online softmax in registers, O += P·V with P as the
-// register A operand and V read N-major. The two warpgroups' softmax and tensor-core work
-// overlap each other.
-// Backward: a block owns a key block of 128 (64 keys per warpgroup) and walks query steps of 64
+// Forward: a persistent grid; a tile is 128 query rows (64 per consumer) that walk key blocks of
+// 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
+// O += P·V with P as the register A operand and V read N-major.
+// Backward: a block owns a key block of 128 (64 keys per consumer) and walks query steps of 64
 // from its diagonal: S^T = K·Q^T and dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and
 // dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for
-// dQ_part = dS·K (each warpgroup a half of the head dim), added into the block's own f32 buffer
+// dQ_part = dS·K (each consumer a half of the head dim), added into the block's own f32 buffer
 // of dQ partial sums by fixed threads in program order (attention.cu's splits and finalize).
+//
+// Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
+// prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
+// step. Hence the warpgroup index through a shuffle, predicated stores and arrivals, waits with
+// their loop inside the asm, and the forward's first step peeled off its loop.
 #include "exec/cuda/attention_hopper.hpp"
 
 #include <cuda_bf16.h>
@@ -38,32 +44,10 @@ using attention_layout::Dims;
 using attention_layout::kLn2;
 using attention_layout::kLog2e;
 using attention_layout::Plane;
-constexpr int kThreads = 256;  // two warpgroups
 
 __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
   const uint32_t a = smem_addr(p);
   return p + ((1024u - (a & 1023u)) & 1023u);
-}
-
-// cp.async of rows [row0, row0 + kRows) × [0, D) of a plane into a swizzled tile (sw128_offset);
-// rows >= s are zero-filled. A thread copies one fixed 16-byte column chunk of every
-// (kThreads / (D / 8))-th row, walking one source pointer down the rows: its destination chunk
-// keeps the same swizzle (rows 8 apart), so few registers whatever the tile size.
-template <int kRows, int D>
-__device__ __forceinline__ void load_tile(unsigned char* tile, const Plane& p, int row0, int s) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRowStep = kThreads / kChunks;
-  static_assert(kRows % kRowStep == 0 && kRowStep % 8 == 0, "tile does not tile");
-  const int c = threadIdx.x % kChunks, r = threadIdx.x / kChunks;
-  const bf16* src = p.base + static_cast<int64_t>(row0 + r) * p.row_stride + c * 8;
-  const int64_t step = static_cast<int64_t>(kRowStep) * p.row_stride;
-  unsigned char* dst = tile + sw128_offset(kRows, r, c * 8);
-#pragma unroll
-  for (int k = 0; k < kRows / kRowStep; ++k) {
-    const bool valid = row0 + r + k * kRowStep < s;
-    cp_async16(dst + k * kRowStep * 128, valid ? src : p.base, valid);
-    src += step;
-  }
 }
 
 // d (+)= A·B over one k-step of 16 for an N-wide tile (N = 64 or 128).
@@ -425,18 +409,6 @@ constexpr int kBwdM = 64;           // queries per step
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
 constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
-template <int D>
-struct BwdSmem {
-  static constexpr int kTileK = kBwdN * D * 2;   // K or V
-  static constexpr int kTileQ = kBwdM * D * 2;   // Q or dO, one stage
-  static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries)
-  static constexpr int kDqLd = 68;               // f32 per staged dQ row (64 + 4: fewer conflicts)
-  static constexpr int kDq = 2 * kBwdM * kDqLd * 4;  // a staged dQ tile per warpgroup
-  static constexpr int kStages = 3;  // of Q, dO, lse and dsum: steps are requested 2 ahead
-  static constexpr int kBytes =
-      1024 + 2 * kTileK + 2 * kStages * kTileQ + kDs + kDq + 2 * kStages * kBwdM * 4;
-};
-
 // P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × 16
 // queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s, packed as
 // the A fragments (k = queries) of dV += P^T·dO. cL: the step's lse.
@@ -519,7 +491,8 @@ __device__ __forceinline__ void bwd_send_dq(const float (&dq)[32], float* stage,
   }
 }
 
-// dK (times scale) and dV of this thread's keys key0, key0 + 8 (< s) from the accumulators.
+// dK (times scale) and dV of this thread's keys key0, key0 + 8 (< s) from the accumulators,
+// through predicated stores (no divergent branch near the wgmma).
 template <int N>  // accumulator registers: head dim / 2
 __device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const float (&dv)[N],
                                                 const Plane& pdk, const Plane& pdv, int key0, int s,
@@ -528,14 +501,14 @@ __device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const floa
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int key = key0 + 8 * rr;
-    if (key >= s) continue;
-    const int64_t off = static_cast<int64_t>(key) * pdk.row_stride + 2 * t;
+    const bool live = key < s;
+    const int64_t off = static_cast<int64_t>(live ? key : 0) * pdk.row_stride + 2 * t;
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) {
-      *reinterpret_cast<uint32_t*>(const_cast<bf16*>(pdk.base) + off + 8 * j) =
-          pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale);
-      *reinterpret_cast<uint32_t*>(const_cast<bf16*>(pdv.base) + off + 8 * j) =
-          pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
+      st_global_u32_if(const_cast<bf16*>(pdk.base) + off + 8 * j,
+                       pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale), live);
+      st_global_u32_if(const_cast<bf16*>(pdv.base) + off + 8 * j,
+                       pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]), live);
     }
   }
 }
@@ -554,145 +527,175 @@ __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_
   }
 }
 
+// Backward, warp-specialised. grid (b·heads, splits); 384 threads; 1 block per SM. Warpgroup 0's
+// first warp is the producer: for each key block of the split, K and V (TMA, 128 rows) on the
+// kv barriers; for each query step, Q and dO (TMA, 64 rows) and the step's lse and dsum (plain
+// loads, zero past s) into one of kBwdStages stages on its full barrier, once the consumers have
+// released the stage. Warpgroups 1 and 2 are the consumers (64 keys each), as described at the
+// top of the file; they meet at named barrier 3 only for the dS^T exchange of each step, and dS^T
+// is double-buffered so that one warpgroup may write the next step's while the other still
+// reads this one's.
+constexpr int kBwdThreads = 384;
+constexpr int kBwdStages = 2;
+constexpr int kBwdConsumerWarps = 8;
+
 template <int D>
-__global__ void __launch_bounds__(kThreads, 1)
-    hopper_bwd_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ dout,
-                      const float* __restrict__ lse, const float* __restrict__ dsum,
-                      bf16* __restrict__ dqkv, float* __restrict__ dq_part, Dims dm, int splits,
-                      float scale_log2, float scale) {
+struct BwdSmem {
+  static constexpr int kTileK = kBwdN * D * 2;   // K or V
+  static constexpr int kTileQ = kBwdM * D * 2;   // Q or dO, one stage
+  static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries), one of two buffers
+  static constexpr int kDqLd = 68;               // f32 per staged dQ row (64 + 4: fewer conflicts)
+  static constexpr int kDq = 2 * kBwdM * kDqLd * 4;  // a staged dQ tile per warpgroup
+  static constexpr int kBytes =
+      1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq + 2 * kBwdStages * kBwdM * 4;
+};
+
+struct BwdBarriers {
+  uint64_t kv_full, kv_empty;
+  uint64_t full[kBwdStages], empty[kBwdStages];
+};
+
+// Which key blocks a split walks (attention.cu's snake order) and in which order their query
+// steps run: the same arithmetic for the producer and the consumers.
+struct BwdWalk {
+  int splits, split, n_key_blocks, n_q_steps;
+  __device__ int key_block(int r) const {
+    return (r >> 1) * 2 * splits + ((r & 1) ? 2 * splits - 1 - split : split);
+  }
+  __device__ int first_step(int kb) const { return kb * kBwdN / kBwdM; }
+  __device__ int steps(int kb) const { return n_q_steps - first_step(kb); }
+  __device__ int step_q0(int r, int kb, int i) const {
+    return ((r & 1) ? n_q_steps - 1 - i : first_step(kb) + i) * kBwdM;
+  }
+};
+
+// The producer warp. map_q / map_kv: qkv with boxes of kBwdM / kBwdN rows; map_do: dout.
+template <int D>
+__device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
+                            const CUtensorMap* map_do, unsigned char* sK, unsigned char* sV,
+                            unsigned char* sQ, unsigned char* sdO, float* sL, float* sD,
+                            BwdBarriers& bar, const BwdWalk& w, const Dims& dm, int bh,
+                            const float* lse_row, const float* dsum_row) {
+  using S = BwdSmem<D>;
+  const int lane = threadIdx.x & 31;
+  const int plane_q = (bh / dm.heads) * 3 * dm.heads + bh % dm.heads;
+  const int s = dm.s;
+  int ctr = 0;
+  for (int r = 0;; ++r) {
+    const int kb = w.key_block(r);
+    if (kb >= w.n_key_blocks) break;
+    mbar_wait(&bar.kv_empty, (r & 1) ^ 1);
+    if (lane == 0) {
+      mbar_arrive_expect_tx(&bar.kv_full, 2 * S::kTileK);
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load_3d(sK + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_q + dm.heads, kb * kBwdN);
+        tma_load_3d(sV + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_q + 2 * dm.heads,
+                    kb * kBwdN);
+      }
+    }
+    const int n_steps = w.steps(kb);
+    for (int i = 0; i < n_steps; ++i, ++ctr) {
+      const int st = ctr % kBwdStages;
+      mbar_wait(&bar.empty[st], ((ctr / kBwdStages) & 1) ^ 1);
+      const int q0 = w.step_q0(r, kb, i);
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&bar.full[st], 2 * S::kTileQ);
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c) {
+          tma_load_3d(sQ + st * S::kTileQ + c * kRegQ, map_q, &bar.full[st], c * 64, plane_q, q0);
+          tma_load_3d(sdO + st * S::kTileQ + c * kRegQ, map_do, &bar.full[st], c * 64, bh, q0);
+        }
+      }
+#pragma unroll
+      for (int x = lane; x < kBwdM; x += 32) {
+        const bool ok = q0 + x < s;
+        sL[st * kBwdM + x] = ok ? lse_row[q0 + x] : 0.0f;
+        sD[st * kBwdM + x] = ok ? dsum_row[q0 + x] : 0.0f;
+      }
+      mbar_arrive(&bar.full[st]);  // every lane, after its lse and dsum stores
+    }
+  }
+}
+
+// Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each key block.
+template <int D>
+__device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsigned char* sQ,
+                            unsigned char* sdO, unsigned char* sdS, float* sDq, const float* sL,
+                            const float* sD, BwdBarriers& bar, const BwdWalk& w, const Dims& dm,
+                            int bh, bf16* dqkv, float* part, float scale_log2, float scale) {
   using S = BwdSmem<D>;
   constexpr int DP = D;  // columns of a dQ partial row
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* sK = align1024(smem_raw);
-  unsigned char* sV = sK + S::kTileK;
-  unsigned char* sQ = sV + S::kTileK;                   // kStages stages
-  unsigned char* sdO = sQ + S::kStages * S::kTileQ;     // kStages stages
-  unsigned char* sdS = sdO + S::kStages * S::kTileQ;    // (keys, queries), queries contiguous
-  float* sDq = reinterpret_cast<float*>(sdS + S::kDs);  // per warpgroup: 64 × kDqLd f32
-  float* sL = sDq + 2 * kBwdM * S::kDqLd;               // kStages stages of lse
-  float* sD = sL + S::kStages * kBwdM;                  // kStages stages of dsum
-
-  const int bh = blockIdx.x, split = blockIdx.y;
-  const int bi = bh / dm.heads, hh = bh % dm.heads;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
+  const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
-  const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
-  const Plane pk = dm.qkv_plane(qkv, bi, hh, 1);
-  const Plane pv = dm.qkv_plane(qkv, bi, hh, 2);
-  const Plane pdo = dm.out_plane(dout, bi, hh);
-  const float* lse_row = lse + static_cast<int64_t>(bh) * s;
-  const float* dsum_row = dsum + static_cast<int64_t>(bh) * s;
-  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
-  float* part = dq_part + (static_cast<int64_t>(split) * n_bh + bh) * s * DP;
-  const int n_key_blocks = (s + kBwdN - 1) / kBwdN;
-  const int n_q_steps = (s + kBwdM - 1) / kBwdM;
+  const int bi = bh / dm.heads, hh = bh % dm.heads;
   // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
   // alone) at D = 64.
-  constexpr int kDqN = D == 128 ? 64 : 64;
-  const bool dq_worker = D == 128 || wg == 0;
-  const int dq_col0 = D == 128 ? wg * 64 : 0;
-
+  constexpr int kDqN = 64;
+  const bool dq_worker = D == 128 || cw == 0;
+  const int dq_col0 = D == 128 ? cw * 64 : 0;
+  const uint32_t k_addr = smem_addr(sK) + cw * 64 * 128;
+  const uint32_t v_addr = smem_addr(sV) + cw * 64 * 128;
+  int ctr = 0;
   for (int r = 0;; ++r) {
-    const int kb = (r >> 1) * 2 * splits + ((r & 1) ? 2 * splits - 1 - split : split);
-    if (kb >= n_key_blocks) break;
+    const int kb = w.key_block(r);
+    if (kb >= w.n_key_blocks) break;
     const bool first = r == 0;
-    const bool down = (r & 1) != 0;
     const int k0 = kb * kBwdN;
-    const int qs_first = k0 / kBwdM;
-    const int n_steps = n_q_steps - qs_first;
-    auto step_q0 = [&](int i) { return (down ? n_q_steps - 1 - i : qs_first + i) * kBwdM; };
-    auto load_step = [&](int i, int st) {
-      const int q0 = step_q0(i);
-      load_tile<kBwdM, D>(sQ + st * S::kTileQ, pq, q0, s);
-      load_tile<kBwdM, D>(sdO + st * S::kTileQ, pdo, q0, s);
-      const int x = threadIdx.x & (kBwdM - 1);
-      const bool ok = q0 + x < s;
-      if (threadIdx.x < kBwdM) {
-        cp_async4(sL + st * kBwdM + x, ok ? lse_row + q0 + x : lse_row, ok);
-      } else if (threadIdx.x < 2 * kBwdM) {
-        cp_async4(sD + st * kBwdM + x, ok ? dsum_row + q0 + x : dsum_row, ok);
-      }
-    };
-    // cp.async groups: {K, V, step 0}, {step 1}, then one per step i: {step i + 2} (possibly
-    // empty); at the top of step i all but the newest are complete.
-    load_tile<kBwdN, D>(sK, pk, k0, s);
-    load_tile<kBwdN, D>(sV, pv, k0, s);
-    load_step(0, 0);
-    cp_async_commit();
-    if (n_steps > 1) load_step(1, 1);
-    cp_async_commit();
-
-    const int wg_key0 = k0 + wg * 64;
+    const int wg_key0 = k0 + cw * 64;
     const int key0 = wg_key0 + warp * 16 + g;  // this thread's keys: key0, key0 + 8
-    const uint32_t k_addr = smem_addr(sK) + wg * 64 * 128;
-    const uint32_t v_addr = smem_addr(sV) + wg * 64 * 128;
     float dk[D / 2], dv[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
+    mbar_wait(&bar.kv_full, r & 1);
 
-    for (int i = 0; i < n_steps; ++i) {
-      cp_async_wait<1>();
-      fence_proxy_async_shared();
-      // Step i landed for all; every wgmma of step i - 1 is done, so its stage may be refilled.
-      __syncthreads();
-      if (i + 2 < n_steps) load_step(i + 2, (i + 2) % S::kStages);
-      cp_async_commit();
-      const int st = i % S::kStages;
-      const int q0 = step_q0(i);
+    const int n_steps = w.steps(kb);
+    for (int i = 0; i < n_steps; ++i, ++ctr) {
+      const int st = ctr % kBwdStages;
+      mbar_wait(&bar.full[st], (ctr / kBwdStages) & 1);
+      const int q0 = w.step_q0(r, kb, i);
       const uint32_t q_addr = smem_addr(sQ + st * S::kTileQ);
       const uint32_t do_addr = smem_addr(sdO + st * S::kTileQ);
       const float* cL = sL + st * kBwdM;
       const float* cD = sD + st * kBwdM;
-
-      // The order keeps at most 48 registers of tiles live beside the 128 of dK and dV (no two
-      // f32 tiles at once): S^T = K·Q^T; P^T into A fragments; dV += P^T·dO issued while
-      // dP^T = V·dO^T runs;
-      // dS^T = P^T ∘ (dP^T − dsum) into A fragments and shared memory; dK += dS^T·Q.
-      // Tiles are 64 keys × 64 queries per warpgroup; the masks: key > query, query >= s.
+      unsigned char* ds_tile = sdS + (ctr & 1) * S::kDs;
       const bool need_mask = wg_key0 + 63 > q0 || q0 + kBwdM > s;
+
+      // S^T = K·Q^T and dP^T = V·dO^T issued together; P^T from S^T while dP^T runs; dV += P^T·dO
+      // issued; dS^T = P^T ∘ (dP^T − dsum) into registers and shared memory; dK += dS^T·Q.
       uint32_t pa[4][4], da[4][4];
       {
-        float sc[32];
-        {
-          wgmma_fence();
-          bwd_keys_x_queries<D>(sc, k_addr, q_addr);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_regs(sc);
-        }
+        float sc[32], dp[32];
+        wgmma_fence();
+        bwd_keys_x_queries<D>(sc, k_addr, q_addr);
+        wgmma_commit();
+        bwd_keys_x_queries<D>(dp, v_addr, do_addr);
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_regs(sc);
         bwd_p_fragments(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
-      }
-      {
-        float dp[32];
-        {
-          wgmma_fence();
-#pragma unroll
-          for (int kq = 0; kq < kBwdM / 16; ++kq)
-            mma_rs<D, 1>(dv, pa[kq], sw128_desc(do_addr + kq * 16 * 128, kRegQ, 1024), true);
-          bwd_keys_x_queries<D>(dp, v_addr, do_addr);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_regs(dp);
-          fence_regs(dv);
-          fence_regs(pa);
-        }
-        bwd_ds_fragments(pa, dp, cD, wg * 64 + warp * 16 + g, sdS, da);
-      }
-      {
         wgmma_fence();
 #pragma unroll
         for (int kq = 0; kq < kBwdM / 16; ++kq)
-          mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ, 1024), true);
+          mma_rs<D, 1>(dv, pa[kq], sw128_desc(do_addr + kq * 16 * 128, kRegQ, 1024), true);
         wgmma_commit();
+        wgmma_wait<1>();  // dP^T is done; dV may still run
+        fence_regs(dp);
+        bwd_ds_fragments(pa, dp, cD, cw * 64 + warp * 16 + g, ds_tile, da);
       }
+      wgmma_fence();
+#pragma unroll
+      for (int kq = 0; kq < kBwdM / 16; ++kq)
+        mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ, 1024), true);
+      wgmma_commit();
       fence_proxy_async_shared();
-      __syncthreads();  // both warpgroups' dS^T are in shared memory
+      named_bar_sync(3, 256);  // both warpgroups' dS^T are in shared memory
 
       // dQ_part (64 queries × kDqN) = dS·K: dS (M-major, from dS^T) and K (N-major).
       float dq[kDqN / 2];
       if (dq_worker) {
         wgmma_fence();
-        const uint32_t ds_addr = smem_addr(sdS);
+        const uint32_t ds_addr = smem_addr(ds_tile);
         const uint32_t kcol_addr = smem_addr(sK) + (dq_col0 >> 6) * kRegK;
 #pragma unroll
         for (int kk = 0; kk < kBwdN / 16; ++kk) {
@@ -703,19 +706,74 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_wait<0>();
       fence_regs(dk);
+      fence_regs(dv);
+      fence_regs(pa);
       fence_regs(da);
+      warp_release(&bar.empty[st]);
       if (dq_worker) {
         fence_regs(dq);
-        bwd_send_dq<S::kDqLd>(dq, sDq + wg * kBwdM * S::kDqLd, wg,
+        bwd_send_dq<S::kDqLd>(dq, sDq + cw * kBwdM * S::kDqLd, cw,
                               part + static_cast<int64_t>(q0) * DP + dq_col0, DP, s - q0, first);
       }
     }
-    bulk_wait<0>();      // this key block's dQ operations are complete before the next one's
-    cp_async_wait<0>();  // (only empty groups are left)
-
+    warp_release(&bar.kv_empty);  // every product reading K and V is done
+    bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
     bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, hh, 1), dm.qkv_plane(dqkv, bi, hh, 2), key0, s,
                     scale);
-    __syncthreads();  // sK, sV, sdS free for the next key block
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    hopper_bwd_kernel(const __grid_constant__ CUtensorMap map_q,
+                      const __grid_constant__ CUtensorMap map_kv,
+                      const __grid_constant__ CUtensorMap map_do, const float* __restrict__ lse,
+                      const float* __restrict__ dsum, bf16* __restrict__ dqkv,
+                      float* __restrict__ dq_part, Dims dm, int splits, float scale_log2,
+                      float scale) {
+  using S = BwdSmem<D>;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ BwdBarriers bar;
+  unsigned char* sK = align1024(smem_raw);
+  unsigned char* sV = sK + S::kTileK;
+  unsigned char* sQ = sV + S::kTileK;                    // kBwdStages stages
+  unsigned char* sdO = sQ + kBwdStages * S::kTileQ;      // kBwdStages stages
+  unsigned char* sdS = sdO + kBwdStages * S::kTileQ;     // two buffers (keys, queries)
+  float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // per warpgroup: 64 × kDqLd f32
+  float* sL = sDq + 2 * kBwdM * S::kDqLd;                // kBwdStages stages of lse
+  float* sD = sL + kBwdStages * kBwdM;                   // kBwdStages stages of dsum
+
+  const int bh = blockIdx.x;
+  const BwdWalk walk{splits, static_cast<int>(blockIdx.y), (dm.s + kBwdN - 1) / kBwdN,
+                     (dm.s + kBwdM - 1) / kBwdM};
+  if (threadIdx.x == 0) {
+    prefetch_tensormap(&map_q);
+    prefetch_tensormap(&map_kv);
+    prefetch_tensormap(&map_do);
+    mbar_init(&bar.kv_full, 1);
+    mbar_init(&bar.kv_empty, kBwdConsumerWarps);
+#pragma unroll
+    for (int i = 0; i < kBwdStages; ++i) {
+      mbar_init(&bar.full[i], 1 + 32);  // the expected bytes, and the producer warp's lanes
+      mbar_init(&bar.empty[i], kBwdConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
+  const float* lse_row = lse + static_cast<int64_t>(bh) * dm.s;
+  const float* dsum_row = dsum + static_cast<int64_t>(bh) * dm.s;
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x < 32)
+      bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, walk, dm, bh, lse_row,
+                     dsum_row);
+  } else {
+    setmaxnreg_inc<240>();
+    float* part = dq_part + (static_cast<int64_t>(blockIdx.y) * n_bh + bh) * dm.s * D;
+    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, walk, dm, bh, dqkv, part,
+                   scale_log2, scale);
   }
 }
 
@@ -725,10 +783,12 @@ void allow_smem(K kernel, int bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// A tensor map over qkv (s, b, 3, heads, d) bf16 as a 3-dimensional tensor: columns (d), planes
-// ((batch·3 + slot)·heads + head) and rows (s); a box is 64 columns (128 bytes, the 128-byte
-// swizzle's span) × one plane × box_rows rows, stored as one swizzled region of wgmma.cuh.
-CUtensorMap qkv_tensor_map(const AttentionShape& sh, const bf16* qkv, int box_rows) {
+// A 3-dimensional tensor map over a bf16 tensor (s, planes, d) (qkv: planes = b·3·heads, plane
+// (batch·3 + slot)·heads + head; out and dout: planes = b·heads): columns, planes, rows. A box is
+// 64 columns (128 bytes, the 128-byte swizzle's span) × one plane × box_rows rows, stored as one
+// swizzled region of wgmma.cuh; rows past s read as zeros.
+CUtensorMap plane_tensor_map(const AttentionShape& sh, const bf16* base, int64_t planes,
+                             int box_rows) {
   using Encode = PFN_cuTensorMapEncodeTiled_v12000;
   static const Encode encode = [] {
     void* fn = nullptr;
@@ -739,23 +799,27 @@ CUtensorMap qkv_tensor_map(const AttentionShape& sh, const bf16* qkv, int box_ro
       fatal_abort(__FILE__, __LINE__, "the CUDA driver has no cuTensorMapEncodeTiled");
     return reinterpret_cast<Encode>(fn);
   }();
-  const auto planes = static_cast<cuuint64_t>(sh.b * 3 * sh.heads);
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(sh.d), planes,
-                              static_cast<cuuint64_t>(sh.s)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(sh.d) * 2,
-                                 planes * static_cast<cuuint64_t>(sh.d) * 2};
+  const auto d = static_cast<cuuint64_t>(sh.d);
+  const cuuint64_t dims[3] = {d, static_cast<cuuint64_t>(planes), static_cast<cuuint64_t>(sh.s)};
+  const cuuint64_t strides[2] = {d * 2, static_cast<cuuint64_t>(planes) * d * 2};
   const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   CUtensorMap map;
-  const CUresult rc = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(qkv),
+  const CUresult rc = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base),
                              dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (rc != CUDA_SUCCESS)
     fatal_abort(__FILE__, __LINE__,
-                "cuTensorMapEncodeTiled failed for the attention's qkv: error " +
+                "cuTensorMapEncodeTiled failed for an attention operand: error " +
                     std::to_string(static_cast<int>(rc)));
   return map;
+}
+CUtensorMap qkv_tensor_map(const AttentionShape& sh, const bf16* qkv, int box_rows) {
+  return plane_tensor_map(sh, qkv, sh.b * 3 * sh.heads, box_rows);
+}
+CUtensorMap out_tensor_map(const AttentionShape& sh, const bf16* out, int box_rows) {
+  return plane_tensor_map(sh, out, sh.b * sh.heads, box_rows);
 }
 
 // Multiprocessors of the current device (read once per device): the persistent grid's size.
@@ -809,10 +873,13 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
                                       cudaStream_t stream) {
   const Dims dm = dims_of(sh);
   const dim3 grid(static_cast<unsigned>(sh.b * sh.heads), static_cast<unsigned>(splits));
+  const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
+  const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
+  const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(qkv, dout, lse, dsum, dqkv, dq_part, dm,
-                                             static_cast<int>(splits), scale_log2, scale);
+    kernel<<<grid, kBwdThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, dq_part,
+                                                dm, static_cast<int>(splits), scale_log2, scale);
   };
   if (sh.d == 64) {
     run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);
