@@ -85,6 +85,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 constexpr int kFwdM = 128;  // query rows per tile
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 2;
+constexpr int kFwdQBuffers = 2;  // the next tile's Q loads while this tile runs
 constexpr int kFwdThreads = 384;  // producer + two consumer warpgroups
 constexpr int kFwdConsumerWarps = 8;
 
@@ -94,11 +95,11 @@ constexpr int fwd_tile_bytes() {
 }
 template <int D>
 constexpr int fwd_smem_bytes() {
-  return 1024 + (1 + 2 * kFwdStages) * fwd_tile_bytes<D>();  // alignment, Q, stages of K and V
+  return 1024 + (kFwdQBuffers + 2 * kFwdStages) * fwd_tile_bytes<D>();  // alignment, Q, K, V
 }
 
 struct FwdBarriers {
-  uint64_t q_full, q_empty;
+  uint64_t q_full[kFwdQBuffers], q_empty[kFwdQBuffers];
   uint64_t k_full[kFwdStages], k_empty[kFwdStages];
   uint64_t v_full[kFwdStages], v_empty[kFwdStages];
 };
@@ -144,11 +145,12 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
     if (t >= n_tiles) break;
     const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, dm.s);
     const int plane_q = (tl.bh / dm.heads) * 3 * dm.heads + tl.bh % dm.heads;
-    mbar_wait(&bar.q_empty, (tile_i & 1) ^ 1);
-    mbar_arrive_expect_tx(&bar.q_full, kTile);
+    const int qb = tile_i % kFwdQBuffers;
+    mbar_wait(&bar.q_empty[qb], ((tile_i / kFwdQBuffers) & 1) ^ 1);
+    mbar_arrive_expect_tx(&bar.q_full[qb], kTile);
 #pragma unroll
     for (int c = 0; c < D / 64; ++c)
-      tma_load_3d(sQ + c * kRegion, map, &bar.q_full, c * 64, plane_q, tl.q0);
+      tma_load_3d(sQ + qb * kTile + c * kRegion, map, &bar.q_full[qb], c * 64, plane_q, tl.q0);
     for (int j = 0; j < tl.n_kb; ++j, ++kv) {
       const int st = kv % kFwdStages;
       const uint32_t ph = (kv / kFwdStages) & 1;
@@ -276,7 +278,6 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
   constexpr int kTile = fwd_tile_bytes<D>();
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
-  const uint32_t q_addr = smem_addr(sQ) + cw * 64 * 128;
   const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
   const int my_turn = 1 + cw, other_turn = 2 - cw;
   if (cw == 1) named_bar_arrive(1, 256);  // warpgroup 0 issues first
@@ -293,7 +294,9 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
     uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
     float alpha[2];
-    mbar_wait(&bar.q_full, tile_i & 1);
+    const int qb = tile_i % kFwdQBuffers;
+    const uint32_t q_addr = smem_addr(sQ + qb * kTile) + cw * 64 * 128;
+    mbar_wait(&bar.q_full[qb], (tile_i / kFwdQBuffers) & 1);
 
     // Step 0: S_0 only.
     {
@@ -308,7 +311,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       wgmma_wait<0>();
       fence_regs(sc);
       warp_release(&bar.k_empty[st]);
-      warp_release(&bar.q_empty, tl.n_kb == 1);
+      warp_release(&bar.q_empty[qb], tl.n_kb == 1);
       fwd_softmax(sc, row_m, row_l, alpha, scale_log2, true, 0, row0, s);
       fwd_pack_p(sc, pa);
       ++kv;
@@ -330,7 +333,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       wgmma_wait<1>();  // S is done; the P·V may still run
       fence_regs(sc);
       warp_release(&bar.k_empty[st]);
-      warp_release(&bar.q_empty, it == tl.n_kb - 1);
+      warp_release(&bar.q_empty[qb], it == tl.n_kb - 1);
       const int k0 = it * kFwdN;
       fwd_softmax(sc, row_m, row_l, alpha, scale_log2,
                   k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s, k0, row0, s);
@@ -374,12 +377,15 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   __shared__ FwdBarriers bar;
   unsigned char* sQ = align1024(smem_raw);
-  unsigned char* sK = sQ + kTile;               // kFwdStages tiles
+  unsigned char* sK = sQ + kFwdQBuffers * kTile;  // kFwdStages tiles
   unsigned char* sV = sK + kFwdStages * kTile;  // kFwdStages tiles
   if (threadIdx.x == 0) {
     prefetch_tensormap(&qkv_map);
-    mbar_init(&bar.q_full, 1);
-    mbar_init(&bar.q_empty, kFwdConsumerWarps);
+#pragma unroll
+    for (int i = 0; i < kFwdQBuffers; ++i) {
+      mbar_init(&bar.q_full[i], 1);
+      mbar_init(&bar.q_empty[i], kFwdConsumerWarps);
+    }
 #pragma unroll
     for (int i = 0; i < kFwdStages; ++i) {
       mbar_init(&bar.k_full[i], 1);
