@@ -14,7 +14,7 @@
 // from its diagonal: S^T = K·Q^T and dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and
 // dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for
 // dQ_part = dS·K (each consumer a half of the head dim), added into the block's own f32 buffer
-// of dQ partial sums by fixed threads in program order (attention.cu's splits and finalize).
+// of dQ partial sums in key-block order (attention.cu's splits and finalize).
 //
 // Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
 // prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
@@ -418,9 +418,10 @@ __device__ __forceinline__ void wg_barrier(int wg) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Backward. grid (b·heads, splits); 256 threads; 1 block per SM. Key blocks are dealt to the
-// splits in attention.cu's snake order; the first key block of a split stores its dQ rows, later
-// ones add (red.global, one fixed thread per element: deterministic).
+// Backward: tile sizes and the helpers of its consumers. Key blocks are dealt to the splits in
+// attention.cu's snake order; the first key block of a split stores its dQ rows, later ones add
+// (bulk copies and bulk reductions of whole rows by fixed threads, one key block after the
+// other: deterministic).
 constexpr int kBwdN = 128;          // keys per key block (64 per warpgroup)
 constexpr int kBwdM = 64;           // queries per step
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
@@ -861,8 +862,10 @@ Dims dims_of(const AttentionShape& sh) {
 }  // namespace
 
 bool hopper_attention_shape_ok(const AttentionShape& sh) {
+  // The forward's tile indices (b·heads × query blocks, walked in steps of the grid) stay in int.
+  const int64_t tiles = sh.b * sh.heads * ((sh.s + kFwdM - 1) / kFwdM);
   return (sh.d == 64 || sh.d == 128) && sh.s >= 1 && sh.s < (1 << 30) &&
-         sh.b * sh.heads < (int64_t{1} << 31);
+         sh.b * sh.heads < (int64_t{1} << 31) && tiles < (int64_t{1} << 30);
 }
 
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
