@@ -408,14 +408,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
   }
 }
 
-// A barrier of one warpgroup's 128 threads (named barriers 1 and 2).
-__device__ __forceinline__ void wg_barrier(int wg) {
-  if (wg == 0) {
-    named_barrier_sync<1, 128>();
-  } else {
-    named_barrier_sync<2, 128>();
-  }
-}
+// A barrier of one consumer warpgroup's 128 threads (named barrier 1 + wg).
+__device__ __forceinline__ void wg_barrier(int wg) { named_bar_sync(1 + wg, 128); }
 
 // ------------------------------------------------------------------------------------------
 // Backward: tile sizes and the helpers of its consumers. Key blocks are dealt to the splits in

@@ -65,12 +65,6 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
-// bar.sync on named barrier kId (1..15; 0 is __syncthreads) for kThreads threads.
-template <int kId, int kThreads>
-__device__ __forceinline__ void named_barrier_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
-}
-
 // Bulk copies and reductions shared -> global (no tensor map): `bytes` a multiple of 16, both
 // addresses 16-byte aligned; tracked per thread by bulk groups.
 __device__ __forceinline__ void bulk_store_f32(float* gdst, const float* ssrc, int bytes) {
