@@ -22,8 +22,8 @@
 // their loop inside the asm, and the forward's first step peeled off its loop.
 #include "exec/cuda/attention_hopper.hpp"
 
-#include <cuda_bf16.h>
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <array>
@@ -85,7 +85,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 constexpr int kFwdM = 128;  // query rows per tile
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 2;
-constexpr int kFwdQBuffers = 2;  // the next tile's Q loads while this tile runs
+constexpr int kFwdQBuffers = 2;   // the next tile's Q loads while this tile runs
 constexpr int kFwdThreads = 384;  // producer + two consumer warpgroups
 constexpr int kFwdConsumerWarps = 8;
 
@@ -158,8 +158,8 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
       mbar_arrive_expect_tx(&bar.k_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64,
-                    plane_q + dm.heads, j * kFwdN);
+        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64, plane_q + dm.heads,
+                    j * kFwdN);
       mbar_wait(&bar.v_empty[st], ph ^ 1);
       mbar_arrive_expect_tx(&bar.v_full[st], kTile);
 #pragma unroll
@@ -335,8 +335,8 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       warp_release(&bar.k_empty[st]);
       warp_release(&bar.q_empty[qb], it == tl.n_kb - 1);
       const int k0 = it * kFwdN;
-      fwd_softmax(sc, row_m, row_l, alpha, scale_log2,
-                  k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s, k0, row0, s);
+      fwd_softmax(sc, row_m, row_l, alpha, scale_log2, k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s,
+                  k0, row0, s);
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
   __shared__ FwdBarriers bar;
   unsigned char* sQ = align1024(smem_raw);
   unsigned char* sK = sQ + kFwdQBuffers * kTile;  // kFwdStages tiles
-  unsigned char* sV = sK + kFwdStages * kTile;  // kFwdStages tiles
+  unsigned char* sV = sK + kFwdStages * kTile;    // kFwdStages tiles
   if (threadIdx.x == 0) {
     prefetch_tensormap(&qkv_map);
 #pragma unroll
@@ -748,12 +748,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   __shared__ BwdBarriers bar;
   unsigned char* sK = align1024(smem_raw);
   unsigned char* sV = sK + S::kTileK;
-  unsigned char* sQ = sV + S::kTileK;                    // kBwdStages stages
-  unsigned char* sdO = sQ + kBwdStages * S::kTileQ;      // kBwdStages stages
-  unsigned char* sdS = sdO + kBwdStages * S::kTileQ;     // two buffers (keys, queries)
+  unsigned char* sQ = sV + S::kTileK;                       // kBwdStages stages
+  unsigned char* sdO = sQ + kBwdStages * S::kTileQ;         // kBwdStages stages
+  unsigned char* sdS = sdO + kBwdStages * S::kTileQ;        // two buffers (keys, queries)
   float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // per warpgroup: 64 × kDqLd f32
-  float* sL = sDq + 2 * kBwdM * S::kDqLd;                // kBwdStages stages of lse
-  float* sD = sL + kBwdStages * kBwdM;                   // kBwdStages stages of dsum
+  float* sL = sDq + 2 * kBwdM * S::kDqLd;                   // kBwdStages stages of lse
+  float* sD = sL + kBwdStages * kBwdM;                      // kBwdStages stages of dsum
 
   const int bh = blockIdx.x;
   const BwdWalk walk{splits, static_cast<int>(blockIdx.y), (dm.s + kBwdN - 1) / kBwdN,
@@ -817,10 +817,10 @@ CUtensorMap plane_tensor_map(const AttentionShape& sh, const bf16* base, int64_t
   const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   CUtensorMap map;
-  const CUresult rc = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base),
-                             dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult rc =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(base), dims, strides, box,
+             elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (rc != CUDA_SUCCESS)
     fatal_abort(__FILE__, __LINE__,
                 "cuTensorMapEncodeTiled failed for an attention operand: error " +
@@ -892,8 +892,8 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kBwdThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, dq_part,
-                                                dm, static_cast<int>(splits), scale_log2, scale);
+    kernel<<<grid, kBwdThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, dq_part, dm,
+                                                static_cast<int>(splits), scale_log2, scale);
   };
   if (sh.d == 64) {
     run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);

@@ -35,8 +35,8 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // around in-flight wgmma).
 __device__ __forceinline__ void mbar_arrive_if(uint64_t* bar, bool pred) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
-          smem_addr(bar)),
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::
+          "r"(smem_addr(bar)),
       "r"(static_cast<int>(pred))
       : "memory");
 }
@@ -74,10 +74,9 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
 
 // 32-bit stores to global memory where `pred` holds, without a branch.
 __device__ __forceinline__ void st_global_u32_if(void* p, uint32_t v, bool pred) {
-  asm volatile(
-      "{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\n@q st.global.b32 [%0], %1;\n}\n" ::"l"(p), "r"(v),
-      "r"(static_cast<int>(pred))
-      : "memory");
+  asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %2, 0;\n@q st.global.b32 [%0], %1;\n}\n" ::"l"(p),
+               "r"(v), "r"(static_cast<int>(pred))
+               : "memory");
 }
 
 // Named barrier `id` (1..15) over `threads` threads: sync waits, arrive does not.
