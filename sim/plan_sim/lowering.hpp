@@ -86,10 +86,10 @@ struct Lowered {
 };
 
 // Megatron-FSDP's collectives over one chunk's parameters on a stage with groups `g`, as the
-// lowering issues them on the data-parallel stream (both price through one chunk collective): an all-gather of the parameters (dense over
-// dp·cp, experts over expert dp) before each forward and backward pass when they are sharded,
-// a reduce-scatter of the gradients after each backward when those are. 0 for what is not
-// sharded, both 0 without FSDP.
+// lowering issues them on the data-parallel stream (both price through one chunk collective): an
+// all-gather of the parameters (dense over dp·cp, experts over expert dp) before each forward and
+// backward pass when they are sharded, a reduce-scatter of the gradients after each backward when
+// those are. 0 for what is not sharded, both 0 without FSDP.
 struct FsdpCollectives {
   int64_t gather_ns = 0;
   int64_t reduce_ns = 0;
