@@ -22,10 +22,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include <array>
-#include <atomic>
-
 #include "exec/cuda/attention_layout.cuh"
+#include "exec/cuda/device_attribute.hpp"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 #include "exec/cuda/mma_utils.cuh"
@@ -736,22 +734,12 @@ int64_t bwd_splits(const AttentionShape& sh) {
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 // Whether this shape runs on the Hopper (wgmma) kernels: kBest asked, the current device has
-// compute capability 9.0 (H100, H200) and the head dim is 64 or 128. The capability is read once
-// per device.
+// compute capability 9.0 (H100, H200) and the head dim is 64 or 128.
 bool use_hopper(const AttentionShape& sh, AttentionKernels kernels) {
 #if MPLAN_HAVE_HOPPER_ATTENTION
-  if (kernels != AttentionKernels::kBest || !hopper_attention_shape_ok(sh)) return false;
-  static std::array<std::atomic<int>, 64> is_sm90{};  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return false;
-  if (is_sm90[dev].load() == 0) {
-    int major = 0, minor = 0;
-    MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    is_sm90[dev].store(major == 9 && minor == 0 ? 1 : 2);
-  }
-  return is_sm90[dev].load() == 1;
+  return kernels == AttentionKernels::kBest && hopper_attention_shape_ok(sh) &&
+         current_device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
+         current_device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0;
 #else
   (void)sh;
   (void)kernels;

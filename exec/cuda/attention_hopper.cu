@@ -26,12 +26,11 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <string>
 
 #include "exec/cuda/attention_layout.cuh"
 #include "exec/cuda/cuda_check.hpp"
+#include "exec/cuda/device_attribute.hpp"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/mma_utils.cuh"
 #include "exec/cuda/tma.cuh"
@@ -44,6 +43,9 @@ using attention_layout::Dims;
 using attention_layout::kLn2;
 using attention_layout::kLog2e;
 using attention_layout::Plane;
+// Both kernels: a producer warpgroup and two consumer warpgroups per block, one block per SM.
+constexpr int kThreads = 384;
+constexpr int kConsumerWarps = 8;  // what the "empty" barriers count
 
 __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
   const uint32_t a = smem_addr(p);
@@ -85,9 +87,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 constexpr int kFwdM = 128;  // query rows per tile
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 2;
-constexpr int kFwdQBuffers = 2;   // the next tile's Q loads while this tile runs
-constexpr int kFwdThreads = 384;  // producer + two consumer warpgroups
-constexpr int kFwdConsumerWarps = 8;
+constexpr int kFwdQBuffers = 2;  // the next tile's Q loads while this tile runs
 
 template <int D>
 constexpr int fwd_tile_bytes() {
@@ -370,7 +370,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
 }
 
 template <int D>
-__global__ void __launch_bounds__(kFwdThreads, 1)
+__global__ void __launch_bounds__(kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap qkv_map, bf16* __restrict__ out,
                       float* __restrict__ lse, Dims dm, float scale_log2, int n_tiles, int n_qb) {
   constexpr int kTile = fwd_tile_bytes<D>();
@@ -384,14 +384,14 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 #pragma unroll
     for (int i = 0; i < kFwdQBuffers; ++i) {
       mbar_init(&bar.q_full[i], 1);
-      mbar_init(&bar.q_empty[i], kFwdConsumerWarps);
+      mbar_init(&bar.q_empty[i], kConsumerWarps);
     }
 #pragma unroll
     for (int i = 0; i < kFwdStages; ++i) {
       mbar_init(&bar.k_full[i], 1);
-      mbar_init(&bar.k_empty[i], kFwdConsumerWarps);
+      mbar_init(&bar.k_empty[i], kConsumerWarps);
       mbar_init(&bar.v_full[i], 1);
-      mbar_init(&bar.v_empty[i], kFwdConsumerWarps);
+      mbar_init(&bar.v_empty[i], kConsumerWarps);
     }
     mbar_init_fence();
   }
@@ -547,9 +547,7 @@ __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_
 // top of the file; they meet at named barrier 3 only for the dS^T exchange of each step, and dS^T
 // is double-buffered so that one warpgroup may write the next step's while the other still
 // reads this one's.
-constexpr int kBwdThreads = 384;
 constexpr int kBwdStages = 2;
-constexpr int kBwdConsumerWarps = 8;
 
 template <int D>
 struct BwdSmem {
@@ -736,7 +734,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
 }
 
 template <int D>
-__global__ void __launch_bounds__(kBwdThreads, 1)
+__global__ void __launch_bounds__(kThreads, 1)
     hopper_bwd_kernel(const __grid_constant__ CUtensorMap map_q,
                       const __grid_constant__ CUtensorMap map_kv,
                       const __grid_constant__ CUtensorMap map_do, const float* __restrict__ lse,
@@ -763,11 +761,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     prefetch_tensormap(&map_kv);
     prefetch_tensormap(&map_do);
     mbar_init(&bar.kv_full, 1);
-    mbar_init(&bar.kv_empty, kBwdConsumerWarps);
+    mbar_init(&bar.kv_empty, kConsumerWarps);
 #pragma unroll
     for (int i = 0; i < kBwdStages; ++i) {
       mbar_init(&bar.full[i], 1 + 32);  // the expected bytes, and the producer warp's lanes
-      mbar_init(&bar.empty[i], kBwdConsumerWarps);
+      mbar_init(&bar.empty[i], kConsumerWarps);
     }
     mbar_init_fence();
   }
@@ -834,20 +832,6 @@ CUtensorMap out_tensor_map(const AttentionShape& sh, const bf16* out, int box_ro
   return plane_tensor_map(sh, out, sh.b * sh.heads, box_rows);
 }
 
-// Multiprocessors of the current device (read once per device): the persistent grid's size.
-int sm_count() {
-  static std::array<std::atomic<int>, 64> count{};
-  int dev = 0;
-  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 132;
-  if (count[dev].load() == 0) {
-    int n = 0;
-    MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    count[dev].store(n);
-  }
-  return count[dev].load();
-}
-
 Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
           static_cast<int>(sh.d)};
@@ -868,10 +852,11 @@ void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, 
   const int n_qb = static_cast<int>((sh.s + kFwdM - 1) / kFwdM);
   const int n_tiles = static_cast<int>(sh.b * sh.heads) * n_qb;
   const CUtensorMap map = qkv_tensor_map(sh, qkv, kFwdN);
-  const unsigned grid = static_cast<unsigned>(std::min(n_tiles, sm_count()));
+  const unsigned grid = static_cast<unsigned>(
+      std::min(n_tiles, current_device_attribute<cudaDevAttrMultiProcessorCount>()));
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kFwdThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb);
+    kernel<<<grid, kThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb);
   };
   if (sh.d == 64) {
     run(hopper_fwd_kernel<64>, fwd_smem_bytes<64>());
@@ -892,8 +877,8 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kBwdThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, dq_part, dm,
-                                                static_cast<int>(splits), scale_log2, scale);
+    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, dq_part, dm,
+                                             static_cast<int>(splits), scale_log2, scale);
   };
   if (sh.d == 64) {
     run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);
