@@ -167,21 +167,19 @@ class Backend {
   // form); V untouched. inverse: the transpose (rotation by -angle), for gradients.
   virtual void rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
                     bool inverse) = 0;
-  // Grouped-query attention over the multi-head kernels: qkv (s, b, heads + 2·groups, d) ->
-  // qkv_mha (s, b, 3·heads, d) with each K and V group repeated for its heads / groups heads;
-  // and back for gradients: dQ copied, dK and dV summed over each group's heads (in head order).
-  virtual void gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) = 0;
-  virtual void gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) = 0;
 
   // ---- attention -----------------------------------------------------------------------------
-  // Causal self-attention for one tensor-parallel shard of heads. qkv: (s, b, 3, heads, d) act:
-  // Q, K and V of every token side by side, as the column-parallel QKV GEMM writes them.
-  // A Tensor has at most 4 dims: qkv and dqkv are passed as (s, b, 3·heads, d) views (any view
-  // with that element count); s, b, heads and d are read from `out` (4-D).
-  // out: (s, b, heads, d) act. lse: (b, heads, s) f32 log-sum-exp of each softmax row, saved
-  // so backward recomputes probabilities without storing the s×s scores. scale = 1/sqrt(d).
+  // Causal self-attention for one tensor-parallel shard of heads, multi-head or grouped-query.
+  // qkv: (s, b, heads + 2·groups, d) act: per token the heads' Q, then the groups' K, then the
+  // groups' V, as the column-parallel QKV GEMM writes them; query head h attends with K/V group
+  // h / (heads / groups). groups == heads is multi-head attention, (s, b, 3, heads, d).
+  // A Tensor has at most 4 dims: qkv and dqkv may be any view of that element count; s, b,
+  // heads and d are read from `out` (4-D), groups from qkv's element count (it must divide
+  // heads). out: (s, b, heads, d) act. lse: (b, heads, s) f32 log-sum-exp of each softmax row,
+  // saved so backward recomputes probabilities without storing the s×s scores.
+  // scale = 1/sqrt(d).
   virtual void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) = 0;
-  // dqkv: (s, b, 3, heads, d) act, overwritten with dQ, dK, dV.
+  // dqkv: qkv's layout, overwritten with dQ, dK, dV (a group's dK and dV summed over its heads).
   virtual void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                                   Tensor dqkv) = 0;
 

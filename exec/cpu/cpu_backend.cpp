@@ -85,11 +85,15 @@ inline float gelu_tanh_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kC * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-// The (s, b, heads, d) sizes of an attention call, read from `out` (4-D); qkv holds 3x as much.
+// The (s, b, heads, d) sizes of an attention call, read from `out` (4-D); the K/V groups from
+// qkv's element count (s · b · (heads + 2 groups) · d).
 struct AttnDims {
-  int64_t s, b, heads, d;
+  int64_t s, b, heads, groups, d;
+  // Element (si, bi, which = 0/1/2 for Q/K/V, head or group h, di) of qkv: per token the heads'
+  // Q, then the groups' K, then the groups' V.
   int64_t qkv_index(int64_t si, int64_t bi, int64_t which, int64_t h, int64_t di) const {
-    return (((si * b + bi) * 3 + which) * heads + h) * d + di;
+    const int64_t plane = which == 0 ? h : heads + (which - 1) * groups + h;
+    return ((si * b + bi) * (heads + 2 * groups) + plane) * d + di;
   }
   int64_t out_index(int64_t si, int64_t bi, int64_t h, int64_t di) const {
     return ((si * b + bi) * heads + h) * d + di;
@@ -99,8 +103,15 @@ struct AttnDims {
 
 AttnDims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& lse) {
   MPLAN_CHECK(out.ndim == 4, "attention: out must be (s, b, heads, d), got ", out.ndim, " dims");
-  AttnDims a{out.dim(0), out.dim(1), out.dim(2), out.dim(3)};
-  check_numel(qkv, 3 * out.numel(), "attention qkv (s, b, 3, heads, d)");
+  AttnDims a{out.dim(0), out.dim(1), out.dim(2), 0, out.dim(3)};
+  const int64_t per_plane = a.s * a.b * a.d;
+  MPLAN_CHECK(
+      per_plane > 0 && qkv.numel() % per_plane == 0 && (qkv.numel() / per_plane - a.heads) % 2 == 0,
+      "attention: qkv must hold (s, b, heads + 2 groups, d) elements; got ", qkv.numel(),
+      " for out (", a.s, ", ", a.b, ", ", a.heads, ", ", a.d, ")");
+  a.groups = (qkv.numel() / per_plane - a.heads) / 2;
+  MPLAN_CHECK(a.groups >= 1 && a.heads % a.groups == 0, "attention: ", a.groups,
+              " K/V groups do not divide ", a.heads, " heads");
   check_numel(lse, a.b * a.heads * a.s, "attention lse (b, heads, s)");
   check_dtype(lse, DType::kF32, "attention lse");
   check_float(qkv, "attention qkv");
@@ -108,7 +119,7 @@ AttnDims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& lse)
   return a;
 }
 
-// Gathers Q, K or V of one (batch, head) into an (s, d) f32 matrix.
+// Gathers Q of one (batch, head), or K or V of one (batch, group), into an (s, d) f32 matrix.
 void gather_head(const F32View& qkv, const AttnDims& a, int64_t bi, int64_t h, int64_t which,
                  RowMat& m) {
   m.resize(a.s, a.d);
@@ -550,41 +561,6 @@ void CpuBackend::rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim
   }
 }
 
-void CpuBackend::gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) {
-  const QkvDims q = qkv_dims(qkv, heads, groups, "gqa_expand");
-  MPLAN_CHECK(qkv_mha.dtype == qkv.dtype && qkv_mha.numel() == q.tokens * 3 * heads * q.d,
-              "gqa_expand: qkv_mha must be (s, b, 3 heads, d)");
-  const int64_t per = heads / groups;
-  for (int64_t t = 0; t < q.tokens; ++t)
-    for (int64_t which = 0; which < 3; ++which)
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t src = which == 0 ? h : heads + (which - 1) * groups + h / per;
-        for (int64_t j = 0; j < q.d; ++j)
-          store(qkv_mha, ((t * 3 + which) * heads + h) * q.d + j,
-                load(qkv, t * q.row() + src * q.d + j));
-      }
-}
-
-void CpuBackend::gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) {
-  const QkvDims q = qkv_dims(dqkv, heads, groups, "gqa_reduce");
-  MPLAN_CHECK(dqkv_mha.dtype == dqkv.dtype && dqkv_mha.numel() == q.tokens * 3 * heads * q.d,
-              "gqa_reduce: dqkv_mha must be (s, b, 3 heads, d)");
-  const int64_t per = heads / groups;
-  for (int64_t t = 0; t < q.tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < q.d; ++j)
-        store(dqkv, t * q.row() + h * q.d + j, load(dqkv_mha, (t * 3 * heads + h) * q.d + j));
-    for (int64_t which = 1; which < 3; ++which)
-      for (int64_t g = 0; g < groups; ++g)
-        for (int64_t j = 0; j < q.d; ++j) {
-          float sum = 0;  // the group's heads in order
-          for (int64_t k = 0; k < per; ++k)
-            sum += load(dqkv_mha, ((t * 3 + which) * heads + g * per + k) * q.d + j);
-          store(dqkv, t * q.row() + (heads + (which - 1) * groups + g) * q.d + j, sum);
-        }
-  }
-}
-
 // ---- attention -----------------------------------------------------------------------------
 
 void CpuBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) {
@@ -592,11 +568,12 @@ void CpuBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float sca
   F32View in(qkv);
   RowMat q, k, v;
   RowMat sc(a.s, a.s), o;
+  const int64_t per = a.heads / a.groups;
   for (int64_t bi = 0; bi < a.b; ++bi) {
     for (int64_t h = 0; h < a.heads; ++h) {
       gather_head(in, a, bi, h, 0, q);
-      gather_head(in, a, bi, h, 1, k);
-      gather_head(in, a, bi, h, 2, v);
+      gather_head(in, a, bi, h / per, 1, k);
+      gather_head(in, a, bi, h / per, 2, v);
       sc.noalias() = q * k.transpose();
       for (int64_t i = 0; i < a.s; ++i) {
         float mx = -std::numeric_limits<float>::infinity();
@@ -621,6 +598,8 @@ void CpuBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float sca
   }
 }
 
+// Grouped-query attention: the gradients of a group's K and V are the sums over its heads, added
+// in head order.
 void CpuBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                                     Tensor dqkv) {
   AttnDims a = attention_dims(qkv, out, lse);
@@ -630,44 +609,51 @@ void CpuBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor 
   check_float(dqkv, "attention dqkv");
   F32View in(qkv), o_all(out), do_all(dout);
   RowMat q, k, v, o(a.s, a.d), dO(a.s, a.d);
-  RowMat p(a.s, a.s), dp(a.s, a.s), dq, dk, dv;
+  RowMat p(a.s, a.s), dp(a.s, a.s), dq, dk_sum, dv_sum;
   std::vector<float> delta(static_cast<size_t>(a.s));
+  const int64_t per = a.heads / a.groups;
   for (int64_t bi = 0; bi < a.b; ++bi) {
-    for (int64_t h = 0; h < a.heads; ++h) {
-      gather_head(in, a, bi, h, 0, q);
-      gather_head(in, a, bi, h, 1, k);
-      gather_head(in, a, bi, h, 2, v);
-      for (int64_t si = 0; si < a.s; ++si) {
-        double dsum = 0;
-        for (int64_t di = 0; di < a.d; ++di) {
-          o(si, di) = o_all[a.out_index(si, bi, h, di)];
-          dO(si, di) = do_all[a.out_index(si, bi, h, di)];
-          dsum += static_cast<double>(o(si, di)) * dO(si, di);
+    for (int64_t gi = 0; gi < a.groups; ++gi) {
+      gather_head(in, a, bi, gi, 1, k);
+      gather_head(in, a, bi, gi, 2, v);
+      dk_sum.setZero(a.s, a.d);
+      dv_sum.setZero(a.s, a.d);
+      for (int64_t h = gi * per; h < (gi + 1) * per; ++h) {
+        gather_head(in, a, bi, h, 0, q);
+        for (int64_t si = 0; si < a.s; ++si) {
+          double dsum = 0;
+          for (int64_t di = 0; di < a.d; ++di) {
+            o(si, di) = o_all[a.out_index(si, bi, h, di)];
+            dO(si, di) = do_all[a.out_index(si, bi, h, di)];
+            dsum += static_cast<double>(o(si, di)) * dO(si, di);
+          }
+          delta[static_cast<size_t>(si)] = static_cast<float>(dsum);
         }
-        delta[static_cast<size_t>(si)] = static_cast<float>(dsum);
+        // Probabilities recomputed from the saved log-sum-exp of each row.
+        p.noalias() = q * k.transpose();
+        for (int64_t i = 0; i < a.s; ++i) {
+          float l = lse.as<const float>()[a.lse_index(bi, h, i)];
+          for (int64_t j = 0; j <= i; ++j) p(i, j) = std::exp(p(i, j) * scale - l);
+          for (int64_t j = i + 1; j < a.s; ++j) p(i, j) = 0.0f;
+        }
+        dp.noalias() = dO * v.transpose();
+        // dS = P ∘ (dP − δ), stored in dp.
+        for (int64_t i = 0; i < a.s; ++i) {
+          float di = delta[static_cast<size_t>(i)];
+          for (int64_t j = 0; j <= i; ++j) dp(i, j) = p(i, j) * (dp(i, j) - di);
+          for (int64_t j = i + 1; j < a.s; ++j) dp(i, j) = 0.0f;
+        }
+        dq.noalias() = dp * k;
+        dk_sum.noalias() += dp.transpose() * q;
+        dv_sum.noalias() += p.transpose() * dO;
+        for (int64_t si = 0; si < a.s; ++si)
+          for (int64_t di = 0; di < a.d; ++di)
+            store(dqkv, a.qkv_index(si, bi, 0, h, di), scale * dq(si, di));
       }
-      // Probabilities recomputed from the saved log-sum-exp of each row.
-      p.noalias() = q * k.transpose();
-      for (int64_t i = 0; i < a.s; ++i) {
-        float l = lse.as<const float>()[a.lse_index(bi, h, i)];
-        for (int64_t j = 0; j <= i; ++j) p(i, j) = std::exp(p(i, j) * scale - l);
-        for (int64_t j = i + 1; j < a.s; ++j) p(i, j) = 0.0f;
-      }
-      dp.noalias() = dO * v.transpose();
-      // dS = P ∘ (dP − δ), stored in dp.
-      for (int64_t i = 0; i < a.s; ++i) {
-        float di = delta[static_cast<size_t>(i)];
-        for (int64_t j = 0; j <= i; ++j) dp(i, j) = p(i, j) * (dp(i, j) - di);
-        for (int64_t j = i + 1; j < a.s; ++j) dp(i, j) = 0.0f;
-      }
-      dq.noalias() = dp * k;
-      dk.noalias() = dp.transpose() * q;
-      dv.noalias() = p.transpose() * dO;
       for (int64_t si = 0; si < a.s; ++si) {
         for (int64_t di = 0; di < a.d; ++di) {
-          store(dqkv, a.qkv_index(si, bi, 0, h, di), scale * dq(si, di));
-          store(dqkv, a.qkv_index(si, bi, 1, h, di), scale * dk(si, di));
-          store(dqkv, a.qkv_index(si, bi, 2, h, di), dv(si, di));
+          store(dqkv, a.qkv_index(si, bi, 1, gi, di), scale * dk_sum(si, di));
+          store(dqkv, a.qkv_index(si, bi, 2, gi, di), dv_sum(si, di));
         }
       }
     }

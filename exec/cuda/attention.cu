@@ -1,6 +1,9 @@
 // Causal flash attention for one tensor-parallel shard of heads, bf16 in and out, f32 softmax
 // statistics and accumulators, tensor cores through mma.sync m16n8k16 (exec/cuda/mma_utils.cuh).
-// Layout: qkv (s, b, 3, heads, d), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32.
+// Layout: qkv (s, b, heads + 2 groups, d) (per token the heads' Q, the groups' K, the groups' V;
+// groups == heads is multi-head attention), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32.
+// Grouped-query attention reads each head's K/V group in place; the backward's blocks own a K/V
+// group and walk all its heads, so a group's dK and dV are summed in registers, in head order.
 // Invariants: the s×s scores never reach device memory (forward keeps a running max and sum per
 // row and saves lse = log-sum-exp; backward recomputes P = exp(S - lse)); no float atomics whose
 // order depends on timing, so results are bitwise reproducible: every dQ partial sum is added by
@@ -352,9 +355,9 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
 }
 
 // ------------------------------------------------------------------------------------------
-// Backward. grid (b·heads, splits); block 256 threads; 1 block per SM.
+// Backward. grid (b·groups, splits); block 256 threads; 1 block per SM.
 //
-// Key blocks of one (batch, head) are dealt to `splits` blocks in a snake order (block j takes
+// Key blocks of one (batch, K/V group) are dealt to `splits` blocks in a snake order (block j takes
 // key blocks j, 2·splits - 1 - j, 2·splits + j, ...), which gives every block nearly the same
 // causal work. Block j walks its key blocks in ascending order and adds its dQ contributions
 // into its own f32 buffer part[j] (s × DP per head): the first key block writes every row it
@@ -506,18 +509,17 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   float* sL = reinterpret_cast<float*>(sdS + kBwdQ * ldp);  // 2 × kBwdQ: lse
   float* sD = sL + 2 * kBwdQ;                               // 2 × kBwdQ: dsum
 
-  const int bh = blockIdx.x, split = blockIdx.y;
-  const int bi = bh / dm.heads, hh = bh % dm.heads;
+  const int bg = blockIdx.x, split = blockIdx.y;
+  const int bi = bg / dm.groups, per = dm.heads_per_group();
+  const int h0 = (bg % dm.groups) * per;  // the group's first head
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int s = dm.s, d = dm.d;
-  const Plane pq = dm.qkv_plane(qkv, bi, hh, 0);
-  const Plane pk = dm.qkv_plane(qkv, bi, hh, 1);
-  const Plane pv = dm.qkv_plane(qkv, bi, hh, 2);
-  const Plane pdo = dm.out_plane(dout, bi, hh);
-  const float* lse_row = lse + static_cast<int64_t>(bh) * s;
-  const float* dsum_row = dsum + static_cast<int64_t>(bh) * s;
+  const Plane pk = dm.qkv_plane(qkv, bi, h0, 1);
+  const Plane pv = dm.qkv_plane(qkv, bi, h0, 2);
   const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
-  float* part = dq_part + (static_cast<int64_t>(split) * n_bh + bh) * s * DP;
+  // Per head of the group: its lse and dsum rows and this split's dQ partial sums.
+  auto bh_of = [&](int j) { return static_cast<int64_t>(bi) * dm.heads + h0 + j; };
+  auto part_of = [&](int j) { return dq_part + (split * n_bh + bh_of(j)) * s * DP; };
 
   const int n_key_blocks = (s + kBwdKeys - 1) / kBwdKeys;
   const int n_q_steps = (s + kBwdQ - 1) / kBwdQ;
@@ -536,12 +538,20 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const bool down = (r & 1) != 0;  // alternate sweep directions: the turn reuses L2 lines
     const int k0 = kb * kBwdKeys;
     const int qs_first = k0 / kBwdQ;  // first query step on or after the diagonal
-    const int n_steps = n_q_steps - qs_first;
-    auto step_q0 = [&](int i) { return (down ? n_q_steps - 1 - i : qs_first + i) * kBwdQ; };
+    const int head_steps = n_q_steps - qs_first;
+    const int n_steps = per * head_steps;  // step i: head h0 + i / head_steps
+    auto step_q0 = [&](int i) {
+      const int j = i % head_steps;
+      return (down ? n_q_steps - 1 - j : qs_first + j) * kBwdQ;
+    };
     auto load_step = [&](int i, int st) {
-      const int q0 = step_q0(i);
-      load_tile<kBwdThreads, kBwdQ, DP>(sQ + st * kBwdQ * ld, pq, q0, s, d);
-      load_tile<kBwdThreads, kBwdQ, DP>(sdO + st * kBwdQ * ld, pdo, q0, s, d);
+      const int q0 = step_q0(i), j = i / head_steps;
+      const float* lse_row = lse + bh_of(j) * s;
+      const float* dsum_row = dsum + bh_of(j) * s;
+      load_tile<kBwdThreads, kBwdQ, DP>(sQ + st * kBwdQ * ld, dm.qkv_plane(qkv, bi, h0 + j, 0), q0,
+                                        s, d);
+      load_tile<kBwdThreads, kBwdQ, DP>(sdO + st * kBwdQ * ld, dm.out_plane(dout, bi, h0 + j), q0,
+                                        s, d);
       const int x = threadIdx.x & (kBwdQ - 1);
       const bool ok = q0 + x < s;
       if (threadIdx.x < kBwdQ) {
@@ -600,7 +610,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       }
 
       // ---- dQ_part = dS·K: C::kDqRows queries × C::kDqCols per warp; k = the 128 keys.
-      warp_dq_part<C, DP>(sdS, sK, wq3 * C::kDqRows, wd3 * C::kDqCols, q0, k0, s, first, part);
+      warp_dq_part<C, DP>(sdS, sK, wq3 * C::kDqRows, wd3 * C::kDqCols, q0, k0, s, first,
+                          part_of(i / head_steps));
     }
 
     // ---- dK (times scale) and dV of this key block: staged through sK / sV.
@@ -621,8 +632,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     __syncthreads();
     {
-      const Plane pdk = dm.qkv_plane(dqkv, bi, hh, 1);
-      const Plane pdv = dm.qkv_plane(dqkv, bi, hh, 2);
+      const Plane pdk = dm.qkv_plane(dqkv, bi, h0, 1);
+      const Plane pdv = dm.qkv_plane(dqkv, bi, h0, 2);
       constexpr int kChunks = DP / 8;
 #pragma unroll
       for (int k = 0; k < kBwdKeys * kChunks / kBwdThreads; ++k) {
@@ -696,21 +707,21 @@ void allow_smem(K kernel, int bytes) {
 
 Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
-          static_cast<int>(sh.d)};
+          static_cast<int>(sh.groups), static_cast<int>(sh.d)};
 }
 
 // The backward's work split, a function of the shape only (so results do not depend on the
-// device): the number of blocks per (batch, head) that minimizes (waves on kSlots resident
-// blocks) × (the largest block's causal work), smallest on ties, with at most kMaxPartBytes of
-// dQ partial sums. kSlots is an H100/H200's SM count (one backward block per SM); another
-// count changes only the speed.
+// device): the number of blocks per (batch, K/V group) that minimizes (waves on kSlots resident
+// blocks) × (the largest block's causal work, over the group's heads), smallest on ties, with at
+// most kMaxPartBytes of dQ partial sums. kSlots is an H100/H200's SM count (one backward block per
+// SM); another count changes only the speed.
 constexpr int64_t kSlots = 132;
 constexpr int64_t kMaxPartBytes = int64_t{1} << 30;
 
 int64_t bwd_splits(const AttentionShape& sh) {
   const int64_t n_kb = (sh.s + kBwdKeys - 1) / kBwdKeys;
   const int64_t n_qs = (sh.s + kBwdQ - 1) / kBwdQ;
-  const int64_t bh = sh.b * sh.heads;
+  const int64_t bh = sh.b * sh.heads, blocks = sh.b * sh.groups;
   const int64_t per_split = bh * sh.s * padded_dim(sh.d) * 4;
   int64_t best = 1, best_cost = -1;
   for (int64_t p = 1; p <= std::min<int64_t>(n_kb, 64); ++p) {
@@ -725,7 +736,7 @@ int64_t bwd_splits(const AttentionShape& sh) {
       }
       worst = std::max(worst, w);
     }
-    const int64_t cost = (bh * p + kSlots - 1) / kSlots * worst;
+    const int64_t cost = (blocks * p + kSlots - 1) / kSlots * worst * (sh.heads / sh.groups);
     if (best_cost < 0 || cost < best_cost) best = p, best_cost = cost;
   }
   return best;
@@ -831,10 +842,12 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
     if (!hopper) {
       constexpr int smem = BwdCfg<DP>::kSmemBytes;
       allow_smem(flash_bwd_kernel<DP>, smem);
-      flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(bh), static_cast<unsigned>(splits)),
-                             kBwdThreads, smem, stream>>>(
-          static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-          static_cast<bf16*>(dqkv), dq_part, dm, static_cast<int>(splits), scale * kLog2e, scale);
+      flash_bwd_kernel<DP>
+          <<<dim3(static_cast<unsigned>(sh.b * sh.groups), static_cast<unsigned>(splits)),
+             kBwdThreads, smem, stream>>>(static_cast<const bf16*>(qkv),
+                                          static_cast<const bf16*>(dout), lse, dsum,
+                                          static_cast<bf16*>(dqkv), dq_part, dm,
+                                          static_cast<int>(splits), scale * kLog2e, scale);
       MPLAN_CUDA_LAUNCH_CHECK();
     }
     const int64_t n = bh * sh.s * (sh.d / 8);

@@ -1,18 +1,19 @@
 // Causal flash attention for Hopper (sm_90a): the same contract as attention.cu (layout qkv
-// (s, b, 3, heads, d), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32, bf16 in and out,
-// deterministic), with every tile product on wgmma and FlashAttention-3's structure: blocks of
-// three warpgroups, one producer that loads the tiles by the tensor memory accelerator (TMA) into
-// stages guarded by mbarriers (exec/cuda/tma.cuh), and two consumers that run the products
-// (exec/cuda/wgmma.cuh) on 128-byte-swizzled shared tiles. Head dims 64 and 128. Compiled for
-// sm_90a only; attention.cu calls it on devices of compute capability 9.0 and keeps its mma.sync
-// kernels for the others (and as MPLAN_ATTENTION=flash2).
+// (s, b, heads + 2 groups, d), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32, bf16 in and
+// out, grouped-query attention in place, deterministic), with every tile product on wgmma and
+// FlashAttention-3's structure: blocks of three warpgroups, one producer that loads the tiles by
+// the tensor memory accelerator (TMA) into stages guarded by mbarriers (exec/cuda/tma.cuh), and two
+// consumers that run the products (exec/cuda/wgmma.cuh) on 128-byte-swizzled shared tiles. Head
+// dims 64 and 128. Compiled for sm_90a only; attention.cu calls it on devices of compute
+// capability 9.0 and keeps its mma.sync kernels for the others (and as MPLAN_ATTENTION=flash2).
 //
 // Forward: a persistent grid; a tile is 128 query rows (64 per consumer) that walk key blocks of
 // 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
 // O += P·V with P as the register A operand and V read N-major.
-// Backward: a block owns a key block of 128 (64 keys per consumer) and walks query steps of 64
-// from its diagonal: S^T = K·Q^T and dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and
-// dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for
+// Backward: a block owns a key block of 128 (64 keys per consumer) of one K/V group and walks
+// query steps of 64 from its diagonal, for each head of the group in turn (dK and dV summed in
+// registers over the group's heads): S^T = K·Q^T and dP^T = V·dO^T, P^T and dS^T in registers, dV
+// += P^T·dO and dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for
 // dQ_part = dS·K (each consumer a half of the head dim), added into the block's own f32 buffer
 // of dQ partial sums in key-block order (attention.cu's splits and finalize).
 //
@@ -131,8 +132,8 @@ __device__ __forceinline__ void warp_release(uint64_t* bar, bool pred = true) {
   mbar_arrive_if(bar, pred && (threadIdx.x & 31) == 0);
 }
 
-// The producer thread: Q of each tile, then K_j and V_j of its key blocks, in the consumers'
-// order. The tensor map's rows are the planes of qkv ((batch·3 + slot)·heads + head).
+// The producer thread: Q of each tile, then K_j and V_j of its key blocks (the head's K/V group),
+// in the consumers' order. The tensor map's planes are qkv's (Dims::qkv_plane_index).
 template <int D>
 __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned char* sK,
                             unsigned char* sV, FwdBarriers& bar, const Dims& dm, int n_tiles,
@@ -144,7 +145,8 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
     const int t = fwd_tile_index(tile_i);
     if (t >= n_tiles) break;
     const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, dm.s);
-    const int plane_q = (tl.bh / dm.heads) * 3 * dm.heads + tl.bh % dm.heads;
+    const int bi = tl.bh / dm.heads, hh = tl.bh % dm.heads;
+    const int plane_q = dm.qkv_plane_index(bi, hh, 0), plane_k = dm.qkv_plane_index(bi, hh, 1);
     const int qb = tile_i % kFwdQBuffers;
     mbar_wait(&bar.q_empty[qb], ((tile_i / kFwdQBuffers) & 1) ^ 1);
     mbar_arrive_expect_tx(&bar.q_full[qb], kTile);
@@ -158,14 +160,14 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
       mbar_arrive_expect_tx(&bar.k_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64, plane_q + dm.heads,
+        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64, plane_k,
                     j * kFwdN);
       mbar_wait(&bar.v_empty[st], ph ^ 1);
       mbar_arrive_expect_tx(&bar.v_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
         tma_load_3d(sV + st * kTile + c * kRegion, map, &bar.v_full[st], c * 64,
-                    plane_q + 2 * dm.heads, j * kFwdN);
+                    plane_k + dm.groups, j * kFwdN);
     }
   }
 }
@@ -539,7 +541,7 @@ __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_
   }
 }
 
-// Backward, warp-specialised. grid (b·heads, splits); 384 threads; 1 block per SM. Warpgroup 0's
+// Backward, warp-specialised. grid (b·groups, splits); 384 threads; 1 block per SM. Warpgroup 0's
 // first warp is the producer: for each key block of the split, K and V (TMA, 128 rows) on the
 // kv barriers; for each query step, Q and dO (TMA, 64 rows) and the step's lse and dsum (plain
 // loads, zero past s) into one of kBwdStages stages on its full barrier, once the consumers have
@@ -566,29 +568,36 @@ struct BwdBarriers {
 };
 
 // Which key blocks a split walks (attention.cu's snake order) and in which order their query
-// steps run: the same arithmetic for the producer and the consumers.
+// steps run: the same arithmetic for the producer and the consumers. A key block's steps are
+// the group's heads in turn (heads_per_group × head_steps), each head's query steps from the
+// diagonal up or, on odd rounds, down.
 struct BwdWalk {
-  int splits, split, n_key_blocks, n_q_steps;
+  int splits, split, n_key_blocks, n_q_steps, heads_per_group;
   __device__ int key_block(int r) const {
     return (r >> 1) * 2 * splits + ((r & 1) ? 2 * splits - 1 - split : split);
   }
   __device__ int first_step(int kb) const { return kb * kBwdN / kBwdM; }
-  __device__ int steps(int kb) const { return n_q_steps - first_step(kb); }
+  __device__ int head_steps(int kb) const { return n_q_steps - first_step(kb); }
+  __device__ int steps(int kb) const { return heads_per_group * head_steps(kb); }
+  // Step i of key block kb (round r): the head within the group and the first query row.
+  __device__ int head(int kb, int i) const { return i / head_steps(kb); }
   __device__ int step_q0(int r, int kb, int i) const {
-    return ((r & 1) ? n_q_steps - 1 - i : first_step(kb) + i) * kBwdM;
+    const int j = i % head_steps(kb);
+    return ((r & 1) ? n_q_steps - 1 - j : first_step(kb) + j) * kBwdM;
   }
 };
 
-// The producer warp. map_q / map_kv: qkv with boxes of kBwdM / kBwdN rows; map_do: dout.
+// The producer warp. map_q / map_kv: qkv with boxes of kBwdM / kBwdN rows; map_do: dout. The
+// block's K/V group is that of heads h0 .. h0 + heads_per_group - 1 of batch bi.
 template <int D>
 __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
                             const CUtensorMap* map_do, unsigned char* sK, unsigned char* sV,
                             unsigned char* sQ, unsigned char* sdO, float* sL, float* sD,
-                            BwdBarriers& bar, const BwdWalk& w, const Dims& dm, int bh,
-                            const float* lse_row, const float* dsum_row) {
+                            BwdBarriers& bar, const BwdWalk& w, const Dims& dm, int bi, int h0,
+                            const float* lse, const float* dsum) {
   using S = BwdSmem<D>;
   const int lane = threadIdx.x & 31;
-  const int plane_q = (bh / dm.heads) * 3 * dm.heads + bh % dm.heads;
+  const int plane_k = dm.qkv_plane_index(bi, h0, 1), plane_v = dm.qkv_plane_index(bi, h0, 2);
   const int s = dm.s;
   int ctr = 0;
   for (int r = 0;; ++r) {
@@ -599,9 +608,8 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
       mbar_arrive_expect_tx(&bar.kv_full, 2 * S::kTileK);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c) {
-        tma_load_3d(sK + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_q + dm.heads, kb * kBwdN);
-        tma_load_3d(sV + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_q + 2 * dm.heads,
-                    kb * kBwdN);
+        tma_load_3d(sK + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_k, kb * kBwdN);
+        tma_load_3d(sV + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_v, kb * kBwdN);
       }
     }
     const int n_steps = w.steps(kb);
@@ -609,7 +617,12 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
       const int st = ctr % kBwdStages;
       mbar_wait(&bar.empty[st], ((ctr / kBwdStages) & 1) ^ 1);
       const int q0 = w.step_q0(r, kb, i);
+      const int hh = h0 + w.head(kb, i);
+      const int bh = bi * dm.heads + hh;
+      const float* lse_row = lse + static_cast<int64_t>(bh) * s;
+      const float* dsum_row = dsum + static_cast<int64_t>(bh) * s;
       if (lane == 0) {
+        const int plane_q = dm.qkv_plane_index(bi, hh, 0);
         mbar_arrive_expect_tx(&bar.full[st], 2 * S::kTileQ);
 #pragma unroll
         for (int c = 0; c < D / 64; ++c) {
@@ -628,17 +641,18 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
   }
 }
 
-// Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each key block.
+// Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each key block. part: this split's
+// dQ partial sums of head h0 (those of the group's later heads follow, s · D apart).
 template <int D>
 __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsigned char* sQ,
                             unsigned char* sdO, unsigned char* sdS, float* sDq, const float* sL,
                             const float* sD, BwdBarriers& bar, const BwdWalk& w, const Dims& dm,
-                            int bh, bf16* dqkv, float* part, float scale_log2, float scale) {
+                            int bi, int h0, bf16* dqkv, float* part, float scale_log2,
+                            float scale) {
   using S = BwdSmem<D>;
   constexpr int DP = D;  // columns of a dQ partial row
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
-  const int bi = bh / dm.heads, hh = bh % dm.heads;
   // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
   // alone) at D = 64.
   constexpr int kDqN = 64;
@@ -722,13 +736,15 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       warp_release(&bar.empty[st]);
       if (dq_worker) {
         fence_regs(dq);
+        float* head_part = part + static_cast<int64_t>(w.head(kb, i)) * s * DP;
         bwd_send_dq<S::kDqLd>(dq, sDq + cw * kBwdM * S::kDqLd, cw,
-                              part + static_cast<int64_t>(q0) * DP + dq_col0, DP, s - q0, first);
+                              head_part + static_cast<int64_t>(q0) * DP + dq_col0, DP, s - q0,
+                              first);
       }
     }
     warp_release(&bar.kv_empty);  // every product reading K and V is done
     bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
-    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, hh, 1), dm.qkv_plane(dqkv, bi, hh, 2), key0, s,
+    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, h0, 1), dm.qkv_plane(dqkv, bi, h0, 2), key0, s,
                     scale);
   }
 }
@@ -753,9 +769,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* sL = sDq + 2 * kBwdM * S::kDqLd;                   // kBwdStages stages of lse
   float* sD = sL + kBwdStages * kBwdM;                      // kBwdStages stages of dsum
 
-  const int bh = blockIdx.x;
+  const int bi = static_cast<int>(blockIdx.x) / dm.groups;
+  const int h0 = (static_cast<int>(blockIdx.x) % dm.groups) * dm.heads_per_group();
   const BwdWalk walk{splits, static_cast<int>(blockIdx.y), (dm.s + kBwdN - 1) / kBwdN,
-                     (dm.s + kBwdM - 1) / kBwdM};
+                     (dm.s + kBwdM - 1) / kBwdM, dm.heads_per_group()};
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
     prefetch_tensormap(&map_kv);
@@ -771,18 +788,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
-  const float* lse_row = lse + static_cast<int64_t>(bh) * dm.s;
-  const float* dsum_row = dsum + static_cast<int64_t>(bh) * dm.s;
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x < 32)
-      bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, walk, dm, bh, lse_row,
-                     dsum_row);
+      bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, walk, dm, bi, h0, lse,
+                     dsum);
   } else {
     setmaxnreg_inc<240>();
-    float* part = dq_part + (static_cast<int64_t>(blockIdx.y) * n_bh + bh) * dm.s * D;
-    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, walk, dm, bh, dqkv, part,
+    float* part =
+        dq_part + (static_cast<int64_t>(blockIdx.y) * n_bh + bi * dm.heads + h0) * dm.s * D;
+    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, walk, dm, bi, h0, dqkv, part,
                    scale_log2, scale);
   }
 }
@@ -793,8 +809,8 @@ void allow_smem(K kernel, int bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// A 3-dimensional tensor map over a bf16 tensor (s, planes, d) (qkv: planes = b·3·heads, plane
-// (batch·3 + slot)·heads + head; out and dout: planes = b·heads): columns, planes, rows. A box is
+// A 3-dimensional tensor map over a bf16 tensor (s, planes, d) (qkv: planes = b·(heads + 2 groups),
+// Dims::qkv_plane_index; out and dout: planes = b·heads): columns, planes, rows. A box is
 // 64 columns (128 bytes, the 128-byte swizzle's span) × one plane × box_rows rows, stored as one
 // swizzled region of wgmma.cuh; rows past s read as zeros.
 CUtensorMap plane_tensor_map(const AttentionShape& sh, const bf16* base, int64_t planes,
@@ -826,7 +842,7 @@ CUtensorMap plane_tensor_map(const AttentionShape& sh, const bf16* base, int64_t
   return map;
 }
 CUtensorMap qkv_tensor_map(const AttentionShape& sh, const bf16* qkv, int box_rows) {
-  return plane_tensor_map(sh, qkv, sh.b * 3 * sh.heads, box_rows);
+  return plane_tensor_map(sh, qkv, sh.b * (sh.heads + 2 * sh.groups), box_rows);
 }
 CUtensorMap out_tensor_map(const AttentionShape& sh, const bf16* out, int box_rows) {
   return plane_tensor_map(sh, out, sh.b * sh.heads, box_rows);
@@ -834,7 +850,7 @@ CUtensorMap out_tensor_map(const AttentionShape& sh, const bf16* out, int box_ro
 
 Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
-          static_cast<int>(sh.d)};
+          static_cast<int>(sh.groups), static_cast<int>(sh.d)};
 }
 
 }  // namespace
@@ -871,7 +887,7 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
                                       float* dq_part, int64_t splits, float scale_log2, float scale,
                                       cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const dim3 grid(static_cast<unsigned>(sh.b * sh.heads), static_cast<unsigned>(splits));
+  const dim3 grid(static_cast<unsigned>(sh.b * sh.groups), static_cast<unsigned>(splits));
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);

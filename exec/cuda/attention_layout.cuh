@@ -1,6 +1,6 @@
 // Where the attention kernels (attention.cu: mma.sync; attention_hopper.cu: wgmma) find one
-// (batch, head) of their operands in the [s, b, 3·heads·d] qkv and [s, b, heads·d] out tensors,
-// and the constants of their base-2 softmax.
+// (batch, head) of their operands in the [s, b, (heads + 2·groups)·d] qkv and [s, b, heads·d]
+// out tensors, and the constants of their base-2 softmax.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,13 +18,24 @@ struct Plane {
   int64_t row_stride;
 };
 
+// qkv holds, per token, the heads' Q, then the groups' K, then the groups' V (each d wide);
+// query head hh reads K/V group hh / (heads / groups). groups == heads is multi-head attention,
+// whose layout is (s, b, 3, heads, d).
 struct Dims {
-  int s, b, heads, d;
-  // qkv plane of (batch bi, head hh, slot 0/1/2 = Q/K/V).
+  int s, b, heads, groups, d;
+  __host__ __device__ int heads_per_group() const { return heads / groups; }
+  // Planes (d-wide rows) per token in qkv.
+  __host__ __device__ int qkv_planes() const { return heads + 2 * groups; }
+  // The plane index of (batch bi, query head hh, slot 0/1/2 = Q/K/V) among a token's
+  // b · qkv_planes() planes (the tensor maps' plane coordinate).
+  __host__ __device__ int qkv_plane_index(int bi, int hh, int slot) const {
+    const int within = slot == 0 ? hh : heads + (slot - 1) * groups + hh / heads_per_group();
+    return bi * qkv_planes() + within;
+  }
+  // qkv plane of (batch bi, query head hh, slot 0/1/2 = Q/K/V).
   __device__ Plane qkv_plane(const __nv_bfloat16* qkv, int bi, int hh, int slot) const {
-    const int64_t hd = static_cast<int64_t>(heads) * d;
-    return {qkv + (static_cast<int64_t>(bi) * 3 + slot) * hd + static_cast<int64_t>(hh) * d,
-            static_cast<int64_t>(b) * 3 * hd};
+    return {qkv + static_cast<int64_t>(qkv_plane_index(bi, hh, slot)) * d,
+            static_cast<int64_t>(b) * qkv_planes() * d};
   }
   // out/dout plane of (bi, hh).
   __device__ Plane out_plane(const __nv_bfloat16* o, int bi, int hh) const {

@@ -14,10 +14,12 @@ namespace {
 constexpr int kMaxPerLane = 4;  // d <= 128
 
 struct NaiveDims {
-  int64_t s, b, heads, d;
-  // Element offset of (row, bi, slot, hh, 0) in qkv (s, b, 3, heads, d).
+  int64_t s, b, heads, groups, d;
+  // Element offset of query head hh's Q (slot 0) or of its group's K or V (slot 1, 2) at (row,
+  // bi) in qkv (s, b, heads + 2 groups, d).
   __device__ int64_t qkv(int64_t row, int64_t bi, int slot, int64_t hh) const {
-    return ((row * b + bi) * 3 + slot) * heads * d + hh * d;
+    const int64_t plane = slot == 0 ? hh : heads + (slot - 1) * groups + hh / (heads / groups);
+    return ((row * b + bi) * (heads + 2 * groups) + plane) * d;
   }
   // Element offset of (row, bi, hh, 0) in out (s, b, heads, d).
   __device__ int64_t out(int64_t row, int64_t bi, int64_t hh) const {
@@ -101,31 +103,36 @@ __global__ void naive_dq_kernel(const T* __restrict__ qkv, const T* __restrict__
   store_row(dqkv + dm.qkv(i, bi, 0, hh), dm.d, acc, scale);
 }
 
-// grid (s, b·heads): dK and dV of key row blockIdx.x.
+// grid (s, b·groups): dK and dV of key row blockIdx.x of one K/V group, summed over the group's
+// heads in order.
 template <class T>
 __global__ void naive_dkdv_kernel(const T* __restrict__ qkv, const T* __restrict__ dout,
                                   const float* __restrict__ lse, const float* __restrict__ dsum,
                                   T* __restrict__ dqkv, NaiveDims dm, float scale) {
-  const int64_t j = blockIdx.x, bh = blockIdx.y;
-  const int64_t bi = bh / dm.heads, hh = bh % dm.heads;
+  const int64_t j = blockIdx.x, bg = blockIdx.y;
+  const int64_t bi = bg / dm.groups, per = dm.heads / dm.groups;
+  const int64_t h0 = (bg % dm.groups) * per;  // the group's first head
   float k[kMaxPerLane], v[kMaxPerLane];
   float dk[kMaxPerLane] = {0, 0, 0, 0}, dv[kMaxPerLane] = {0, 0, 0, 0};
-  load_row(qkv + dm.qkv(j, bi, 1, hh), dm.d, k);
-  load_row(qkv + dm.qkv(j, bi, 2, hh), dm.d, v);
-  for (int64_t i = j; i < dm.s; ++i) {
-    float q[kMaxPerLane], g[kMaxPerLane];
-    load_row(qkv + dm.qkv(i, bi, 0, hh), dm.d, q);
-    load_row(dout + dm.out(i, bi, hh), dm.d, g);
-    const float p = expf(dot_row(q, k) * scale - lse[bh * dm.s + i]);
-    const float ds = p * (dot_row(g, v) - dsum[bh * dm.s + i]);
+  load_row(qkv + dm.qkv(j, bi, 1, h0), dm.d, k);
+  load_row(qkv + dm.qkv(j, bi, 2, h0), dm.d, v);
+  for (int64_t hh = h0; hh < h0 + per; ++hh) {
+    const int64_t bh = bi * dm.heads + hh;
+    for (int64_t i = j; i < dm.s; ++i) {
+      float q[kMaxPerLane], g[kMaxPerLane];
+      load_row(qkv + dm.qkv(i, bi, 0, hh), dm.d, q);
+      load_row(dout + dm.out(i, bi, hh), dm.d, g);
+      const float p = expf(dot_row(q, k) * scale - lse[bh * dm.s + i]);
+      const float ds = p * (dot_row(g, v) - dsum[bh * dm.s + i]);
 #pragma unroll
-    for (int e = 0; e < kMaxPerLane; ++e) {
-      dv[e] += p * g[e];
-      dk[e] += ds * q[e];
+      for (int e = 0; e < kMaxPerLane; ++e) {
+        dv[e] += p * g[e];
+        dk[e] += ds * q[e];
+      }
     }
   }
-  store_row(dqkv + dm.qkv(j, bi, 1, hh), dm.d, dk, scale);
-  store_row(dqkv + dm.qkv(j, bi, 2, hh), dm.d, dv, 1.0f);
+  store_row(dqkv + dm.qkv(j, bi, 1, h0), dm.d, dk, scale);
+  store_row(dqkv + dm.qkv(j, bi, 2, h0), dm.d, dv, 1.0f);
 }
 
 // dsum(bh, i) = dot(dout row, out row): one warp per (bh, i), 8 warps per block.
@@ -151,7 +158,9 @@ NaiveDims naive_dims(const AttentionShape& sh) {
   MPLAN_CHECK(sh.s < 0x7fffffff && sh.b * sh.heads <= 65535,
               "attention (reference kernels): grid too large: s=", sh.s,
               " b*heads=", sh.b * sh.heads);
-  return {sh.s, sh.b, sh.heads, sh.d};
+  MPLAN_CHECK(sh.groups >= 1 && sh.heads % sh.groups == 0, "attention: ", sh.groups,
+              " K/V groups do not divide ", sh.heads, " heads");
+  return {sh.s, sh.b, sh.heads, sh.groups, sh.d};
 }
 
 dim3 row_grid(const AttentionShape& sh) {
@@ -181,9 +190,10 @@ void launch_attention_backward_naive(const AttentionShape& sh, const void* qkv, 
                                                         static_cast<const T*>(dout), lse, dsum,
                                                         static_cast<T*>(dqkv), dm, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
-    naive_dkdv_kernel<T><<<row_grid(sh), 32, 0, stream>>>(static_cast<const T*>(qkv),
-                                                          static_cast<const T*>(dout), lse, dsum,
-                                                          static_cast<T*>(dqkv), dm, scale);
+    naive_dkdv_kernel<T>
+        <<<dim3(static_cast<unsigned>(sh.s), static_cast<unsigned>(sh.b * sh.groups)), 32, 0,
+           stream>>>(static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, dsum,
+                     static_cast<T*>(dqkv), dm, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
   });
 }

@@ -31,11 +31,12 @@ std::string shape_str(const Tensor& t) {
   return s + ") " + to_string(t.dtype);
 }
 
-// (s, b, heads, d) of an attention call, from out (s, b, heads, d) or else lse (b, heads, s).
+// (s, b, heads, d) of an attention call, from out (s, b, heads, d) or else lse (b, heads, s);
+// the K/V groups from qkv's element count, s · b · (heads + 2 groups) · d.
 AttentionShape attention_shape(const Tensor& qkv, const Tensor& out, const Tensor& lse) {
   AttentionShape sh{};
   if (out.ndim == 4) {
-    sh = {out.dim(0), out.dim(1), out.dim(2), out.dim(3)};
+    sh = {out.dim(0), out.dim(1), out.dim(2), 0, out.dim(3)};
   } else {
     MPLAN_CHECK(lse.ndim == 3, "attention: out must be (s, b, heads, d) or lse (b, heads, s); got ",
                 shape_str(out), " and ", shape_str(lse));
@@ -46,8 +47,13 @@ AttentionShape attention_shape(const Tensor& qkv, const Tensor& out, const Tenso
     sh.d = out.numel() / (sh.s * sh.b * sh.heads);
   }
   MPLAN_CHECK(out.numel() == sh.s * sh.b * sh.heads * sh.d, "attention: out ", shape_str(out));
-  MPLAN_CHECK(qkv.numel() == 3 * out.numel(), "attention: qkv ", shape_str(qkv), " vs out ",
+  const int64_t plane = sh.s * sh.b * sh.d;
+  MPLAN_CHECK(plane > 0 && qkv.numel() % plane == 0 && (qkv.numel() / plane - sh.heads) % 2 == 0,
+              "attention: qkv ", shape_str(qkv), " is not (s, b, heads + 2 groups, d) for out ",
               shape_str(out));
+  sh.groups = (qkv.numel() / plane - sh.heads) / 2;
+  MPLAN_CHECK(sh.groups >= 1 && sh.heads % sh.groups == 0, "attention: ", sh.groups,
+              " K/V groups do not divide ", sh.heads, " heads (qkv ", shape_str(qkv), ")");
   MPLAN_CHECK(lse.numel() == sh.b * sh.heads * sh.s && lse.dtype == DType::kF32, "attention: lse ",
               shape_str(lse));
   MPLAN_CHECK(qkv.dtype == out.dtype && is_act(qkv.dtype), "attention: dtypes");
@@ -484,20 +490,6 @@ void CudaBackend::rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_di
   }
   launch_rope(qkv.data, qkv.dtype, q.tokens, q.b, heads, groups, q.d, rot_dim, table, inverse,
               compute_);
-}
-
-void CudaBackend::gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) {
-  const QkvShape q = qkv_shape("gqa_expand", qkv, heads, groups);
-  MPLAN_CHECK(qkv_mha.dtype == qkv.dtype && qkv_mha.numel() == q.tokens * 3 * heads * q.d,
-              "gqa_expand: qkv_mha ", shape_str(qkv_mha));
-  launch_gqa_expand(qkv.data, qkv.dtype, q.tokens, heads, groups, q.d, qkv_mha.data, compute_);
-}
-
-void CudaBackend::gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) {
-  const QkvShape q = qkv_shape("gqa_reduce", dqkv, heads, groups);
-  MPLAN_CHECK(dqkv_mha.dtype == dqkv.dtype && dqkv_mha.numel() == q.tokens * 3 * heads * q.d,
-              "gqa_reduce: dqkv_mha ", shape_str(dqkv_mha));
-  launch_gqa_reduce(dqkv_mha.data, dqkv.dtype, q.tokens, heads, groups, q.d, dqkv.data, compute_);
 }
 
 // ---- attention ----------------------------------------------------------------------------------

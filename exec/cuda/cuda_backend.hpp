@@ -75,8 +75,6 @@ class CudaBackend final : public Backend {
   void swiglu_backward(Tensor dy, Tensor x, Tensor dx) override;
   void rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
             bool inverse) override;
-  void gqa_expand(Tensor qkv, int64_t heads, int64_t groups, Tensor qkv_mha) override;
-  void gqa_reduce(Tensor dqkv_mha, int64_t heads, int64_t groups, Tensor dqkv) override;
 
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
   void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,

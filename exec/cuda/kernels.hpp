@@ -67,10 +67,6 @@ void launch_swiglu_backward(const void* dy, const void* x, DType t, int64_t rows
 void launch_rope(void* qkv, DType t, int64_t tokens, int64_t b, int64_t heads, int64_t groups,
                  int64_t d, int64_t rot_dim, const float* inv_freq, bool inverse,
                  cudaStream_t stream);
-void launch_gqa_expand(const void* qkv, DType t, int64_t tokens, int64_t heads, int64_t groups,
-                       int64_t d, void* out, cudaStream_t stream);
-void launch_gqa_reduce(const void* dmha, DType t, int64_t tokens, int64_t heads, int64_t groups,
-                       int64_t d, void* dqkv, cudaStream_t stream);
 
 // ---- layernorm (layernorm.cu) ---------------------------------------------------------------
 void launch_layernorm_forward(const void* x, const void* gamma, const void* beta, DType t,
@@ -134,9 +130,10 @@ void launch_adamw(const AdamWArgs& a, float* param, const float* grad, float* m,
 
 // ---- attention (attention.cu, attention_naive.cu) ---------------------------------------------
 // One tensor-parallel shard of causal self-attention; see Backend::attention_forward.
-// qkv (s, b, 3, heads, d) t; out (s, b, heads, d) t; lse (b, heads, s) f32.
+// qkv (s, b, heads + 2 groups, d) t (per token the heads' Q, the groups' K, the groups' V; query
+// head h uses group h / (heads / groups)); out (s, b, heads, d) t; lse (b, heads, s) f32.
 struct AttentionShape {
-  int64_t s, b, heads, d;
+  int64_t s, b, heads, groups, d;
 };
 // Which attention kernels run: kBest is Hopper's wgmma kernels (attention_hopper.cu) on devices
 // of compute capability 9.0 and head dims 64 or 128, the mma.sync kernels (attention.cu)

@@ -177,48 +177,6 @@ __global__ void rope_kernel(T* __restrict__ qkv, const float* __restrict__ inv_f
   p[k + half] = from_f32<T>(x2 * c + x1 * sn);
 }
 
-// qkv (tokens, heads + 2 groups, d) -> (tokens, 3, heads, d): one thread per 8 elements of d.
-template <class T>
-__global__ void gqa_expand_kernel(const T* __restrict__ qkv, int64_t tokens, int64_t heads,
-                                  int64_t groups, int64_t d, bool vec, T* __restrict__ out) {
-  const int64_t dg = (d + 7) / 8;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= tokens * 3 * heads * dg) return;
-  const int64_t c = (i % dg) * 8, h = (i / dg) % heads, which = (i / (dg * heads)) % 3;
-  const int64_t t = i / (dg * heads * 3);
-  const int64_t per = heads / groups;
-  const int64_t src = which == 0 ? h : heads + (which - 1) * groups + h / per;
-  float v[8];
-  load8_guarded(qkv + (t * (heads + 2 * groups) + src) * d, c, d, vec, v);
-  store8_guarded(out + ((t * 3 + which) * heads + h) * d, c, d, vec, v);
-}
-
-// The reverse for gradients: dQ copied, dK / dV summed over each group's heads in order.
-template <class T>
-__global__ void gqa_reduce_kernel(const T* __restrict__ dmha, int64_t tokens, int64_t heads,
-                                  int64_t groups, int64_t d, bool vec, T* __restrict__ dqkv) {
-  const int64_t dg = (d + 7) / 8, outs = heads + 2 * groups;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= tokens * outs * dg) return;
-  const int64_t c = (i % dg) * 8, o = (i / dg) % outs, t = i / (dg * outs);
-  float acc[8];
-  if (o < heads) {
-    load8_guarded(dmha + (t * 3 * heads + o) * d, c, d, vec, acc);
-  } else {
-    const int64_t which = o < heads + groups ? 1 : 2;
-    const int64_t grp = o - heads - (which - 1) * groups, per = heads / groups;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = 0.0f;
-    for (int64_t k = 0; k < per; ++k) {
-      float v[8];
-      load8_guarded(dmha + ((t * 3 + which) * heads + grp * per + k) * d, c, d, vec, v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += v[j];
-    }
-  }
-  store8_guarded(dqkv + (t * outs + o) * d, c, d, vec, acc);
-}
-
 constexpr int kThreads = 256;
 
 }  // namespace
@@ -302,32 +260,6 @@ void launch_rope(void* qkv, DType t, int64_t tokens, int64_t b, int64_t heads, i
     rope_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<T*>(qkv), inv_freq, tokens, b, rotated, (heads + 2 * groups) * d, d, half,
         inverse);
-  });
-  MPLAN_CUDA_LAUNCH_CHECK();
-}
-
-void launch_gqa_expand(const void* qkv, DType t, int64_t tokens, int64_t heads, int64_t groups,
-                       int64_t d, void* out, cudaStream_t stream) {
-  const int64_t n = tokens * 3 * heads * ((d + 7) / 8);
-  if (n <= 0) return;
-  const bool vec = aligned16(qkv) && aligned16(out) && d % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
-    using T = decltype(tag);
-    gqa_expand_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(qkv), tokens, heads, groups, d, vec, static_cast<T*>(out));
-  });
-  MPLAN_CUDA_LAUNCH_CHECK();
-}
-
-void launch_gqa_reduce(const void* dmha, DType t, int64_t tokens, int64_t heads, int64_t groups,
-                       int64_t d, void* dqkv, cudaStream_t stream) {
-  const int64_t n = tokens * (heads + 2 * groups) * ((d + 7) / 8);
-  if (n <= 0) return;
-  const bool vec = aligned16(dmha) && aligned16(dqkv) && d % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
-    using T = decltype(tag);
-    gqa_reduce_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(dmha), tokens, heads, groups, d, vec, static_cast<T*>(dqkv));
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }

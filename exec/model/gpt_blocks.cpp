@@ -196,29 +196,16 @@ void GptBlocks::norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean
 
 Tensor GptBlocks::gemm_bias(int b) const { return b >= 0 ? weight(b) : Tensor{}; }
 
+// Multi-head or grouped-query: the backend reads each head's K/V group from qkv as the QKV GEMM
+// wrote it (no expanded copy).
 void GptBlocks::attention_forward(const LayerMain& m, Tensor ctx, Tensor lse) {
-  Tensor qkv = m.qkv;
-  if (d_.gqa()) {
-    be_.gqa_expand(m.qkv, d_.heads_local(), d_.groups_local(), ws_.qkv_mha);
-    op_done("gqa_expand");
-    qkv = ws_.qkv_mha;
-  }
-  be_.attention_forward(qkv, ctx, lse, attn_scale());
+  be_.attention_forward(m.qkv, ctx, lse, attn_scale());
   op_done("attention");
 }
 
 void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv) {
-  if (!d_.gqa()) {
-    be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
-    op_done("attention_bwd");
-  } else {
-    be_.gqa_expand(m.qkv, d_.heads_local(), d_.groups_local(), ws_.qkv_mha);
-    op_done("gqa_expand");
-    be_.attention_backward(ws_.qkv_mha, ctx, ws_.d_ctx, lse, attn_scale(), ws_.d_qkv_mha);
-    op_done("attention_bwd");
-    be_.gqa_reduce(ws_.d_qkv_mha, d_.heads_local(), d_.groups_local(), d_qkv);
-    op_done("gqa_reduce");
-  }
+  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
+  op_done("attention_bwd");
   // The gradient of the rotated Q and K -> of the QKV GEMM's output.
   if (d_.rope) {
     be_.rope(d_qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, true);

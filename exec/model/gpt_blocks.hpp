@@ -37,8 +37,6 @@ struct Workspace {
   Tensor d_qkv;       // (s, b, (heads + 2·groups)/tp, d) act
   Tensor d_h;         // (s, b, ffn/tp) act: gradient of the activation's output
   Tensor d_pre;       // (s, b, fc1 width/tp) act: gradient of fc1's output
-  Tensor qkv_mha;     // (s, b, 3·heads/tp, d) act: grouped-query K, V repeated per head
-  Tensor d_qkv_mha;   // (s, b, 3·heads/tp, d) act: its gradient
   Tensor att_ctx;     // (s, b, heads/tp, d) act: selective recompute's attention output
   Tensor att_lse;     // (b, heads/tp, s) f32: its log-sum-exp (also full recompute's)
   // Full recompute: the activations of one group of layers rebuilt before its backward.

@@ -45,10 +45,6 @@ StageModel::StageModel(const StageSpec& spec, Backend& backend, Comm& tp, Tracer
   ws_.d_qkv = alloc(act_, {s, b, d.qkv_heads_local(), hd}, "workspace");
   ws_.d_h = alloc(act_, {s, b, fl}, "workspace");
   ws_.d_pre = alloc(act_, {s, b, d.fc1_local()}, "workspace");
-  if (d.gqa()) {  // grouped-query attention runs the multi-head kernels on expanded K and V
-    ws_.qkv_mha = alloc(act_, {s, b, 3 * hl, hd}, "workspace");
-    ws_.d_qkv_mha = alloc(act_, {s, b, 3 * hl, hd}, "workspace");
-  }
   const ParallelConfig& p = spec.parallel;
   const bool selective = p.recompute == Recompute::kSelective;
   if (selective) ws_.att_ctx = alloc(act_, {s, b, hl, hd}, "workspace");

@@ -50,8 +50,6 @@ double mem_kernel_bytes(MemKernel k, double rows, double cols, int64_t e) {
     case MemKernel::kSwigluBackward:
       return 5 * rc * ee;
     case MemKernel::kBiasGrad:
-    case MemKernel::kGqaExpand:
-    case MemKernel::kGqaReduce:
     case MemKernel::kPositionEmbeddingBackward:
       return rc * ee;
     case MemKernel::kRope:

@@ -23,7 +23,6 @@ int64_t memory_bound_time_ns(const GpuSpec& gpu, double bytes);
 //   (read dy, x, dres; write dres) 4rc·e + 8r; rmsnorm the same with 4r;
 //   gelu forward 2rc·e, backward 3rc·e (c = F); swiglu forward 3rc·e, backward 5rc·e (c = F, the
 //   output width); bias gradient rc·e (column sums); rope 2rc·e (c = the rotated Q and K width);
-//   gqa expand / reduce rc·e (c = the widths read and written, (4a + 2g)·d);
 //   embedding forward 2rc·e + 4r (token ids); embedding backward rc·e + 8rc (fp32 rows read and
 //   written); position-embedding backward rc·e; cross entropy 4rc·e + 16r (c = V/t: max, sum of
 //   exp, loss and gradient in place); AdamW 30r (fp32 master, gradient, m, v read, three written,

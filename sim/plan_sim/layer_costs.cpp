@@ -366,10 +366,6 @@ struct BackwardPasses {
 struct AttentionTimes {
   int64_t fwd = 0, bwd = 0;        // compute
   int64_t cp_fwd = 0, cp_bwd = 0;  // exposed context-parallel exchange
-  // The executor's grouped-query attention runs on the multi-head kernels: K and V expanded to
-  // every head before the kernel (forward, and again for the backward), the gradients reduced
-  // over each group after it.
-  int64_t gqa_expand = 0, gqa_reduce = 0;
 };
 
 // Sliding window of `window` positions (0: none): the scores one query computes under the causal
@@ -430,13 +426,6 @@ AttentionTimes attention_times_full(const Ctx& c) {
   }
   // The executor's backward is three kernels: rowsum(dO∘O), the main pass, the dQ finalize.
   const int bwd_kernels = d.exec ? 3 : 1;
-  if (d.exec && d.g < d.a) {
-    const double width = c.dbl(4 * d.q_w + 2 * d.kv_w);  // read Q, K, V; write 3 · heads
-    at.gqa_expand =
-        c.kern(MemKernel::kGqaExpand, c.dbl(d.tokens), width, c.dbl(d.e) * c.dbl(d.tokens) * width);
-    at.gqa_reduce =
-        c.kern(MemKernel::kGqaReduce, c.dbl(d.tokens), width, c.dbl(d.e) * c.dbl(d.tokens) * width);
-  }
   if (d.cp == 1) {
     cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, hd, true, d.e};
     if (d.flash) {
@@ -508,7 +497,6 @@ AttentionTimes attention_times_full(const Ctx& c) {
 }
 
 void attention_forward(const AttentionTimes& at, Pass& p) {
-  p.add("gqa_expand", Cat::kCompute, at.gqa_expand);
   p.add("attention", Cat::kCompute, at.fwd);
   p.add("cp_kv_exchange", Cat::kCp, at.cp_fwd, true);
 }
@@ -625,9 +613,7 @@ void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPa
                c.groups.tp, false);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "proj_dgrad", "proj_wgrad", d.tokens, d.q_w,
                c.groups.tp, true);
-  bp.add_b("gqa_expand", Cat::kCompute, at.gqa_expand);
   bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
-  bp.add_b("gqa_reduce", Cat::kCompute, at.gqa_reduce);
   bp.add_b("cp_kv_exchange", Cat::kCp, at.cp_bwd, true);
   if (d.rope)
     bp.add_b("rope_bwd", Cat::kCompute,

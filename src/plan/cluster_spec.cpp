@@ -67,10 +67,6 @@ const char* to_string(MemKernel k) {
       return "bias_grad";
     case MemKernel::kRope:
       return "rope";
-    case MemKernel::kGqaExpand:
-      return "gqa_expand";
-    case MemKernel::kGqaReduce:
-      return "gqa_reduce";
     case MemKernel::kEmbeddingForward:
       return "embedding_forward";
     case MemKernel::kEmbeddingBackward:

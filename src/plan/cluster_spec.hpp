@@ -65,8 +65,6 @@ enum class MemKernel : uint8_t {
   kSwigluBackward,
   kBiasGrad,
   kRope,
-  kGqaExpand,
-  kGqaReduce,
   kEmbeddingForward,
   kEmbeddingBackward,
   kPositionEmbeddingBackward,

@@ -330,19 +330,12 @@ void measure_memory_bound(CudaBackend& g, Timer& timer, const CalibrationSetting
     {
       // Llama-style attention input: 32 query heads, 8 groups, head dim 128 per token.
       const int64_t heads = 32, groups = 8, d = 128;
-      const double qkv_el = static_cast<double>(rows * (heads + 2 * groups) * d);
-      const double mha_el = static_cast<double>(rows * 3 * heads * d);
       Tensor qkv = rand(g, bf, {rows, 1, heads + 2 * groups, d}, 51);
-      Tensor mha = g.alloc(bf, {rows, 1, 3 * heads, d}, "calibrate");
       const std::string sh = cat(rows, "x", heads, "+2x", groups, "x", d);
       add(
           "rope", 2 * e * static_cast<double>(rows * (heads + groups) * d),
           [&] { g.rope(qkv, heads, groups, d, 500000.0f, false); }, sh);
-      add(
-          "gqa_expand", e * (qkv_el + mha_el), [&] { g.gqa_expand(qkv, heads, groups, mha); }, sh);
-      add(
-          "gqa_reduce", e * (qkv_el + mha_el), [&] { g.gqa_reduce(mha, heads, groups, qkv); }, sh);
-      for (Tensor* t : {&qkv, &mha}) g.release(*t);
+      g.release(qkv);
     }
     {
       const int64_t vocab = 32000;

@@ -378,12 +378,14 @@ bool OpChecker::layernorm(int64_t rows, int64_t h, DType act) {
   return ok;
 }
 
-bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType act, bool naive) {
+bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, DType act,
+                          bool naive) {
   std::ostringstream nm;
-  nm << "attention s=" << s << " b=" << b << " heads=" << heads << " d=" << d << " " << dt(act)
-     << (naive ? " (reference kernels)" : "");
+  nm << "attention s=" << s << " b=" << b << " heads=" << heads << " groups=" << groups
+     << " d=" << d << " " << dt(act) << (naive ? " (reference kernels)" : "");
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  Pair qkv = random_pair(act, {s, b, 3 * heads, d}, -2, 2);
+  const int64_t planes = heads + 2 * groups;
+  Pair qkv = random_pair(act, {s, b, planes, d}, -2, 2);
   Pair out = alloc(act, {s, b, heads, d});
   Pair lse = alloc(DType::kF32, {b, heads, s});
   poison(out);
@@ -398,7 +400,7 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType 
   set(out, read_cpu(out));
   set(lse, read_cpu(lse));
   Pair dout = random_pair(act, {s, b, heads, d});
-  Pair dqkv = alloc(act, {s, b, 3 * heads, d});
+  Pair dqkv = alloc(act, {s, b, planes, d});
   poison(dqkv);
   gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu);
   cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu);
@@ -408,9 +410,10 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType 
   const char* part[3] = {"dq", "dk", "dv"};
   for (int w = 0; w < 3; ++w) {
     std::vector<float> g, r;
+    const int64_t first = w == 0 ? 0 : heads + (w - 1) * groups, count = w == 0 ? heads : groups;
     for (int64_t row = 0; row < s * b; ++row)
-      for (int64_t i = 0; i < heads * d; ++i) {
-        const size_t at = static_cast<size_t>((row * 3 + w) * heads * d + i);
+      for (int64_t i = 0; i < count * d; ++i) {
+        const size_t at = static_cast<size_t>((row * planes + first) * d + i);
         g.push_back(got[at]);
         r.push_back(ref[at]);
       }
@@ -567,7 +570,7 @@ bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t d) {
   Pair out = alloc(act, {s, b, heads, d});
   Pair lse = alloc(DType::kF32, {b, heads, s});
   Pair dout = random_pair(act, {s, b, heads, d});
-  Pair dqkv = alloc(act, {s, b, 3 * heads, d});
+  Pair dqkv = alloc(act, {s, b, planes, d});
   Pair x = random_pair(act, {T, h});
   Pair gamma = random_pair(act, {h});
   Pair mean = alloc(DType::kF32, {T});
@@ -678,8 +681,8 @@ bool OpChecker::swiglu(int64_t rows, int64_t f, DType act) {
   return ok;
 }
 
-bool OpChecker::rope_gqa(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d,
-                         int64_t rot_dim, DType act) {
+bool OpChecker::rope(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d,
+                     int64_t rot_dim, DType act) {
   const std::string sfx = " s=" + std::to_string(s) + " b=" + std::to_string(b) +
                           " heads=" + std::to_string(heads) + " groups=" + std::to_string(groups) +
                           " d=" + std::to_string(d) + " rot=" + std::to_string(rot_dim) + " " +
@@ -693,18 +696,7 @@ bool OpChecker::rope_gqa(int64_t s, int64_t b, int64_t heads, int64_t groups, in
   gpu_.rope(qkv.gpu, heads, groups, rot_dim, 500000.0f, true);
   cpu_.rope(qkv.cpu, heads, groups, rot_dim, 500000.0f, true);
   ok = compare("rope inverse" + sfx + ": qkv", qkv, kBf16Tol) && ok;
-  set(qkv, before);  // the same input on both sides (the inverse rotations rounded apart)
-  Pair mha = alloc(act, {s, b, 3 * heads, d});
-  poison(mha);
-  gpu_.gqa_expand(qkv.gpu, heads, groups, mha.gpu);
-  cpu_.gqa_expand(qkv.cpu, heads, groups, mha.cpu);
-  ok = compare("gqa_expand" + sfx + ": qkv_mha", mha, kF32Tol) && ok;  // copies: exact
-  Pair dmha = random_pair(act, {s, b, 3 * heads, d});
-  poison(qkv);
-  gpu_.gqa_reduce(dmha.gpu, heads, groups, qkv.gpu);
-  cpu_.gqa_reduce(dmha.cpu, heads, groups, qkv.cpu);
-  ok = compare("gqa_reduce" + sfx + ": dqkv", qkv, kBf16Tol) && ok;
-  for (Pair* p : {&qkv, &mha, &dmha}) release(*p);
+  release(qkv);
   return ok;
 }
 
@@ -744,19 +736,26 @@ bool OpChecker::run_all() {
   ok = swiglu(300, 5632, bf) && ok;
   ok = swiglu(17, 13, bf) && ok;  // f % 8 != 0
   ok = swiglu(40, 64, f32) && ok;
-  ok = rope_gqa(256, 2, 8, 2, 128, 128, bf) && ok;
-  ok = rope_gqa(100, 1, 4, 4, 64, 32, bf) && ok;  // rotary share 1/2, multi-head
-  ok = rope_gqa(33, 2, 6, 3, 40, 40, f32) && ok;
+  ok = rope(256, 2, 8, 2, 128, 128, bf) && ok;
+  ok = rope(100, 1, 4, 4, 64, 32, bf) && ok;  // rotary share 1/2, multi-head
+  ok = rope(33, 2, 6, 3, 40, 40, f32) && ok;
   for (bool naive : {false, true}) {
-    ok = attention(128, 2, 2, 128, bf, naive) && ok;
-    ok = attention(200, 1, 3, 64, bf, naive) && ok;
-    ok = attention(77, 2, 1, 40, bf, naive) && ok;
-    ok = attention(300, 1, 2, 128, bf, naive) && ok;
-    ok = attention(1, 1, 1, 8, bf, naive) && ok;
+    ok = attention(128, 2, 2, 2, 128, bf, naive) && ok;
+    ok = attention(200, 1, 3, 3, 64, bf, naive) && ok;
+    ok = attention(77, 2, 1, 1, 40, bf, naive) && ok;
+    ok = attention(300, 1, 2, 2, 128, bf, naive) && ok;
+    ok = attention(1, 1, 1, 1, 8, bf, naive) && ok;
+    // Grouped-query: dK and dV summed over each group's heads.
+    ok = attention(300, 2, 8, 2, 128, bf, naive) && ok;
+    ok = attention(257, 1, 6, 3, 64, bf, naive) && ok;
+    ok = attention(100, 2, 4, 1, 40, bf, naive) && ok;
   }
-  ok = attention(65, 1, 2, 24, f32, true) && ok;
+  ok = attention(65, 1, 2, 2, 24, f32, true) && ok;
+  ok = attention(65, 1, 4, 2, 24, f32, true) && ok;
   // b·heads 140 > 132: a backward block takes several key blocks (dQ partial sums added).
-  ok = attention(384, 2, 70, 64, bf, false) && ok;
+  ok = attention(384, 2, 70, 70, 64, bf, false) && ok;
+  ok = attention(640, 2, 32, 8, 128, bf, false) && ok;
+  ok = attention(520, 1, 32, 4, 64, bf, false) && ok;
   ok = embedding(300, 50, 10, 64, bf, false) && ok;
   ok = embedding(100, 20, 0, 20, f32, false) && ok;
   ok = embedding(257, 40, 5, 32, bf, true) && ok;

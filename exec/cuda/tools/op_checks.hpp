@@ -61,12 +61,13 @@ class OpChecker {
   // GPU's backward followed by add).
   bool rmsnorm(int64_t rows, int64_t h, DType act);
   bool swiglu(int64_t rows, int64_t f, DType act);
-  // RoPE forward and inverse on qkv (s, b, heads + 2 groups, d), and the grouped-query expand
-  // and reduce.
-  bool rope_gqa(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, int64_t rot_dim,
-                DType act);
-  // qkv (s, b, 3, heads, d); naive selects the reference kernels on the GPU.
-  bool attention(int64_t s, int64_t b, int64_t heads, int64_t d, DType act, bool naive);
+  // RoPE forward and inverse on qkv (s, b, heads + 2 groups, d).
+  bool rope(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, int64_t rot_dim,
+            DType act);
+  // qkv (s, b, heads + 2 groups, d) (groups == heads: multi-head); naive selects the reference
+  // kernels on the GPU.
+  bool attention(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, DType act,
+                 bool naive);
   bool embedding(int64_t num_tokens, int64_t vocab_local, int64_t vocab_start, int64_t h, DType act,
                  bool repeat_ids);
   bool position_embedding(int64_t s, int64_t b, int64_t h, int64_t max_s, int64_t s_offset,

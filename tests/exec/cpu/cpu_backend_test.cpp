@@ -347,32 +347,18 @@ TEST_P(CpuBackendTest, RopeRotatesQAndKByPositionAndItsInverseUndoesIt) {
   EXPECT_TRUE(all_close(read(be, qkv), v, bf16() ? 2.0 / 128 : 1e-6, 1e-6));
 }
 
-TEST_P(CpuBackendTest, GroupedQueryReduceIsTheAdjointOfExpand) {
-  // <expand(x), y> = <x, reduce(y)> for any x, y: reduce sums what expand repeated.
-  const int64_t s = 2, b = 1, heads = 4, groups = 2, d = 3;
-  auto xv = rounded(randn(s * b * (heads + 2 * groups) * d, 51), act());
-  auto yv = rounded(randn(s * b * 3 * heads * d, 52), act());
-  Tensor x = make(be, act(), {s, b, heads + 2 * groups, d}, xv);
-  Tensor ex = be.alloc(act(), {s, b, 3 * heads, d}, "t");
-  be.gqa_expand(x, heads, groups, ex);
-  Tensor y = make(be, act(), {s, b, 3 * heads, d}, yv);
-  Tensor red = be.alloc(act(), {s, b, heads + 2 * groups, d}, "t");
-  be.gqa_reduce(y, heads, groups, red);
-  auto e = read(be, ex), r = read(be, red);
-  double lhs = 0, rhs = 0;
-  for (size_t i = 0; i < e.size(); ++i) lhs += static_cast<double>(e[i]) * yv[i];
-  for (size_t i = 0; i < r.size(); ++i) rhs += static_cast<double>(r[i]) * xv[i];
-  EXPECT_NEAR(lhs, rhs, bf16() ? 0.05 * std::abs(lhs) + 0.05 : 1e-4);
-  // Head 3 of K is group 1's K (heads 2 and 3 share it).
-  for (int64_t j = 0; j < d; ++j) EXPECT_EQ(e[(1 * heads + 3) * d + j], xv[(heads + 1) * d + j]);
-}
-
 // ---- attention -------------------------------------------------------------------------------
 
+// g: K/V groups (0: multi-head). qkv (s, b, h + 2 groups, d): the heads' Q, the groups' K, V.
 struct AttnShape {
-  int64_t s, b, h, d;
+  int64_t s, b, h, d, g = 0;
+  int64_t groups() const { return g > 0 ? g : h; }
+  int64_t planes() const { return h + 2 * groups(); }
+  int64_t qkv_size() const { return s * b * planes() * d; }
+  // Element di of query head hh's Q (w = 0), or of its group's K or V (w = 1, 2).
   int64_t qkv(int64_t si, int64_t bi, int64_t w, int64_t hh, int64_t di) const {
-    return (((si * b + bi) * 3 + w) * h + hh) * d + di;
+    const int64_t plane = w == 0 ? hh : h + (w - 1) * groups() + hh / (h / groups());
+    return ((si * b + bi) * planes() + plane) * d + di;
   }
   int64_t out(int64_t si, int64_t bi, int64_t hh, int64_t di) const {
     return ((si * b + bi) * h + hh) * d + di;
@@ -409,8 +395,8 @@ std::vector<double> attention_ref(const std::vector<double>& qkv, const AttnShap
 TEST_P(CpuBackendTest, AttentionForwardSavesLogSumExp) {
   AttnShape a{6, 2, 3, 4};
   const float scale = 0.5f;
-  auto qv = rounded(randn(a.s * a.b * 3 * a.h * a.d, 21), act());
-  Tensor qkv = make(be, act(), {a.s, a.b, 3 * a.h, a.d}, qv);
+  auto qv = rounded(randn(a.qkv_size(), 21), act());
+  Tensor qkv = make(be, act(), {a.s, a.b, a.planes(), a.d}, qv);
   Tensor out = be.alloc(act(), {a.s, a.b, a.h, a.d}, "t");
   Tensor lse = be.alloc(DType::kF32, {a.b, a.h, a.s}, "t");
   be.attention_forward(qkv, out, lse, scale);
@@ -424,17 +410,20 @@ TEST_P(CpuBackendTest, AttentionForwardSavesLogSumExp) {
     EXPECT_FLOAT_EQ(o[a.out(0, 1, 2, di)], qv[a.qkv(0, 1, 2, 2, di)]);
 }
 
-TEST_P(CpuBackendTest, AttentionBackwardMatchesFiniteDifferences) {
-  AttnShape a{5, 2, 2, 3};
-  const float scale = 0.6f;
-  auto qv = rounded(randn(a.s * a.b * 3 * a.h * a.d, 31), act());
-  auto dov = rounded(randn(a.s * a.b * a.h * a.d, 32), act());
-  Tensor qkv = make(be, act(), {a.s, a.b, 3 * a.h, a.d}, qv);
-  Tensor out = be.alloc(act(), {a.s, a.b, a.h, a.d}, "t");
+// Multi-head (g = 0) and grouped-query shapes: a group's dK and dV sum over its heads.
+void check_attention_backward(Backend& be, DType act, bool bf16, const AttnShape& a, float scale) {
+  auto qv = rounded(randn(a.qkv_size(), 31), act);
+  auto dov = rounded(randn(a.s * a.b * a.h * a.d, 32), act);
+  Tensor qkv = make(be, act, {a.s, a.b, a.planes(), a.d}, qv);
+  Tensor out = be.alloc(act, {a.s, a.b, a.h, a.d}, "t");
   Tensor lse = be.alloc(DType::kF32, {a.b, a.h, a.s}, "t");
   be.attention_forward(qkv, out, lse, scale);
-  Tensor dout = make(be, act(), {a.s, a.b, a.h, a.d}, dov);
-  Tensor dqkv = be.alloc(act(), {a.s, a.b, 3 * a.h, a.d}, "t");
+  std::vector<double> lse_want;
+  auto out_want = attention_ref(to_double(qv), a, scale, &lse_want);
+  EXPECT_TRUE(all_close(read(be, out), out_want, bf16 ? 1e-2 : 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(read(be, lse), lse_want, 1e-5, 1e-5));
+  Tensor dout = make(be, act, {a.s, a.b, a.h, a.d}, dov);
+  Tensor dqkv = be.alloc(act, {a.s, a.b, a.planes(), a.d}, "t");
   be.attention_backward(qkv, out, dout, lse, scale, dqkv);
   auto loss = [&](const std::vector<double>& x) {
     auto o = attention_ref(x, a, scale);
@@ -444,7 +433,45 @@ TEST_P(CpuBackendTest, AttentionBackwardMatchesFiniteDifferences) {
   };
   auto want = numeric_grad(loss, to_double(qv));
   // bf16: the saved output is rounded, so delta = rowsum(dO · O) carries its error.
-  EXPECT_TRUE(all_close(read(be, dqkv), want, bf16() ? 2e-2 : 1e-4, bf16() ? 2e-2 : 1e-5));
+  EXPECT_TRUE(all_close(read(be, dqkv), want, bf16 ? 2e-2 : 1e-4, bf16 ? 2e-2 : 1e-5));
+}
+
+TEST_P(CpuBackendTest, AttentionBackwardMatchesFiniteDifferences) {
+  check_attention_backward(be, act(), bf16(), AttnShape{5, 2, 2, 3}, 0.6f);
+}
+
+TEST_P(CpuBackendTest, GroupedQueryAttentionMatchesFiniteDifferences) {
+  check_attention_backward(be, act(), bf16(), AttnShape{5, 2, 4, 3, 2}, 0.6f);  // 2 heads a group
+  check_attention_backward(be, act(), bf16(), AttnShape{4, 1, 3, 2, 1}, 0.7f);  // one K/V head
+}
+
+TEST_P(CpuBackendTest, GroupedQueryAttentionEqualsMultiHeadWithRepeatedKeys) {
+  // Repeating each group's K and V for its heads gives multi-head attention's output.
+  const AttnShape gqa{6, 2, 4, 3, 2}, mha{6, 2, 4, 3};
+  auto gv = rounded(randn(gqa.qkv_size(), 33), act());
+  std::vector<float> mv(static_cast<size_t>(mha.qkv_size()));
+  for (int64_t si = 0; si < gqa.s; ++si)
+    for (int64_t bi = 0; bi < gqa.b; ++bi)
+      for (int64_t w = 0; w < 3; ++w)
+        for (int64_t hh = 0; hh < gqa.h; ++hh)
+          for (int64_t di = 0; di < gqa.d; ++di)
+            mv[mha.qkv(si, bi, w, hh, di)] = gv[gqa.qkv(si, bi, w, hh, di)];
+  Tensor lse = be.alloc(DType::kF32, {gqa.b, gqa.h, gqa.s}, "t");
+  Tensor out_g = be.alloc(act(), {gqa.s, gqa.b, gqa.h, gqa.d}, "t");
+  Tensor out_m = be.alloc(act(), {gqa.s, gqa.b, gqa.h, gqa.d}, "t");
+  be.attention_forward(make(be, act(), {gqa.s, gqa.b, gqa.planes(), gqa.d}, gv), out_g, lse, 0.5f);
+  be.attention_forward(make(be, act(), {mha.s, mha.b, mha.planes(), mha.d}, mv), out_m, lse, 0.5f);
+  EXPECT_EQ(read(be, out_g), read(be, out_m));
+}
+
+TEST_P(CpuBackendTest, AttentionRejectsGroupsThatDoNotDivideHeads) {
+  // 4 heads with qkv of 4 + 2·3 planes: 3 groups do not divide 4 heads.
+  Tensor qkv = be.alloc(act(), {2, 1, 10, 8}, "t");
+  Tensor out = be.alloc(act(), {2, 1, 4, 8}, "t");
+  Tensor lse = be.alloc(DType::kF32, {1, 4, 2}, "t");
+  EXPECT_THROW(be.attention_forward(qkv, out, lse, 0.5f), InternalError);
+  Tensor odd = be.alloc(act(), {2, 1, 7, 8}, "t");  // 4 + 3 planes: not heads + 2 groups
+  EXPECT_THROW(be.attention_forward(odd, out, lse, 0.5f), InternalError);
 }
 
 // ---- embeddings ------------------------------------------------------------------------------
