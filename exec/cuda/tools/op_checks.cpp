@@ -560,13 +560,13 @@ bool OpChecker::adamw(int64_t n, bool with_act, float weight_decay) {
   return ok;
 }
 
-bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t d) {
+bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d) {
   std::ostringstream nm;
-  nm << " s=" << s << " b=" << b << " heads=" << heads << " d=" << d;
+  nm << " s=" << s << " b=" << b << " heads=" << heads << " groups=" << groups << " d=" << d;
   const DType act = DType::kBF16;
-  const int64_t h = heads * d, T = s * b;
+  const int64_t h = heads * d, T = s * b, planes = heads + 2 * groups;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  Pair qkv = random_pair(act, {s, b, 3 * heads, d}, -2, 2);
+  Pair qkv = random_pair(act, {s, b, planes, d}, -2, 2);
   Pair out = alloc(act, {s, b, heads, d});
   Pair lse = alloc(DType::kF32, {b, heads, s});
   Pair dout = random_pair(act, {s, b, heads, d});
@@ -768,8 +768,9 @@ bool OpChecker::run_all() {
   ok = sums(5) && ok;
   ok = adamw(1003, true, 0.1f) && ok;
   ok = adamw(4096, false, 0.0f) && ok;
-  ok = determinism(192, 2, 2, 128) && ok;
-  ok = determinism(384, 2, 70, 64) && ok;
+  ok = determinism(192, 2, 2, 2, 128) && ok;
+  ok = determinism(384, 2, 70, 70, 64) && ok;
+  ok = determinism(384, 2, 8, 2, 128) && ok;  // dK, dV summed over a group's heads
   return ok;
 }
 

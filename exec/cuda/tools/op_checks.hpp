@@ -77,7 +77,7 @@ class OpChecker {
   bool sums(int64_t n);
   bool adamw(int64_t n, bool with_act, float weight_decay);
   // The same op twice on the same inputs gives bitwise the same outputs.
-  bool determinism(int64_t s, int64_t b, int64_t heads, int64_t d);
+  bool determinism(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d);
 
   // Every check above at small sizes (the bench's correctness pass).
   bool run_all();

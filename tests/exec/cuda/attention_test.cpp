@@ -1,6 +1,6 @@
 // The flash-attention kernels (tensor cores) and the reference kernels against the CPU backend:
 // forward output and log-sum-exp, backward dQ/dK/dV, for head dims 8..128 and sequence lengths
-// that are not multiples of the 64/128-row tiles; many heads (several key blocks per backward
+// that are not multiples of the 64/128-row tiles; grouped-query attention; many heads (several key blocks per backward
 // block); bitwise determinism of two runs; and the fast kernels against the reference kernels at
 // the reference workload's head dim.
 #include <cmath>
@@ -16,39 +16,52 @@ namespace {
 using AttentionTest = GpuOpTest;
 
 TEST_F(AttentionTest, HeadDim128MatchesCpu) {
-  check().attention(128, 2, 2, 128, DType::kBF16, false);
-  check().attention(256, 1, 2, 128, DType::kBF16, false);
+  check().attention(128, 2, 2, 2, 128, DType::kBF16, false);
+  check().attention(256, 1, 2, 2, 128, DType::kBF16, false);
   expect_all_pass();
 }
 
 TEST_F(AttentionTest, SequenceLengthsOffTheTiles) {
   for (int64_t s : {1, 2, 63, 65, 127, 129, 300})
-    check().attention(s, 1, 2, 128, DType::kBF16, false);
+    check().attention(s, 1, 2, 2, 128, DType::kBF16, false);
   expect_all_pass();
 }
 
 TEST_F(AttentionTest, SmallerHeadDims) {
   for (int64_t d : {8, 24, 32, 40, 64, 72, 96, 120})
-    check().attention(77, 2, 1, d, DType::kBF16, false);
+    check().attention(77, 2, 1, 1, d, DType::kBF16, false);
   expect_all_pass();
 }
 
 TEST_F(AttentionTest, ReferenceKernelsMatchCpu) {
-  check().attention(130, 2, 2, 128, DType::kBF16, true);
-  check().attention(65, 1, 2, 24, DType::kF32, true);
+  check().attention(130, 2, 2, 2, 128, DType::kBF16, true);
+  check().attention(65, 1, 2, 2, 24, DType::kF32, true);
   expect_all_pass();
 }
 
 // b·heads = 140 is more than the 132 blocks the backward keeps resident, so one backward block
 // takes several key blocks and adds their dQ partial sums into those of its first.
 TEST_F(AttentionTest, ManyHeadsDealSeveralKeyBlocksToOneBackwardBlock) {
-  check().attention(384, 2, 70, 64, DType::kBF16, false);
-  check().determinism(384, 2, 70, 64);
+  check().attention(384, 2, 70, 70, 64, DType::kBF16, false);
+  check().determinism(384, 2, 70, 70, 64);
+  expect_all_pass();
+}
+
+// Grouped-query attention read in place: a backward block walks every head of its K/V group and
+// sums their dK and dV; off-tile lengths, head dims 64 and 128 (Hopper) and 40 (mma.sync only),
+// one group and several, and the reference kernels.
+TEST_F(AttentionTest, GroupedQueryMatchesCpu) {
+  check().attention(300, 2, 8, 2, 128, DType::kBF16, false);
+  check().attention(257, 1, 6, 3, 64, DType::kBF16, false);
+  check().attention(100, 2, 4, 1, 40, DType::kBF16, false);
+  check().attention(640, 1, 32, 8, 128, DType::kBF16, false);
+  check().attention(130, 1, 4, 2, 64, DType::kBF16, true);
+  check().determinism(384, 2, 8, 2, 128);
   expect_all_pass();
 }
 
 TEST_F(AttentionTest, TwoRunsAreBitwiseEqual) {
-  check().determinism(384, 2, 2, 128);
+  check().determinism(384, 2, 2, 2, 128);
   expect_all_pass();
 }
 
