@@ -2,8 +2,10 @@
 // statistics and accumulators, tensor cores through mma.sync m16n8k16 (exec/cuda/mma_utils.cuh).
 // Layout: qkv (s, b, heads + 2 groups, d) (per token the heads' Q, the groups' K, the groups' V;
 // groups == heads is multi-head attention), out/dout (s, b, heads, d), lse/dsum (b, heads, s) f32.
-// Grouped-query attention reads each head's K/V group in place; the backward's blocks own a K/V
-// group and walk all its heads, so a group's dK and dV are summed in registers, in head order.
+// Grouped-query attention reads each head's K/V group in place; a backward block owns a K/V group
+// (or a chunk of its heads, when there are too few groups to fill the GPU) and walks those heads,
+// summing dK and dV in registers in head order; chunks' sums are added in chunk order by a
+// finalize kernel (bwd_plan).
 // Invariants: the s×s scores never reach device memory (forward keeps a running max and sum per
 // row and saves lse = log-sum-exp; backward recomputes P = exp(S - lse)); no float atomics whose
 // order depends on timing, so results are bitwise reproducible: every dQ partial sum is added by
@@ -37,6 +39,7 @@
 namespace mplan::exec::cuda {
 namespace {
 
+using attention_layout::BwdWork;
 using attention_layout::Dims;
 using attention_layout::kLn2;
 using attention_layout::kLog2e;
@@ -355,16 +358,16 @@ __global__ void __launch_bounds__(kFwdThreads, 2)
 }
 
 // ------------------------------------------------------------------------------------------
-// Backward. grid (b·groups, splits); block 256 threads; 1 block per SM.
+// Backward. grid (b·groups·chunks, splits); block 256 threads; 1 block per SM.
 //
-// Key blocks of one (batch, K/V group) are dealt to `splits` blocks in a snake order (block j takes
-// key blocks j, 2·splits - 1 - j, 2·splits + j, ...), which gives every block nearly the same
-// causal work. Block j walks its key blocks in ascending order and adds its dQ contributions
-// into its own f32 buffer part[j] (s × DP per head): the first key block writes every row it
-// covers (rows ≥ 128·j, all later key blocks cover fewer), later ones add with red.global. An
-// element of part[j] is always handled by the same thread (its position in the 64 × DP step
-// tile is fixed), so the additions apply in program order: deterministic. The finalize kernel
-// sums part[0..splits) in index order.
+// Key blocks of one (batch, K/V group, head chunk) are dealt to `splits` blocks in a snake order
+// (block j takes key blocks j, 2·splits - 1 - j, 2·splits + j, ...), which gives every block nearly
+// the same causal work. Block j walks its key blocks in ascending order and adds its dQ
+// contributions into its own f32 buffer part[j] (s × DP per head): the first key block writes every
+// row it covers (rows ≥ 128·j, all later key blocks cover fewer), later ones add with red.global.
+// An element of part[j] is always handled by the same thread (its position in the 64 × DP step tile
+// is fixed), so the additions apply in program order: deterministic. The finalize kernel sums
+// part[0..splits) in index order.
 constexpr int kBwdWarps = 8;
 constexpr int kBwdThreads = kBwdWarps * 32;
 constexpr int kBwdKeys = 128;  // keys per key block
@@ -494,8 +497,8 @@ template <int DP>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     flash_bwd_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ dout,
                      const float* __restrict__ lse, const float* __restrict__ dsum,
-                     bf16* __restrict__ dqkv, float* __restrict__ dq_part, Dims dm, int splits,
-                     float scale_log2, float scale) {
+                     bf16* __restrict__ dqkv, BwdWork work, Dims dm, float scale_log2,
+                     float scale) {
   using C = BwdCfg<DP>;
   constexpr int ld = C::ld, ldp = kBwdLdp;
   constexpr int KT = DP / 16;
@@ -509,17 +512,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   float* sL = reinterpret_cast<float*>(sdS + kBwdQ * ldp);  // 2 × kBwdQ: lse
   float* sD = sL + 2 * kBwdQ;                               // 2 × kBwdQ: dsum
 
-  const int bg = blockIdx.x, split = blockIdx.y;
-  const int bi = bg / dm.groups, per = dm.heads_per_group();
-  const int h0 = (bg % dm.groups) * per;  // the group's first head
+  const int split = blockIdx.y, splits = work.splits;
+  const BwdWork::Block blk = work.block(dm, blockIdx.x);
+  const int bi = blk.bi, h0 = blk.h0, per = blk.heads;  // the chunk's heads h0 .. h0 + per - 1
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int s = dm.s, d = dm.d;
   const Plane pk = dm.qkv_plane(qkv, bi, h0, 1);
   const Plane pv = dm.qkv_plane(qkv, bi, h0, 2);
-  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
-  // Per head of the group: its lse and dsum rows and this split's dQ partial sums.
+  // Per head of the chunk: its lse and dsum rows and this split's dQ partial sums.
   auto bh_of = [&](int j) { return static_cast<int64_t>(bi) * dm.heads + h0 + j; };
-  auto part_of = [&](int j) { return dq_part + (split * n_bh + bh_of(j)) * s * DP; };
+  auto part_of = [&](int j) { return work.dq_rows(dm, split, bi, h0 + j); };
 
   const int n_key_blocks = (s + kBwdKeys - 1) / kBwdKeys;
   const int n_q_steps = (s + kBwdQ - 1) / kBwdQ;
@@ -614,8 +616,30 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
                           part_of(i / head_steps));
     }
 
-    // ---- dK (times scale) and dV of this key block: staged through sK / sV.
     __syncthreads();  // every warp is done reading sK, sV, sP, sdS
+    if (work.chunks > 1) {
+      // ---- dK (times scale) and dV of this chunk's heads: f32 partial sums for the finalize.
+      float* pk_rows = work.dkv_rows(dm, blk.chunk, 0, blk.bg);
+      float* pv_rows = work.dkv_rows(dm, blk.chunk, 1, blk.bg);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int key = k0 + wk2 * 32 + mt * 16 + g + 8 * rr;
+          if (key >= s) continue;
+#pragma unroll
+          for (int nt = 0; nt < HD / 8; ++nt) {
+            const int64_t off = static_cast<int64_t>(key) * DP + wd * HD + nt * 8 + 2 * t;
+            *reinterpret_cast<float2*>(pk_rows + off) =
+                make_float2(dk[mt][nt][2 * rr] * scale, dk[mt][nt][2 * rr + 1] * scale);
+            *reinterpret_cast<float2*>(pv_rows + off) =
+                make_float2(dv[mt][nt][2 * rr], dv[mt][nt][2 * rr + 1]);
+          }
+        }
+      }
+      continue;
+    }
+    // ---- dK (times scale) and dV of this key block: staged through sK / sV.
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
@@ -710,36 +734,98 @@ Dims dims_of(const AttentionShape& sh) {
           static_cast<int>(sh.groups), static_cast<int>(sh.d)};
 }
 
-// The backward's work split, a function of the shape only (so results do not depend on the
-// device): the number of blocks per (batch, K/V group) that minimizes (waves on kSlots resident
-// blocks) × (the largest block's causal work, over the group's heads), smallest on ties, with at
-// most kMaxPartBytes of dQ partial sums. kSlots is an H100/H200's SM count (one backward block per
-// SM); another count changes only the speed.
+// The backward's work plan, a function of the shape only (so results do not depend on the
+// device): how many chunks the heads of a K/V group are dealt in (a divisor of heads / groups)
+// and how many blocks each (batch, group, chunk) gets, minimizing (waves on kSlots resident
+// blocks) × (the largest block's causal work over its heads), then the scratch, with at most
+// kMaxPartBytes of partial sums (dQ per split, dK and dV per chunk when there are several).
+// kSlots is an H100/H200's SM count (one backward block per SM); another count changes only the
+// speed. Multi-head attention has one head a group, so one chunk.
 constexpr int64_t kSlots = 132;
 constexpr int64_t kMaxPartBytes = int64_t{1} << 30;
 
-int64_t bwd_splits(const AttentionShape& sh) {
+struct BwdPlan {
+  int64_t splits = 1, chunks = 1;
+};
+
+// The largest of p blocks' causal work (query steps, plus one per key block for its overheads)
+// when a (batch, group, chunk)'s key blocks are dealt to them in the snake order.
+int64_t worst_block_steps(int64_t p, int64_t n_kb, int64_t n_qs) {
+  int64_t worst = 0;
+  for (int64_t j = 0; j < p; ++j) {
+    int64_t w = 0;
+    for (int64_t r = 0;; ++r) {
+      const int64_t kb = (r >> 1) * 2 * p + ((r & 1) ? 2 * p - 1 - j : j);
+      if (kb >= n_kb) break;
+      w += n_qs - kb * (kBwdKeys / kBwdQ) + 1;
+    }
+    worst = std::max(worst, w);
+  }
+  return worst;
+}
+
+int64_t dq_part_bytes(const AttentionShape& sh) {  // one split's
+  return sh.b * sh.heads * sh.s * padded_dim(sh.d) * 4;
+}
+int64_t dkv_part_bytes(const AttentionShape& sh) {  // one chunk's dK and dV
+  return 2 * sh.b * sh.groups * sh.s * padded_dim(sh.d) * 4;
+}
+
+BwdPlan bwd_plan(const AttentionShape& sh) {
   const int64_t n_kb = (sh.s + kBwdKeys - 1) / kBwdKeys;
   const int64_t n_qs = (sh.s + kBwdQ - 1) / kBwdQ;
-  const int64_t bh = sh.b * sh.heads, blocks = sh.b * sh.groups;
-  const int64_t per_split = bh * sh.s * padded_dim(sh.d) * 4;
-  int64_t best = 1, best_cost = -1;
-  for (int64_t p = 1; p <= std::min<int64_t>(n_kb, 64); ++p) {
-    if (p > 1 && p * per_split > kMaxPartBytes) break;
-    int64_t worst = 0;
-    for (int64_t j = 0; j < p; ++j) {
-      int64_t w = 0;
-      for (int64_t r = 0;; ++r) {
-        const int64_t kb = (r >> 1) * 2 * p + ((r & 1) ? 2 * p - 1 - j : j);
-        if (kb >= n_kb) break;
-        w += n_qs - kb * (kBwdKeys / kBwdQ) + 1;  // steps, plus one for the block's overheads
+  const int64_t per = sh.heads / sh.groups;
+  BwdPlan best;
+  int64_t best_cost = -1, best_bytes = 0;
+  for (int64_t c = 1; c <= per; ++c) {
+    if (per % c != 0) continue;
+    const int64_t dkv = c > 1 ? c * dkv_part_bytes(sh) : 0;
+    for (int64_t p = 1; p <= std::min<int64_t>(n_kb, 64); ++p) {
+      const int64_t bytes = p * dq_part_bytes(sh) + dkv;
+      if ((p > 1 || c > 1) && bytes > kMaxPartBytes) break;
+      const int64_t blocks = sh.b * sh.groups * c * p;
+      const int64_t cost =
+          (blocks + kSlots - 1) / kSlots * worst_block_steps(p, n_kb, n_qs) * (per / c);
+      if (best_cost < 0 || cost < best_cost || (cost == best_cost && bytes < best_bytes)) {
+        best = {p, c};
+        best_cost = cost;
+        best_bytes = bytes;
       }
-      worst = std::max(worst, w);
     }
-    const int64_t cost = (blocks * p + kSlots - 1) / kSlots * worst * (sh.heads / sh.groups);
-    if (best_cost < 0 || cost < best_cost) best = p, best_cost = cost;
   }
   return best;
+}
+
+// dK and dV (bf16, slots 1 and 2 of dqkv) = Σ_c part[c], c ascending, over the chunks of each
+// K/V group's heads (dK's parts are already scaled). One thread per 8 columns of one row.
+__global__ void __launch_bounds__(256)
+    dkv_finalize_kernel(BwdWork work, bf16* __restrict__ dqkv, Dims dm) {
+  const int col_chunks = dm.d / 8;
+  const int64_t n_bg = static_cast<int64_t>(dm.b) * dm.groups;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= 2 * n_bg * dm.s * col_chunks) return;
+  const int c = static_cast<int>(i % col_chunks);
+  int64_t rest = i / col_chunks;
+  const int row = static_cast<int>(rest % dm.s);
+  rest /= dm.s;
+  const int bg = static_cast<int>(rest % n_bg), kv = static_cast<int>(rest / n_bg);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int j = 0; j < work.chunks; ++j) {
+    const float* p = work.dkv_rows(dm, j, kv, bg) + static_cast<int64_t>(row) * work.dp + c * 8;
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    const float4 y = *reinterpret_cast<const float4*>(p + 4);
+    acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
+    acc[4] += y.x, acc[5] += y.y, acc[6] += y.z, acc[7] += y.w;
+  }
+  uint4 o;
+  o.x = pack_bf16(acc[0], acc[1]);
+  o.y = pack_bf16(acc[2], acc[3]);
+  o.z = pack_bf16(acc[4], acc[5]);
+  o.w = pack_bf16(acc[6], acc[7]);
+  const int bi = bg / dm.groups, h0 = (bg % dm.groups) * dm.heads_per_group();
+  const Plane pd = dm.qkv_plane(dqkv, bi, h0, 1 + kv);
+  *reinterpret_cast<uint4*>(const_cast<bf16*>(pd.base) + static_cast<int64_t>(row) * pd.row_stride +
+                            c * 8) = o;
 }
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
@@ -804,12 +890,15 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
+// Scratch: dsum, then the dQ partial sums of every split, then (several chunks) the dK and dV
+// partial sums of every chunk.
 size_t attention_backward_scratch_bytes(const AttentionShape& sh) {
   const size_t dsum_bytes = static_cast<size_t>(sh.b * sh.heads * sh.s) * sizeof(float);
   if (!attention_fast_supported(sh, DType::kBF16)) return dsum_bytes;
-  return align256(dsum_bytes) +
-         static_cast<size_t>(bwd_splits(sh) * sh.b * sh.heads * sh.s * padded_dim(sh.d)) *
-             sizeof(float);
+  const BwdPlan plan = bwd_plan(sh);
+  const size_t dkv = plan.chunks > 1 ? static_cast<size_t>(plan.chunks * dkv_part_bytes(sh)) : 0;
+  return align256(dsum_bytes) + align256(static_cast<size_t>(plan.splits * dq_part_bytes(sh))) +
+         dkv;
 }
 
 void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
@@ -825,35 +914,47 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
     return;
   }
   const Dims dm = dims_of(sh);
-  const int64_t splits = bwd_splits(sh);
+  const BwdPlan plan = bwd_plan(sh);
   const int64_t bh = sh.b * sh.heads;
-  float* dq_part = reinterpret_cast<float*>(
-      static_cast<char*>(scratch) + align256(static_cast<size_t>(bh * sh.s) * sizeof(float)));
+  char* dq_bytes = static_cast<char*>(scratch) + align256(static_cast<size_t>(bh * sh.s) * 4);
+  float* dq_part = reinterpret_cast<float*>(dq_bytes);
+  float* dkv_part =
+      plan.chunks > 1
+          ? reinterpret_cast<float*>(dq_bytes +
+                                     align256(static_cast<size_t>(plan.splits * dq_part_bytes(sh))))
+          : nullptr;
   const bool hopper = use_hopper(sh, kernels);
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
+    const BwdWork work{static_cast<int>(plan.splits), static_cast<int>(plan.chunks), DP, dq_part,
+                       dkv_part};
 #if MPLAN_HAVE_HOPPER_ATTENTION
     if (hopper) {
       launch_hopper_attention_backward(
           sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-          static_cast<bf16*>(dqkv), dq_part, splits, scale * kLog2e, scale, stream);
+          static_cast<bf16*>(dqkv), work, scale * kLog2e, scale, stream);
     }
 #endif
     if (!hopper) {
       constexpr int smem = BwdCfg<DP>::kSmemBytes;
       allow_smem(flash_bwd_kernel<DP>, smem);
-      flash_bwd_kernel<DP>
-          <<<dim3(static_cast<unsigned>(sh.b * sh.groups), static_cast<unsigned>(splits)),
-             kBwdThreads, smem, stream>>>(static_cast<const bf16*>(qkv),
-                                          static_cast<const bf16*>(dout), lse, dsum,
-                                          static_cast<bf16*>(dqkv), dq_part, dm,
-                                          static_cast<int>(splits), scale * kLog2e, scale);
+      flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(sh.b * sh.groups * plan.chunks),
+                                  static_cast<unsigned>(plan.splits)),
+                             kBwdThreads, smem, stream>>>(
+          static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
+          static_cast<bf16*>(dqkv), work, dm, scale * kLog2e, scale);
       MPLAN_CUDA_LAUNCH_CHECK();
     }
     const int64_t n = bh * sh.s * (sh.d / 8);
     dq_finalize_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
-        dq_part, static_cast<int>(splits), DP, static_cast<bf16*>(dqkv), dm, scale);
+        dq_part, static_cast<int>(plan.splits), DP, static_cast<bf16*>(dqkv), dm, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
+    if (plan.chunks > 1) {
+      const int64_t m = 2 * sh.b * sh.groups * sh.s * (sh.d / 8);
+      dkv_finalize_kernel<<<static_cast<unsigned>((m + 255) / 256), 256, 0, stream>>>(
+          work, static_cast<bf16*>(dqkv), dm);
+      MPLAN_CUDA_LAUNCH_CHECK();
+    }
   });
 }
 

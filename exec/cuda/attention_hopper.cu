@@ -11,8 +11,9 @@
 // 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
 // O += P·V with P as the register A operand and V read N-major.
 // Backward: a block owns a key block of 128 (64 keys per consumer) of one K/V group and walks
-// query steps of 64 from its diagonal, for each head of the group in turn (dK and dV summed in
-// registers over the group's heads): S^T = K·Q^T and dP^T = V·dO^T, P^T and dS^T in registers, dV
+// query steps of 64 from its diagonal, for each head of its chunk of the group's heads in turn
+// (dK and dV summed in registers over them; attention_layout::BwdWork): S^T = K·Q^T and dP^T =
+// V·dO^T, P^T and dS^T in registers, dV
 // += P^T·dO and dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for
 // dQ_part = dS·K (each consumer a half of the head dim), added into the block's own f32 buffer
 // of dQ partial sums in key-block order (attention.cu's splits and finalize).
@@ -40,6 +41,7 @@
 namespace mplan::exec::cuda {
 namespace {
 
+using attention_layout::BwdWork;
 using attention_layout::Dims;
 using attention_layout::kLn2;
 using attention_layout::kLog2e;
@@ -506,23 +508,36 @@ __device__ __forceinline__ void bwd_send_dq(const float (&dq)[32], float* stage,
 }
 
 // dK (times scale) and dV of this thread's keys key0, key0 + 8 (< s) from the accumulators,
-// through predicated stores (no divergent branch near the wgmma).
+// through predicated stores (no divergent branch near the wgmma): as bf16 into dqkv's planes
+// when `direct` (the block's chunk is its whole K/V group), else as f32 into the chunk's partial
+// rows pk, pv (rows of N · 2 floats) for attention.cu's finalize.
 template <int N>  // accumulator registers: head dim / 2
 __device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const float (&dv)[N],
-                                                const Plane& pdk, const Plane& pdv, int key0, int s,
+                                                const Plane& pdk, const Plane& pdv, float* pk,
+                                                float* pv, bool direct, int key0, int s,
                                                 float scale) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int key = key0 + 8 * rr;
     const bool live = key < s;
+    const int64_t foff = static_cast<int64_t>(live ? key : 0) * (2 * N) + 2 * t;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+      st_global_f32x2_if(pk + foff + 8 * j, dk[4 * j + 2 * rr] * scale,
+                         dk[4 * j + 2 * rr + 1] * scale, live && !direct);
+      st_global_f32x2_if(pv + foff + 8 * j, dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1],
+                         live && !direct);
+    }
+    const bool live_direct = live && direct;
     const int64_t off = static_cast<int64_t>(live ? key : 0) * pdk.row_stride + 2 * t;
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) {
       st_global_u32_if(const_cast<bf16*>(pdk.base) + off + 8 * j,
-                       pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale), live);
+                       pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale),
+                       live_direct);
       st_global_u32_if(const_cast<bf16*>(pdv.base) + off + 8 * j,
-                       pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]), live);
+                       pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]), live_direct);
     }
   }
 }
@@ -541,14 +556,14 @@ __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_
   }
 }
 
-// Backward, warp-specialised. grid (b·groups, splits); 384 threads; 1 block per SM. Warpgroup 0's
-// first warp is the producer: for each key block of the split, K and V (TMA, 128 rows) on the
-// kv barriers; for each query step, Q and dO (TMA, 64 rows) and the step's lse and dsum (plain
-// loads, zero past s) into one of kBwdStages stages on its full barrier, once the consumers have
-// released the stage. Warpgroups 1 and 2 are the consumers (64 keys each), as described at the
-// top of the file; they meet at named barrier 3 only for the dS^T exchange of each step, and dS^T
-// is double-buffered so that one warpgroup may write the next step's while the other still
-// reads this one's.
+// Backward, warp-specialised. grid (b·groups·chunks, splits); 384 threads; 1 block per SM.
+// Warpgroup 0's first warp is the producer: for each key block of the split, K and V (TMA, 128
+// rows) on the kv barriers; for each query step, Q and dO (TMA, 64 rows) and the step's lse and
+// dsum (plain loads, zero past s) into one of kBwdStages stages on its full barrier, once the
+// consumers have released the stage. Warpgroups 1 and 2 are the consumers (64 keys each), as
+// described at the top of the file; they meet at named barrier 3 only for the dS^T exchange of each
+// step, and dS^T is double-buffered so that one warpgroup may write the next step's while the other
+// still reads this one's.
 constexpr int kBwdStages = 2;
 
 template <int D>
@@ -647,8 +662,8 @@ template <int D>
 __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsigned char* sQ,
                             unsigned char* sdO, unsigned char* sdS, float* sDq, const float* sL,
                             const float* sD, BwdBarriers& bar, const BwdWalk& w, const Dims& dm,
-                            int bi, int h0, bf16* dqkv, float* part, float scale_log2,
-                            float scale) {
+                            int bi, int h0, bf16* dqkv, float* part, float* dk_rows, float* dv_rows,
+                            bool direct, float scale_log2, float scale) {
   using S = BwdSmem<D>;
   constexpr int DP = D;  // columns of a dQ partial row
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
@@ -744,8 +759,8 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     }
     warp_release(&bar.kv_empty);  // every product reading K and V is done
     bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
-    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, h0, 1), dm.qkv_plane(dqkv, bi, h0, 2), key0, s,
-                    scale);
+    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, h0, 1), dm.qkv_plane(dqkv, bi, h0, 2), dk_rows,
+                    dv_rows, direct, key0, s, scale);
   }
 }
 
@@ -754,9 +769,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     hopper_bwd_kernel(const __grid_constant__ CUtensorMap map_q,
                       const __grid_constant__ CUtensorMap map_kv,
                       const __grid_constant__ CUtensorMap map_do, const float* __restrict__ lse,
-                      const float* __restrict__ dsum, bf16* __restrict__ dqkv,
-                      float* __restrict__ dq_part, Dims dm, int splits, float scale_log2,
-                      float scale) {
+                      const float* __restrict__ dsum, bf16* __restrict__ dqkv, BwdWork work,
+                      Dims dm, float scale_log2, float scale) {
   using S = BwdSmem<D>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ BwdBarriers bar;
@@ -769,10 +783,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* sL = sDq + 2 * kBwdM * S::kDqLd;                   // kBwdStages stages of lse
   float* sD = sL + kBwdStages * kBwdM;                      // kBwdStages stages of dsum
 
-  const int bi = static_cast<int>(blockIdx.x) / dm.groups;
-  const int h0 = (static_cast<int>(blockIdx.x) % dm.groups) * dm.heads_per_group();
-  const BwdWalk walk{splits, static_cast<int>(blockIdx.y), (dm.s + kBwdN - 1) / kBwdN,
-                     (dm.s + kBwdM - 1) / kBwdM, dm.heads_per_group()};
+  const BwdWork::Block blk = work.block(dm, static_cast<int>(blockIdx.x));
+  const int bi = blk.bi, h0 = blk.h0;
+  const BwdWalk walk{work.splits, static_cast<int>(blockIdx.y), (dm.s + kBwdN - 1) / kBwdN,
+                     (dm.s + kBwdM - 1) / kBwdM, blk.heads};
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
     prefetch_tensormap(&map_kv);
@@ -787,7 +801,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
   if (wg == 0) {
     setmaxnreg_dec<24>();
@@ -796,10 +809,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                      dsum);
   } else {
     setmaxnreg_inc<240>();
-    float* part =
-        dq_part + (static_cast<int64_t>(blockIdx.y) * n_bh + bi * dm.heads + h0) * dm.s * D;
+    float* part = work.dq_rows(dm, static_cast<int>(blockIdx.y), bi, h0);
+    // One chunk: dK and dV go to dqkv (the partial-row pointers are then unused stand-ins).
+    const bool direct = work.chunks == 1;
+    float* dk_rows = direct ? part : work.dkv_rows(dm, blk.chunk, 0, blk.bg);
+    float* dv_rows = direct ? part : work.dkv_rows(dm, blk.chunk, 1, blk.bg);
     bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, walk, dm, bi, h0, dqkv, part,
-                   scale_log2, scale);
+                   dk_rows, dv_rows, direct, scale_log2, scale);
   }
 }
 
@@ -884,17 +900,18 @@ void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, 
 
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
-                                      float* dq_part, int64_t splits, float scale_log2, float scale,
+                                      const BwdWork& work, float scale_log2, float scale,
                                       cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const dim3 grid(static_cast<unsigned>(sh.b * sh.groups), static_cast<unsigned>(splits));
+  const dim3 grid(static_cast<unsigned>(sh.b * sh.groups * work.chunks),
+                  static_cast<unsigned>(work.splits));
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, dq_part, dm,
-                                             static_cast<int>(splits), scale_log2, scale);
+    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, work, dm,
+                                             scale_log2, scale);
   };
   if (sh.d == 64) {
     run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "exec/cuda/attention_layout.cuh"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -19,11 +20,11 @@ bool hopper_attention_shape_ok(const AttentionShape& sh);
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
                                      float* lse, float scale_log2, cudaStream_t stream);
 
-// dK, dV into dqkv and the dQ partial sums into dq_part (splits buffers of b·heads·s·d f32, the
-// layout of attention.cu's finalize), from dsum = rowsum(dO ∘ O).
+// dK, dV into dqkv (one chunk) or into work.dkv_part, and the dQ partial sums into work.dq_part
+// (attention_layout::BwdWork, attention.cu's plan and finalize), from dsum = rowsum(dO ∘ O).
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
-                                      float* dq_part, int64_t splits, float scale_log2, float scale,
-                                      cudaStream_t stream);
+                                      const attention_layout::BwdWork& work, float scale_log2,
+                                      float scale, cudaStream_t stream);
 
 }  // namespace mplan::exec::cuda

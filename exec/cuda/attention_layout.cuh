@@ -45,4 +45,39 @@ struct Dims {
   }
 };
 
+// The tensor-core backward's work decomposition (attention.cu's bwd_plan): the heads of each K/V
+// group are dealt in `chunks` chunks and each (batch, group, chunk) to `splits` blocks, so grid
+// (b·groups·chunks, splits). dq_part: per split, f32 dQ partial sums (b·heads·s·dp each);
+// dkv_part (chunks > 1): per chunk, the f32 dK (times the scale) and dV partial sums of its heads
+// (2 · b·groups·s·dp each), which a finalize adds in chunk order. With one chunk the blocks write
+// dK and dV themselves.
+struct BwdWork {
+  int splits, chunks, dp;
+  float* dq_part;
+  float* dkv_part;
+
+  struct Block {
+    int bi, bg, chunk, h0, heads;  // batch, batch·groups + group, chunk, first head, head count
+  };
+  __device__ Block block(const Dims& dm, int x) const {
+    Block r;
+    r.bg = x / chunks;
+    r.chunk = x % chunks;
+    r.bi = r.bg / dm.groups;
+    r.heads = dm.heads_per_group() / chunks;
+    r.h0 = (r.bg % dm.groups) * dm.heads_per_group() + r.chunk * r.heads;
+    return r;
+  }
+  // This split's dQ partial sums of (batch bi, head hh): s rows of dp.
+  __device__ float* dq_rows(const Dims& dm, int split, int bi, int hh) const {
+    return dq_part + ((static_cast<int64_t>(split) * dm.b + bi) * dm.heads + hh) * dm.s *
+                         static_cast<int64_t>(dp);
+  }
+  // A chunk's dK (kv 0) or dV (kv 1) partial sums of (batch·groups + group) bg: s rows of dp.
+  __device__ float* dkv_rows(const Dims& dm, int chunk, int kv, int bg) const {
+    return dkv_part + ((static_cast<int64_t>(chunk) * 2 + kv) * dm.b * dm.groups + bg) * dm.s *
+                          static_cast<int64_t>(dp);
+  }
+};
+
 }  // namespace mplan::exec::cuda::attention_layout

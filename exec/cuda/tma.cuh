@@ -79,6 +79,14 @@ __device__ __forceinline__ void st_global_u32_if(void* p, uint32_t v, bool pred)
                : "memory");
 }
 
+// Two f32 (8 bytes, aligned) stored only where pred holds, as st_global_u32_if.
+__device__ __forceinline__ void st_global_f32x2_if(float* p, float x, float y, bool pred) {
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.b32 q, %3, 0;\n@q st.global.v2.f32 [%0], {%1, %2};\n}\n" ::"l"(p),
+      "f"(x), "f"(y), "r"(static_cast<int>(pred))
+      : "memory");
+}
+
 // Named barrier `id` (1..15) over `threads` threads: sync waits, arrive does not.
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
