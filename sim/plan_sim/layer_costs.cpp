@@ -308,10 +308,8 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 // overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` /
 // `w_pass` (zero-bubble: the input-gradient collective is exposed in B; the input all-gather
 // belongs to W). The bias gradient of a column-parallel linear: in another kernel (Megatron's fused
-// wgrad, or none), a kernel of its own (the executor's QKV and SwiGLU FC1), or a kernel of its own
-// only in W (the executor's GeLU FC1: its activation backward computes it when B and W run
-// together).
-enum class BiasGrad : uint8_t { kElsewhere, kKernel, kKernelInW };
+// wgrad, or none) or a kernel of its own (the executor's QKV and FC1; in W when B and W are split).
+enum class BiasGrad : uint8_t { kElsewhere, kKernel };
 
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
                      const char* wgrad_name, const char* ag_name, const char* comm_name,
@@ -341,7 +339,7 @@ void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, cons
   if (bias_grad != BiasGrad::kElsewhere) {
     const int64_t ns = c.kern(MemKernel::kBiasGrad, c.dbl(tokens), c.dbl(out_width),
                               c.dbl(c.d.e) * c.dbl(tokens) * c.dbl(out_width));
-    if (bias_grad == BiasGrad::kKernel) fused.add("bias_grad", Cat::kCompute, ns);
+    fused.add("bias_grad", Cat::kCompute, ns);
     w_pass.add("bias_grad", Cat::kCompute, ns);
   }
 }
@@ -657,6 +655,9 @@ int64_t activation_backward_ns(const Ctx& c, double rows, double width) {
 }
 // The executor fuses bias and GeLU into FC1's GEMM epilogue (cuBLASLt GELU_AUX_BIAS).
 bool gelu_in_epilogue(const Ctx& c) { return c.d.exec && c.d.gate == 1 && c.d.bias; }
+// ... and GeLU's backward into FC2's input-gradient GEMM (cuBLASLt DGELU, on the saved
+// pre-activation), with or without biases.
+bool dgelu_in_epilogue(const Ctx& c) { return c.d.exec && c.d.gate == 1; }
 
 // A tensor-parallel MLP of width `ffn` (the dense MLP, or MoE shared experts) on all tokens.
 void mlp_forward(const Ctx& c, Pass& p, int64_t ffn) {
@@ -678,12 +679,12 @@ void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
                c.groups.tp, false);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t, c.groups.tp,
                true);
-  bp.add_b("activation_bwd", Cat::kCompute, activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
+  if (!dgelu_in_epilogue(c))
+    bp.add_b("activation_bwd", Cat::kCompute,
+             activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t, c.groups.tp,
-                  !(d.exec && d.bias) ? BiasGrad::kElsewhere
-                  : d.gate == 2       ? BiasGrad::kKernel
-                                      : BiasGrad::kKernelInW);
+                  d.exec && d.bias ? BiasGrad::kKernel : BiasGrad::kElsewhere);
 }
 
 // MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):
