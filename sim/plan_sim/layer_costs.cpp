@@ -278,17 +278,18 @@ void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name,
 }
 
 // Backward of a row-parallel linear: all-gather of the output gradient with sequence
-// parallelism; input-gradient GEMM (tokens x in_width x h) into `b_pass`, weight-gradient GEMM
-// (in_width x h x tokens) into `w_pass`. `split` (zero-bubble's B and W): the executor keeps its
-// shard of the output gradient for W (a copy in B) and, with sequence parallelism, gathers it
-// again in W.
+// parallelism; input-gradient GEMM (tokens x in_width x h; `dgrad_pass`: with the GeLU-backward
+// epilogue or not) into `b_pass`, weight-gradient GEMM (in_width x h x tokens) into `w_pass`.
+// `split` (zero-bubble's B and W): the executor keeps its shard of the output gradient for W (a
+// copy in B) and, with sequence parallelism, gathers it again in W.
 void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
-                  const cost::GroupPlacement& tp, bool split) {
+                  const cost::GroupPlacement& tp, bool split,
+                  GemmPass dgrad_pass = GemmPass::kInputGrad) {
   if (split && c.d.exec)
     b_pass.add("copy", Cat::kCompute,
                c.kern(MemKernel::kCopy, c.tokens_r(), c.dbl(c.d.h), 2 * c.x_bytes()));
-  const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad);
+  const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, dgrad_pass);
   const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
   if (c.d.tp_overlap) {
     pipelined(c, b_pass, ag_name, ag, dgrad_name, dgrad, true);
@@ -675,11 +676,13 @@ void mlp_forward(const Ctx& c, Pass& p, int64_t ffn) {
 void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
   const PlanDims& d = c.d;
   const int64_t f_t = ffn / d.t;
+  const bool dgelu = dgelu_in_epilogue(c);
+  const GemmPass dx_pass = dgelu ? GemmPass::kInputGradDGelu : GemmPass::kInputGrad;
   row_backward(c, bp.fused, bp.fused, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
-               c.groups.tp, false);
+               c.groups.tp, false, dx_pass);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t, c.groups.tp,
-               true);
-  if (!dgelu_in_epilogue(c))
+               true, dx_pass);
+  if (!dgelu)
     bp.add_b("activation_bwd", Cat::kCompute,
              activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
