@@ -35,7 +35,7 @@ struct Workspace {
   Tensor d_gathered;  // (s, b, h) act: all-gathered output gradient (SP)
   Tensor d_ctx;       // (s, b, heads/tp, d) act
   Tensor d_qkv;       // (s, b, (heads + 2·groups)/tp, d) act
-  Tensor d_h;         // (s, b, ffn/tp) act: gradient of the activation's output
+  Tensor d_h;         // (s, b, ffn/tp) act: gradient of SwiGLU's output (GeLU's: none)
   Tensor d_pre;       // (s, b, fc1 width/tp) act: gradient of fc1's output
   Tensor qkv_mha;     // (s, b, 3·heads/tp, d) act: grouped-query K, V repeated per head
   Tensor d_qkv_mha;   // (s, b, 3·heads/tp, d) act: its gradient

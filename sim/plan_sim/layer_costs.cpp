@@ -991,7 +991,11 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
                                        (d.mla ? c.dbl(d.q_w + d.kv_w) : 2.0 * c.dbl(d.kv_w))
                                  : 0.0;
   l.ws_fwd_bytes = std::llround(score_bytes + gathered_kv);
-  double ws_bwd = std::max(2 * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes + 2 * gathered_kv);
+  // The MLP's activation gradients: of the activation's output and of fc1's (the executor's GeLU
+  // has the latter alone: fc2's input-gradient GEMM applies GeLU's backward in its epilogue).
+  const double act_grads = dgelu_in_epilogue(c) ? 1.0 : 2.0;
+  double ws_bwd =
+      std::max(act_grads * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes + 2 * gathered_kv);
   if (!d.fused) ws_bwd += e * c.dbl(d.h) * c.dbl(d.gate * (moe ? d.moe_ffn / d.etp : d.ffn / d.t));
   l.ws_bwd_bytes = std::llround(ws_bwd);
 
