@@ -223,7 +223,9 @@ bool OpChecker::gemm_dgelu(int64_t m, int64_t n, int64_t k, DType act, bool fuse
   std::ostringstream name;
   name << "gemm NN+dgelu" << (fused ? " (fused)" : " (unfused)") << " m=" << m << " n=" << n
        << " k=" << k << " " << dt(act) << ": c";
-  const bool ok = compare(name.str(), c, act == DType::kF32 ? kF32AccTol : kBf16Tol);
+  // bf16's tolerance for f32 outputs too: the fused gelu' is cuBLASLt's own (its tanh need not
+  // be as exact as tanhf); a wrong operand or aux layout is off by far more.
+  const bool ok = compare(name.str(), c, kBf16Tol);
   for (Pair* p : {&a, &b, &aux, &c}) release(*p);
   return ok;
 }
