@@ -65,6 +65,10 @@ enum class Epilogue : uint8_t {
   kNone,      // C = alpha·op(A)·op(B) + beta·C
   kBias,      // C = op(A)·op(B) + bias            (bias: (n) act dtype; beta must be 0)
   kBiasGelu,  // aux = op(A)·op(B) + bias; C = gelu_tanh(aux)   (aux: same shape as C)
+  // GeLU's backward after the GEMM that gives its output's gradient: C = op(A)·op(B) ∘
+  // gelu_tanh'(aux), aux read (same shape and dtype as C: the pre-activation kBiasGelu saved);
+  // no bias; alpha must be 1 and beta 0.
+  kDGelu,
 };
 
 struct GemmArgs {

@@ -1,7 +1,8 @@
 // Shapes of the calibration: the linear layers' GEMMs as sim/plan_sim/layer_costs.cpp lowers them
 // (column-parallel qkv and fc1: fwd (T, out/t, h), dx (T, h, out/t), dw (out/t, h, T); row-parallel
-// proj and fc2: fwd (T, h, in/t), dx (T, in/t, h), dw (in/t, h, T); the output layer as a column-
-// parallel linear over the padded vocabulary) and the attention shards.
+// proj and fc2: fwd (T, h, in/t), dx (T, in/t, h), dw (in/t, h, T), GeLU's fc2 dx with the
+// GeLU-backward epilogue; the output layer as a column-parallel linear over the padded vocabulary)
+// and the attention shards.
 #include "exec/calibrate/calibration_shapes.hpp"
 
 #include <algorithm>
@@ -47,17 +48,17 @@ std::vector<GemmShape> linear_gemm_shapes(const ModelSpec& model, int64_t mbs, i
     out.push_back({d.tokens, d.h, width, "dx", layer, false});
     out.push_back({width, d.h, d.tokens, "dw", layer, false});
   };
-  auto row = [&](const char* layer, int64_t width) {
+  auto row = [&](const char* layer, int64_t width, const char* dx_kind) {
     out.push_back({d.tokens, d.h, width, "fwd", layer, bias});
-    out.push_back({d.tokens, width, d.h, "dx", layer, false});
+    out.push_back({d.tokens, width, d.h, dx_kind, layer, false});
     out.push_back({width, d.h, d.tokens, "dw", layer, false});
   };
   column("qkv", d.q_w + 2 * d.kv_w, "fwd", bias);
-  row("proj", d.q_w);
+  row("proj", d.q_w, "dx");
   const int64_t f_t = d.ffn / d.t;
   const bool gelu = d.gate == 1;
   column("fc1", d.gate * f_t, gelu && bias ? "fwd_gelu" : "fwd", bias);
-  row("fc2", f_t);
+  row("fc2", f_t, gelu ? "dx_dgelu" : "dx");
   column("logits", d.vocab / d.t, "fwd", false);
   return out;
 }

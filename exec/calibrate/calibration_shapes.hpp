@@ -14,7 +14,8 @@
 namespace mplan::exec::calibrate {
 
 // "fwd" (bias epilogue when the model has biases), "fwd_gelu" (bias + GeLU epilogue: GPT's fc1),
-// "dx" (input gradient, bf16 out), "dw" (weight gradient, accumulated into f32).
+// "dx" (input gradient, bf16 out), "dx_dgelu" (input gradient with the GeLU-backward epilogue:
+// GPT's fc2), "dw" (weight gradient, accumulated into f32).
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   std::string kind;
@@ -42,7 +43,8 @@ struct AttentionShape {
 
 // The linear layers' GEMMs of one model on one GPU at micro-batch `mbs` and tensor parallel `tp`
 // (no sequence or context parallelism), in layer order qkv, proj, fc1, fc2, logits; each layer
-// fwd (or fwd_gelu), dx, dw. Throws mplan::Error when tp does not divide the model's widths.
+// fwd (or fwd_gelu), dx (or dx_dgelu), dw. Throws mplan::Error when tp does not divide the
+// model's widths.
 std::vector<GemmShape> linear_gemm_shapes(const ModelSpec& model, int64_t mbs, int64_t tp);
 
 // The same over every (mbs, tp) pair of the models, without repeats (first occurrence kept).

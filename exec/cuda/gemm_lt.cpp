@@ -113,13 +113,14 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
   cublasLtEpilogue_t lt_epi = CUBLASLT_EPILOGUE_DEFAULT;
   if (epi == Epilogue::kBias) lt_epi = CUBLASLT_EPILOGUE_BIAS;
   if (epi == Epilogue::kBiasGelu) lt_epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (epi == Epilogue::kDGelu) lt_epi = CUBLASLT_EPILOGUE_DGELU;
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epi, sizeof(lt_epi));
-  if (epi != Epilogue::kNone) {
+  if (epi == Epilogue::kBias || epi == Epilogue::kBiasGelu) {
     const int32_t bt = static_cast<int32_t>(cuda_type(bias_t));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   }
-  if (epi == Epilogue::kBiasGelu) {
+  if (epi == Epilogue::kBiasGelu || epi == Epilogue::kDGelu) {  // written, or read by DGELU
     const int64_t aux_ld = g.n;
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld));
@@ -183,12 +184,12 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
     }
     return;
   }
+  const bool has_aux = g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kDGelu;
   if (g.epilogue != Epilogue::kNone && fuse_epilogues_ &&
       (g.epilogue == Epilogue::kBias || (aux.dtype == c.dtype && g.n % 8 == 0))) {
-    if (Plan* p = plan_for(g, a, b, c, g.epilogue, bias.data, bias.dtype,
-                           g.epilogue == Epilogue::kBiasGelu ? aux.data : nullptr)) {
-      matmul(*p, g, a, b, c, g.beta, bias.data,
-             g.epilogue == Epilogue::kBiasGelu ? aux.data : nullptr, stream);
+    const void* aux_p = has_aux ? aux.data : nullptr;
+    if (Plan* p = plan_for(g, a, b, c, g.epilogue, bias.data, bias.dtype, aux_p)) {
+      matmul(*p, g, a, b, c, g.beta, bias.data, aux_p, stream);
       return;
     }
   }
@@ -204,6 +205,8 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
   matmul(*p, g, a, b, c, g.epilogue == Epilogue::kNone ? g.beta : 0.0f, nullptr, nullptr, stream);
   if (g.epilogue == Epilogue::kBias)
     launch_bias_add(c.data, c.dtype, bias.data, bias.dtype, g.m, g.n, stream);
+  if (g.epilogue == Epilogue::kDGelu)  // in place: C = C · gelu'(aux), C rounded once before
+    launch_gelu_backward(c.data, aux.data, c.data, c.dtype, c.numel(), stream);
 }
 
 }  // namespace mplan::exec::cuda

@@ -1,6 +1,6 @@
-// LtGemm: row-major GEMMs C(m, n) = alpha·op(A)·op(B) + beta·C through cuBLASLt, with the bias
-// and bias+GeLU epilogues fused when cuBLASLt has an algorithm for them. Row-major C is the
-// column-major C^T = op(B)^T·op(A)^T, so A and B swap places in every cuBLASLt call.
+// LtGemm: row-major GEMMs C(m, n) = alpha·op(A)·op(B) + beta·C through cuBLASLt, with the bias,
+// bias+GeLU and GeLU-backward epilogues fused when cuBLASLt has an algorithm for them. Row-major C
+// is the column-major C^T = op(B)^T·op(A)^T, so A and B swap places in every cuBLASLt call.
 // Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
 // once: descriptors, layouts and the heuristic's algorithm are cached and reused, so a call after
 // the first costs no heuristic query and no allocation; the same algorithm gives the same bits.
@@ -26,7 +26,7 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // Backend::gemm semantics. When an epilogue has no fused algorithm (or fuse_epilogues is
-  // false) it runs as a plain GEMM followed by the bias / GeLU kernels.
+  // false) it runs as a plain GEMM followed by the bias / GeLU / GeLU-backward kernels.
   void run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias,
            const Tensor& aux, cudaStream_t stream);
 

@@ -118,10 +118,11 @@ void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int
   op_done(name);
 }
 
-void GptBlocks::row_input_grad(Tensor dy, int w, Tensor dx, const char* name) {
+void GptBlocks::row_input_grad(Tensor dy, int w, Tensor dx, const char* name, Epilogue e,
+                               Tensor aux) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = dx.numel() / T;
-  be_.gemm(gemm_args(false, false, T, k, h), dy, weight(w), dx);  // dx (T, k) = dy W
+  be_.gemm(gemm_args(false, false, T, k, h, 0.0f, e), dy, weight(w), dx, {}, aux);  // dx = dy W
   op_done(name);
 }
 
@@ -261,23 +262,21 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
   op_done("residual_add");
 }
 
-// The activation's backward: d_pre = dL/d(fc1 output) from d_h; with `bias_grad`, fc1's bias
-// gradient too (fused with the GeLU backward where the backend fuses it).
-void GptBlocks::activation_backward(const LayerMain& m, const LayerParams& p, Tensor d_pre,
-                                    bool bias_grad) {
+// fc2's input gradient through the activation: d_pre = dL/d(fc1 output) from the gathered
+// d_out; with `bias_grad`, fc1's bias gradient too. GeLU's backward runs in the GEMM's epilogue
+// (kDGelu, on the pre-activation the forward saved); SwiGLU's is a kernel of its own on d_h.
+void GptBlocks::mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
+                               bool bias_grad) {
   if (d_.gated) {
+    row_input_grad(d_out, p.fc2_w, ws_.d_h, "fc2_dgrad");
     be_.swiglu_backward(ws_.d_h, m.fc1_pre, d_pre);
     op_done("activation_bwd");
-    if (bias_grad && p.fc1_b >= 0) {
-      be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
-      op_done("bias_grad");
-    }
-  } else if (bias_grad && p.fc1_b >= 0) {
-    be_.gelu_backward_bias_grad(ws_.d_h, m.fc1_pre, d_pre, grad(p.fc1_b));
-    op_done("activation_bwd");
   } else {
-    be_.gelu_backward(ws_.d_h, m.fc1_pre, d_pre);
-    op_done("activation_bwd");
+    row_input_grad(d_out, p.fc2_w, d_pre, "fc2_dgrad", Epilogue::kDGelu, m.fc1_pre);
+  }
+  if (bias_grad && p.fc1_b >= 0) {
+    be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+    op_done("bias_grad");
   }
 }
 
@@ -300,9 +299,8 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     mark(sync, p.fc2_b);
     mark(sync, p.fc2_w);
   }
-  row_input_grad(d_out, p.fc2_w, ws_.d_h, "fc2_dgrad");
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
-  activation_backward(m, p, d_pre, !split);
+  mlp_input_grad(m, p, d_out, d_pre, !split);
   if (!split) {
     Tensor y2 = gather_sequence(w.y2, ws_.gathered);
     be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));

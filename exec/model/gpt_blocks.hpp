@@ -35,7 +35,7 @@ struct Workspace {
   Tensor d_gathered;  // (s, b, h) act: all-gathered output gradient (SP)
   Tensor d_ctx;       // (s, b, heads/tp, d) act
   Tensor d_qkv;       // (s, b, (heads + 2·groups)/tp, d) act
-  Tensor d_h;         // (s, b, ffn/tp) act: gradient of the activation's output
+  Tensor d_h;         // (s, b, ffn/tp) act: gradient of SwiGLU's output (GeLU's: none)
   Tensor d_pre;       // (s, b, fc1 width/tp) act: gradient of fc1's output
   Tensor att_ctx;     // (s, b, heads/tp, d) act: selective recompute's attention output
   Tensor att_lse;     // (b, heads/tp, s) f32: its log-sum-exp (also full recompute's)
@@ -111,12 +111,15 @@ class GptBlocks {
   // its backward into d_qkv, the gradient of the QKV GEMM's output (RoPE undone).
   void attention_forward(const LayerMain& m, Tensor ctx, Tensor lse);
   void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
-  void activation_backward(const LayerMain& m, const LayerParams& p, Tensor d_pre, bool bias_grad);
+  void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
+                      bool bias_grad);
   // Row-parallel weight gradients from the output gradient: its shard dy_shard (s_l, b, h) for
   // the bias, the gathered dy (s, b, h; the shard itself without sequence parallelism).
   void row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int b, const char* name);
-  // Row-parallel input gradient: dx = dy · W, dy gathered.
-  void row_input_grad(Tensor dy, int w, Tensor dx, const char* name);
+  // Row-parallel input gradient: dx = dy · W, dy gathered; the epilogue (kDGelu: with aux) per
+  // Backend::gemm.
+  void row_input_grad(Tensor dy, int w, Tensor dx, const char* name, Epilogue e = Epilogue::kNone,
+                      Tensor aux = {});
   float attn_scale() const;
   template <class F>
   void traced(const char* what, F&& f);

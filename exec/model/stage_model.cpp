@@ -43,7 +43,7 @@ StageModel::StageModel(const StageSpec& spec, Backend& backend, Comm& tp, Tracer
   ws_.d_norm = alloc(act_, {sl, b, h}, "workspace");
   ws_.d_ctx = alloc(act_, {s, b, hl, hd}, "workspace");
   ws_.d_qkv = alloc(act_, {s, b, d.qkv_heads_local(), hd}, "workspace");
-  ws_.d_h = alloc(act_, {s, b, fl}, "workspace");
+  if (d.gated) ws_.d_h = alloc(act_, {s, b, fl}, "workspace");  // GeLU's: fc2's dgrad epilogue
   ws_.d_pre = alloc(act_, {s, b, d.fc1_local()}, "workspace");
   const ParallelConfig& p = spec.parallel;
   const bool selective = p.recompute == Recompute::kSelective;

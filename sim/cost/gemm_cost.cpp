@@ -78,6 +78,18 @@ int64_t gemm_time_ns(const GpuSpec& gpu, const GemmShape& g) {
               " batch ", g.batch);
   const double flops = gemm_flops(g);
   if (flops == 0) return 0;
+  if (g.pass == GemmPass::kInputGradDGelu &&
+      std::none_of(gpu.gemm_shapes.begin(), gpu.gemm_shapes.end(),
+                   [](const GemmPoint& p) { return p.pass == GemmPass::kInputGradDGelu; })) {
+    // Not measured with its epilogue: the plain input gradient, and the epilogue's read of the
+    // pre-activation (m × n) at the memory-bound rate.
+    GemmShape dx = g;
+    dx.pass = GemmPass::kInputGrad;
+    const double aux_bytes = static_cast<double>(g.m) * static_cast<double>(g.n) *
+                             static_cast<double>(g.batch) *
+                             static_cast<double>(g.bytes_per_element);
+    return gemm_time_ns(gpu, dx) + to_ns(memory_bound_seconds(gpu, aux_bytes) * 1e9);
+  }
   bool exact = false;
   double efficiency = refined(gpu, g, exact);
   if (gpu.sustained_gemm_efficiency > 0 && efficiency > gpu.sustained_gemm_efficiency)

@@ -33,6 +33,8 @@ double gemm_efficiency(const GpuSpec& gpu, double flops);
 double gemm_efficiency(const GpuSpec& gpu, const GemmShape& g);
 // max(flops / (peak · efficiency(shape)), bytes / (HBM bandwidth · memory_bound_efficiency),
 // kernel_min_us) + kernel_overhead_us; a measured shape has no memory floor (it was measured).
+// An input gradient with the GeLU-backward epilogue (kInputGradDGelu) in a profile that measured
+// none: the plain input gradient's time plus the epilogue's read of m·n elements, memory-bound.
 int64_t gemm_time_ns(const GpuSpec& gpu, const GemmShape& g);
 
 }  // namespace mplan::cost

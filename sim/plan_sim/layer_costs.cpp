@@ -278,17 +278,18 @@ void row_forward(const Ctx& c, Pass& p, const char* name, const char* comm_name,
 }
 
 // Backward of a row-parallel linear: all-gather of the output gradient with sequence
-// parallelism; input-gradient GEMM (tokens x in_width x h) into `b_pass`, weight-gradient GEMM
-// (in_width x h x tokens) into `w_pass`. `split` (zero-bubble's B and W): the executor keeps its
-// shard of the output gradient for W (a copy in B) and, with sequence parallelism, gathers it
-// again in W.
+// parallelism; input-gradient GEMM (tokens x in_width x h; `dgrad_pass`: with the GeLU-backward
+// epilogue or not) into `b_pass`, weight-gradient GEMM (in_width x h x tokens) into `w_pass`.
+// `split` (zero-bubble's B and W): the executor keeps its shard of the output gradient for W (a
+// copy in B) and, with sequence parallelism, gathers it again in W.
 void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
                   const char* dgrad_name, const char* wgrad_name, int64_t tokens, int64_t in_width,
-                  const cost::GroupPlacement& tp, bool split) {
+                  const cost::GroupPlacement& tp, bool split,
+                  GemmPass dgrad_pass = GemmPass::kInputGrad) {
   if (split && c.d.exec)
     b_pass.add("copy", Cat::kCompute,
                c.kern(MemKernel::kCopy, c.tokens_r(), c.dbl(c.d.h), 2 * c.x_bytes()));
-  const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, GemmPass::kInputGrad);
+  const int64_t dgrad = c.gemm(tokens, in_width, c.d.h, dgrad_pass);
   const int64_t ag = c.d.sp ? c.coll(CollectiveKind::kAllGather, c.full_x_bytes(), tp) : 0;
   if (c.d.tp_overlap) {
     pipelined(c, b_pass, ag_name, ag, dgrad_name, dgrad, true);
@@ -308,10 +309,8 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 // overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` /
 // `w_pass` (zero-bubble: the input-gradient collective is exposed in B; the input all-gather
 // belongs to W). The bias gradient of a column-parallel linear: in another kernel (Megatron's fused
-// wgrad, or none), a kernel of its own (the executor's QKV and SwiGLU FC1), or a kernel of its own
-// only in W (the executor's GeLU FC1: its activation backward computes it when B and W run
-// together).
-enum class BiasGrad : uint8_t { kElsewhere, kKernel, kKernelInW };
+// wgrad, or none) or a kernel of its own (the executor's QKV and FC1; in W when B and W are split).
+enum class BiasGrad : uint8_t { kElsewhere, kKernel };
 
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
                      const char* wgrad_name, const char* ag_name, const char* comm_name,
@@ -341,7 +340,7 @@ void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, cons
   if (bias_grad != BiasGrad::kElsewhere) {
     const int64_t ns = c.kern(MemKernel::kBiasGrad, c.dbl(tokens), c.dbl(out_width),
                               c.dbl(c.d.e) * c.dbl(tokens) * c.dbl(out_width));
-    if (bias_grad == BiasGrad::kKernel) fused.add("bias_grad", Cat::kCompute, ns);
+    fused.add("bias_grad", Cat::kCompute, ns);
     w_pass.add("bias_grad", Cat::kCompute, ns);
   }
 }
@@ -643,6 +642,9 @@ int64_t activation_backward_ns(const Ctx& c, double rows, double width) {
 }
 // The executor fuses bias and GeLU into FC1's GEMM epilogue (cuBLASLt GELU_AUX_BIAS).
 bool gelu_in_epilogue(const Ctx& c) { return c.d.exec && c.d.gate == 1 && c.d.bias; }
+// ... and GeLU's backward into FC2's input-gradient GEMM (cuBLASLt DGELU, on the saved
+// pre-activation), with or without biases.
+bool dgelu_in_epilogue(const Ctx& c) { return c.d.exec && c.d.gate == 1; }
 
 // A tensor-parallel MLP of width `ffn` (the dense MLP, or MoE shared experts) on all tokens.
 void mlp_forward(const Ctx& c, Pass& p, int64_t ffn) {
@@ -660,16 +662,18 @@ void mlp_forward(const Ctx& c, Pass& p, int64_t ffn) {
 void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
   const PlanDims& d = c.d;
   const int64_t f_t = ffn / d.t;
+  const bool dgelu = dgelu_in_epilogue(c);
+  const GemmPass dx_pass = dgelu ? GemmPass::kInputGradDGelu : GemmPass::kInputGrad;
   row_backward(c, bp.fused, bp.fused, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t,
-               c.groups.tp, false);
+               c.groups.tp, false, dx_pass);
   row_backward(c, bp.b, bp.w, "tp_all_gather", "fc2_dgrad", "fc2_wgrad", d.tokens, f_t, c.groups.tp,
-               true);
-  bp.add_b("activation_bwd", Cat::kCompute, activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
+               true, dx_pass);
+  if (!dgelu)
+    bp.add_b("activation_bwd", Cat::kCompute,
+             activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t, c.groups.tp,
-                  !(d.exec && d.bias) ? BiasGrad::kElsewhere
-                  : d.gate == 2       ? BiasGrad::kKernel
-                                      : BiasGrad::kKernelInW);
+                  d.exec && d.bias ? BiasGrad::kKernel : BiasGrad::kElsewhere);
 }
 
 // MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):
@@ -973,7 +977,11 @@ void build_layer(const Ctx& c, const AttentionTimes& at, bool moe, LayerCosts& l
                                        (d.mla ? c.dbl(d.q_w + d.kv_w) : 2.0 * c.dbl(d.kv_w))
                                  : 0.0;
   l.ws_fwd_bytes = std::llround(score_bytes + gathered_kv);
-  double ws_bwd = std::max(2 * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes + 2 * gathered_kv);
+  // The MLP's activation gradients: of the activation's output and of fc1's (the executor's GeLU
+  // has the latter alone: fc2's input-gradient GEMM applies GeLU's backward in its epilogue).
+  const double act_grads = dgelu_in_epilogue(c) ? 1.0 : 2.0;
+  double ws_bwd =
+      std::max(act_grads * e * ffn_elems * c.dbl(d.gate), 2 * score_bytes + 2 * gathered_kv);
   if (!d.fused) ws_bwd += e * c.dbl(d.h) * c.dbl(d.gate * (moe ? d.moe_ffn / d.etp : d.ffn / d.t));
   l.ws_bwd_bytes = std::llround(ws_bwd);
 

@@ -35,6 +35,8 @@ const char* to_string(GemmPass p) {
       return "fwd_gelu";
     case GemmPass::kInputGrad:
       return "dx";
+    case GemmPass::kInputGradDGelu:
+      return "dx_dgelu";
     case GemmPass::kWeightGrad:
       return "dw";
   }
@@ -191,17 +193,19 @@ std::vector<GemmPoint> gemm_points_from_json(const JsonObject& o, const std::str
     if (!p.is_array() || p.size() != 5 || !p[0].is_number_integer() || !p[1].is_number_integer() ||
         !p[2].is_number_integer() || !p[3].is_string() || !p[4].is_number())
       throw Error(cat(f, ": must be [m, n, k, pass, efficiency] (three integers, \"fwd\", ",
-                      "\"fwd_gelu\", \"dx\" or \"dw\", a number), got ", json_excerpt(p)));
+                      "\"fwd_gelu\", \"dx\", \"dx_dgelu\" or \"dw\", a number), got ",
+                      json_excerpt(p)));
     GemmPoint g{p[0].get<int64_t>(), p[1].get<int64_t>(), p[2].get<int64_t>(), GemmPass::kForward,
                 p[4].get<double>()};
     const std::string pass = p[3].get<std::string>();
     bool known = false;
-    for (GemmPass gp :
-         {GemmPass::kForward, GemmPass::kForwardGelu, GemmPass::kInputGrad, GemmPass::kWeightGrad})
+    for (GemmPass gp : {GemmPass::kForward, GemmPass::kForwardGelu, GemmPass::kInputGrad,
+                        GemmPass::kInputGradDGelu, GemmPass::kWeightGrad})
       if (pass == to_string(gp)) g.pass = gp, known = true;
     if (!known)
       throw Error(
-          cat(f, ": pass must be \"fwd\", \"fwd_gelu\", \"dx\" or \"dw\", got \"", pass, "\""));
+          cat(f, ": pass must be \"fwd\", \"fwd_gelu\", \"dx\", \"dx_dgelu\" or \"dw\", got \"",
+              pass, "\""));
     if (g.m < 1 || g.n < 1 || g.k < 1 || !(g.efficiency > 0) || g.efficiency > 1)
       throw Error(
           cat(f, ": m, n, k must be >= 1 and the efficiency in (0, 1], got ", json_excerpt(p)));

@@ -28,9 +28,10 @@ using Curve = std::vector<CurvePoint>;
 double curve_at(const Curve& c, double x, double fallback);
 
 // The pass of a linear layer a GEMM belongs to: the operands' layout and the epilogue differ
-// (forward x·Wᵀ, with a fused bias + GeLU epilogue or not; input gradient dy·W; weight gradient
-// dyᵀ·x accumulated into fp32). Profile spelling: "fwd", "fwd_gelu", "dx", "dw".
-enum class GemmPass : uint8_t { kForward, kForwardGelu, kInputGrad, kWeightGrad };
+// (forward x·Wᵀ, with a fused bias + GeLU epilogue or not; input gradient dy·W, with GeLU's
+// backward fused into its epilogue or not (reading the saved pre-activation); weight gradient
+// dyᵀ·x accumulated into fp32). Profile spelling: "fwd", "fwd_gelu", "dx", "dx_dgelu", "dw".
+enum class GemmPass : uint8_t { kForward, kForwardGelu, kInputGrad, kInputGradDGelu, kWeightGrad };
 const char* to_string(GemmPass p);
 
 // A measured GEMM: C (m, n) = A (m, k) · B (k, n) of `pass` ran at `efficiency` of peak.

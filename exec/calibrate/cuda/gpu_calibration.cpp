@@ -129,7 +129,8 @@ Tensor rand(CudaBackend& g, DType t, std::initializer_list<int64_t> shape, uint6
 
 // Buffers large enough for every shape; each GEMM takes views of them, as the executor's do:
 // fwd x (m, k) · W (n, k)^T -> y (m, n) bf16 (+ bias, + GeLU with aux); dx dy (m, k) · W (k, n)
-// -> (m, n) bf16; dw dy^T (m, k) stored (k, m) · x (k, n) -> (m, n) f32, accumulated.
+// -> (m, n) bf16 (dx_dgelu: times gelu'(aux)); dw dy^T (m, k) stored (k, m) · x (k, n) -> (m, n)
+// f32, accumulated.
 struct GemmBuffers {
   Tensor a, b, c, aux, c32, bias;
 };
@@ -144,13 +145,13 @@ GemmBuffers gemm_buffers(CudaBackend& g, const std::vector<GemmShape>& shapes) {
       c32 = std::max(c32, s.m * s.n);
     else
       c = std::max(c, s.m * s.n);
-    if (s.kind == "fwd_gelu") aux = std::max(aux, s.m * s.n);
+    if (s.kind == "fwd_gelu" || s.kind == "dx_dgelu") aux = std::max(aux, s.m * s.n);
   }
   GemmBuffers bufs;
   bufs.a = rand(g, DType::kBF16, {a}, 11);
   bufs.b = rand(g, DType::kBF16, {b}, 12, -0.05f, 0.05f);
   bufs.c = g.alloc(DType::kBF16, {c}, "calibrate");
-  bufs.aux = g.alloc(DType::kBF16, {aux}, "calibrate");
+  bufs.aux = rand(g, DType::kBF16, {aux}, 15, -3, 3);  // read by dx_dgelu as a pre-activation
   bufs.c32 = rand(g, DType::kF32, {c32}, 13);
   bufs.bias = rand(g, DType::kBF16, {n}, 14);
   return bufs;
@@ -172,6 +173,11 @@ void run_gemm(CudaBackend& g, const GemmBuffers& b, const GemmShape& s) {
   const Tensor c = make_tensor(b.c.data, DType::kBF16, {s.m * s.n});
   if (s.kind == "dx") {
     g.gemm(GemmArgs{.m = s.m, .n = s.n, .k = s.k}, a, w, c);
+    return;
+  }
+  if (s.kind == "dx_dgelu") {
+    g.gemm(GemmArgs{.m = s.m, .n = s.n, .k = s.k, .epilogue = Epilogue::kDGelu}, a, w, c, {},
+           make_tensor(b.aux.data, DType::kBF16, {s.m * s.n}));
     return;
   }
   const Epilogue epi = s.kind == "fwd_gelu" ? Epilogue::kBiasGelu

@@ -112,12 +112,13 @@ void bench_gemms(Bench& b) {
     const char* name;
     int64_t in, out;
     Epilogue epi;
+    bool dgelu;  // the input gradient also with GeLU's backward in its epilogue (fc2)
   };
-  const Lin lins[] = {{"qkv", kH, 3 * kH, Epilogue::kBias},
-                      {"proj", kH, kH, Epilogue::kBias},
-                      {"fc1", kH, kF, Epilogue::kBiasGelu},
-                      {"fc2", kF, kH, Epilogue::kBias},
-                      {"logits", kH, kV, Epilogue::kNone}};
+  const Lin lins[] = {{"qkv", kH, 3 * kH, Epilogue::kBias, false},
+                      {"proj", kH, kH, Epilogue::kBias, false},
+                      {"fc1", kH, kF, Epilogue::kBiasGelu, false},
+                      {"fc2", kF, kH, Epilogue::kBias, true},
+                      {"logits", kH, kV, Epilogue::kNone, false}};
   for (const Lin& l : lins) {
     Tensor x = b.rand(bf, {kT, l.in});
     Tensor w = b.rand(bf, {l.out, l.in}, -0.05f, 0.05f);
@@ -144,6 +145,17 @@ void bench_gemms(Bench& b) {
     const GemmArgs dgrad{.m = kT, .n = l.in, .k = l.out};  // dx (T, in) = dy (T, out) · W (out, in)
     b.add(mplan::cat("gemm ", l.name, " bwd dx"), dims({kT, l.in, l.out}), fl, 0,
           [&] { g.gemm(dgrad, dy, w, dx); });
+    if (l.dgelu) {  // dx = (dy · W) ∘ gelu'(pre), pre: fc1's saved pre-activation (T, in)
+      Tensor pre = b.rand(bf, {kT, l.in}, -3, 3);
+      const GemmArgs dgelu{.m = kT, .n = l.in, .k = l.out, .epilogue = Epilogue::kDGelu};
+      b.add(mplan::cat("gemm ", l.name, " bwd dx +dgelu"), dims({kT, l.in, l.out}), fl, 0,
+            [&] { g.gemm(dgelu, dy, w, dx, {}, pre); });
+      g.set_fuse_gemm_epilogues(false);
+      b.add(mplan::cat("gemm ", l.name, " bwd dx +dgelu unfused"), dims({kT, l.in, l.out}), fl, 0,
+            [&] { g.gemm(dgelu, dy, w, dx, {}, pre); });
+      g.set_fuse_gemm_epilogues(true);
+      g.release(pre);
+    }
     // dW (out, in) += dy^T (out, T) · x (T, in), f32
     const GemmArgs wgrad{.trans_a = true, .m = l.out, .n = l.in, .k = kT, .beta = 1.0f};
     b.add(mplan::cat("gemm ", l.name, " bwd dW (f32 +=)"), dims({l.out, l.in, kT}), fl, 0,

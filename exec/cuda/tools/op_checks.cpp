@@ -209,6 +209,27 @@ bool OpChecker::gemm_epilogue(Epilogue epi, int64_t m, int64_t n, int64_t k, boo
   return ok;
 }
 
+bool OpChecker::gemm_dgelu(int64_t m, int64_t n, int64_t k, DType act, bool fused) {
+  Pair a = random_pair(act, {m, k});
+  Pair b = random_pair(act, {k, n});
+  Pair aux = random_pair(act, {m, n}, -3.0f, 3.0f);  // the pre-activation: gelu' over its range
+  Pair c = alloc(act, {m, n});
+  poison(c);
+  const GemmArgs g{.m = m, .n = n, .k = k, .epilogue = Epilogue::kDGelu};
+  gpu_.set_fuse_gemm_epilogues(fused);
+  gpu_.gemm(g, a.gpu, b.gpu, c.gpu, {}, aux.gpu);
+  gpu_.set_fuse_gemm_epilogues(true);
+  cpu_.gemm(g, a.cpu, b.cpu, c.cpu, {}, aux.cpu);
+  std::ostringstream name;
+  name << "gemm NN+dgelu" << (fused ? " (fused)" : " (unfused)") << " m=" << m << " n=" << n
+       << " k=" << k << " " << dt(act) << ": c";
+  // bf16's tolerance for f32 outputs too: the fused gelu' is cuBLASLt's own (its tanh need not
+  // be as exact as tanhf); a wrong operand or aux layout is off by far more.
+  const bool ok = compare(name.str(), c, kBf16Tol);
+  for (Pair* p : {&a, &b, &aux, &c}) release(*p);
+  return ok;
+}
+
 bool OpChecker::bias_grad(int64_t rows, int64_t n, DType act) {
   Pair dy = random_pair(act, {rows, n});
   Pair db = random_pair(DType::kF32, {n});
@@ -714,6 +735,10 @@ bool OpChecker::run_all() {
   for (bool fused : {true, false}) {
     ok = gemm_epilogue(Epilogue::kBias, 64, 96, 48, fused) && ok;
     ok = gemm_epilogue(Epilogue::kBiasGelu, 64, 96, 48, fused) && ok;
+    ok = gemm_dgelu(64, 96, 48, bf, fused) && ok;
+    ok = gemm_dgelu(300, 200, 72, bf, fused) && ok;
+    ok = gemm_dgelu(33, 50, 24, bf, fused) && ok;  // n % 8 != 0: never fused
+    ok = gemm_dgelu(40, 24, 56, f32, fused) && ok;
   }
   ok = bias_grad(300, 96, bf) && ok;
   ok = bias_grad(77, 50, f32) && ok;

@@ -50,6 +50,9 @@ class OpChecker {
   bool gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType act, DType c_dtype,
             float alpha, float beta);
   bool gemm_epilogue(Epilogue epi, int64_t m, int64_t n, int64_t k, bool fused);
+  // The GeLU-backward epilogue (kDGelu) on an input-gradient GEMM dy (m, k) · W (k, n), aux the
+  // pre-activation (m, n); fused (cuBLASLt DGELU) or the plain GEMM then the gelu_backward kernel.
+  bool gemm_dgelu(int64_t m, int64_t n, int64_t k, DType act, bool fused);
   bool bias_grad(int64_t rows, int64_t n, DType act);
   // gelu_backward_bias_grad against the CPU, and bitwise against the GPU's two separate passes.
   bool gelu_bias_grad(int64_t rows, int64_t n, DType act);

@@ -28,6 +28,8 @@ TEST(CalibrationShapes, GptLinearLayersAtMbs4Tp1) {
   EXPECT_TRUE(has(s, T, 2048, 2048, "fwd"));       // proj
   EXPECT_TRUE(has(s, T, 8192, 2048, "fwd_gelu"));  // fc1 with the bias + GeLU epilogue
   EXPECT_TRUE(has(s, T, 2048, 8192, "fwd"));       // fc2
+  EXPECT_TRUE(has(s, T, 8192, 2048, "dx_dgelu"));  // fc2's input gradient through GeLU
+  EXPECT_FALSE(has(s, T, 8192, 2048, "dx"));       // ... and not without the epilogue
   EXPECT_TRUE(has(s, 8192, 2048, T, "dw"));        // fc1 and fc2 weight gradients
   EXPECT_TRUE(has(s, T, 32000, 2048, "fwd"));      // logits
   EXPECT_FALSE(s.back().bias);
@@ -42,6 +44,7 @@ TEST(CalibrationShapes, LlamaShardsAtTp2) {
   EXPECT_TRUE(has(s, T, 2048, 1024, "fwd"));            // proj
   EXPECT_TRUE(has(s, T, 2 * 4096, 2048, "fwd"));        // fc1: gate and up, no GeLU epilogue
   EXPECT_TRUE(has(s, T, 2048, 4096, "fwd"));            // fc2
+  EXPECT_TRUE(has(s, T, 4096, 2048, "dx"));             // its input gradient (SwiGLU: no epilogue)
   EXPECT_TRUE(has(s, T, 128256 / 2, 2048, "fwd"));      // logits over the padded vocabulary / tp
   for (const GemmShape& g : s) EXPECT_FALSE(g.bias) << g.layer;
 }

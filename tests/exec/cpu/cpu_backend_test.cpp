@@ -160,6 +160,43 @@ TEST_P(CpuBackendTest, GemmAllTransposesAndEpilogues) {
   }
 }
 
+// kDGelu: C = (A·B) ∘ gelu'(aux), GeLU's backward in the epilogue of the GEMM that gives its
+// output's gradient. Against the plain GEMM followed by gelu_backward (bitwise in f32, where the
+// product is stored unrounded; in bf16 one rounding fewer than the two passes) and an f64
+// reference with gelu' by central differences.
+TEST_P(CpuBackendTest, DGeluEpilogueIsGemmThenGeluBackward) {
+  const int64_t m = 7, n = 6, k = 9;
+  auto av = rounded(randn(m * k, 31), act()), bv = rounded(randn(k * n, 32), act());
+  auto xv = rounded(randn(m * n, 33, 2.0f), act());
+  Tensor a = make(be, act(), {m, k}, av), b = make(be, act(), {k, n}, bv);
+  Tensor aux = make(be, act(), {m, n}, xv);
+  Tensor c = be.alloc(act(), {m, n}, "t"), dh = be.alloc(act(), {m, n}, "t");
+  Tensor dx = be.alloc(act(), {m, n}, "t");
+  be.gemm({.m = m, .n = n, .k = k, .epilogue = Epilogue::kDGelu}, a, b, c, {}, aux);
+  be.gemm({.m = m, .n = n, .k = k}, a, b, dh);
+  be.gelu_backward(dh, aux, dx);
+  const std::vector<float> got = read(be, c), two_pass = read(be, dx);
+  if (!bf16()) EXPECT_EQ(got, two_pass);
+  EXPECT_TRUE(all_close(got, to_double(two_pass), bf16() ? 2 * rtol() : 0.0, 1e-6));
+  std::vector<double> want(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += double(av[i * k + p]) * bv[p * n + j];
+      const double x = xv[i * n + j];
+      want[i * n + j] = acc * (gelu_ref(x + 1e-6) - gelu_ref(x - 1e-6)) / 2e-6;
+    }
+  EXPECT_TRUE(all_close(got, want, rtol(), 1e-4));
+  // The contract's checks: no accumulation, aux of C's dtype.
+  EXPECT_THROW(be.gemm({.m = m, .n = n, .k = k, .beta = 1.0f, .epilogue = Epilogue::kDGelu}, a, b,
+                       c, {}, aux),
+               InternalError);
+  Tensor aux_other = be.alloc(bf16() ? DType::kF32 : DType::kBF16, {m, n}, "t");
+  EXPECT_THROW(
+      be.gemm({.m = m, .n = n, .k = k, .epilogue = Epilogue::kDGelu}, a, b, c, {}, aux_other),
+      InternalError);
+}
+
 TEST_P(CpuBackendTest, BiasGradAccumulatesColumnSums) {
   auto dy = rounded(randn(6 * 4, 3), act());
   Tensor t = make(be, act(), {6, 4}, dy);

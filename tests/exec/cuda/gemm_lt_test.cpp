@@ -1,6 +1,7 @@
 // LtGemm through CudaBackend::gemm against the CPU backend: every transpose combination, bf16
 // and f32 outputs, beta = 1 accumulation into f32 (weight gradients), alpha, odd sizes, the f32
-// activation path, and the bias / bias+GeLU epilogues both fused (cuBLASLt) and unfused.
+// activation path, and the bias / bias+GeLU / GeLU-backward epilogues both fused (cuBLASLt) and
+// unfused.
 #include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
@@ -40,6 +41,16 @@ TEST_F(GemmLtTest, BiasAndGeluEpiloguesFusedAndUnfused) {
     check().gemm_epilogue(Epilogue::kBias, 64, 96, 48, fused);
     check().gemm_epilogue(Epilogue::kBiasGelu, 64, 96, 48, fused);
     check().gemm_epilogue(Epilogue::kBiasGelu, 40, 200, 72, fused);
+  }
+  expect_all_pass();
+}
+
+TEST_F(GemmLtTest, GeluBackwardEpilogueFusedAndUnfused) {
+  for (bool fused : {true, false}) {
+    check().gemm_dgelu(64, 96, 48, DType::kBF16, fused);
+    check().gemm_dgelu(300, 200, 72, DType::kBF16, fused);
+    check().gemm_dgelu(33, 50, 24, DType::kBF16, fused);  // n % 8 != 0: the unfused path
+    check().gemm_dgelu(40, 24, 56, DType::kF32, fused);
   }
   expect_all_pass();
 }

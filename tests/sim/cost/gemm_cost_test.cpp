@@ -89,6 +89,20 @@ TEST(GemmCost, MeasuredShapesOfThePassReplaceTheCurveAndFadeIntoIt) {
   EXPECT_EQ(gemm_time_ns(g, {512, 512, 512, 8}), 8590);
 }
 
+TEST(GemmCost, GeluBackwardEpilogueIsMeasuredOrThePlainInputGradientAndTheAuxRead) {
+  GpuSpec g = testing::round_gpu();
+  const GemmShape dgelu{4096, 4096, 4096, 1, 2, GemmPass::kInputGradDGelu};
+  // Not measured: 4096^3 at the curve's 0.55 (249889 ns), plus the read of 4096 · 4096 bf16
+  // pre-activations at 4e12 B/s (8388.6 ns).
+  EXPECT_EQ(gemm_time_ns(g, dgelu), 249889 + 8389);
+  // A measured plain input gradient refines the plain part alone.
+  g.gemm_shapes = {{4096, 4096, 4096, GemmPass::kInputGrad, 0.66}};
+  EXPECT_EQ(gemm_time_ns(g, dgelu), 208241 + 8389);
+  // Measured with its epilogue: that shape's rate, nothing added (2^37 / (1e15 · 0.5) s).
+  g.gemm_shapes.push_back({4096, 4096, 4096, GemmPass::kInputGradDGelu, 0.5});
+  EXPECT_EQ(gemm_time_ns(g, dgelu), 274878);
+}
+
 TEST(GemmCost, AKernelInAStreamTakesAtLeastATinyKernelsTime) {
   GpuSpec g = testing::round_gpu();
   g.kernel_overhead_us = 2;

@@ -200,7 +200,8 @@ Json refined_cluster_json() {
   Json j = cluster_json();
   j["gpu"]["kernel_overhead_us"] = 1.5;
   j["implementations"] = parse_json(R"({"mplan": {
-      "gemm_shapes": [[8192, 6144, 2048, "fwd", 0.78], [8192, 2048, 6144, "dx", 0.8]],
+      "gemm_shapes": [[8192, 6144, 2048, "fwd", 0.78], [8192, 2048, 6144, "dx", 0.8],
+                      [8192, 8192, 2048, "dx_dgelu", 0.7]],
       "attention_shapes": [[4, 16, 2048, 128, 0.22, 0.2]],
       "memory_bound_kinds": {"layernorm_forward": [[1e6, 0.3], [1e8, 0.55]], "adamw": [[1e9, 0.8]]},
       "kernel_overhead_us": 2.5, "kernel_min_us": 2, "host_overhead_us": 4,
@@ -217,8 +218,9 @@ TEST(ClusterSpec, ImplementationSetsReplaceTheBaseFieldsTheyName) {
   const ClusterSpec c = cluster_from_json(refined_cluster_json(), "cluster");
   const GpuSpec& m = c.gpu_for(Implementation::kMplan);
   // The set's own fields...
-  ASSERT_EQ(m.gemm_shapes.size(), 2u);
+  ASSERT_EQ(m.gemm_shapes.size(), 3u);
   EXPECT_EQ(m.gemm_shapes[1], (GemmPoint{8192, 2048, 6144, GemmPass::kInputGrad, 0.8}));
+  EXPECT_EQ(m.gemm_shapes[2], (GemmPoint{8192, 8192, 2048, GemmPass::kInputGradDGelu, 0.7}));
   EXPECT_EQ(m.attention_shapes.at(0), (AttentionPoint{4, 16, 2048, 128, 0.22, 0.2}));
   EXPECT_EQ(m.memory_bound_kinds[static_cast<size_t>(MemKernel::kLayerNormForward)].size(), 2u);
   EXPECT_EQ(m.memory_bound_kinds[static_cast<size_t>(MemKernel::kAdamW)].at(0).y, 0.8);
@@ -325,7 +327,7 @@ TEST(ClusterSpec, MalformedRefinementsNameTheField) {
   b["implementations"]["mplan"]["gemm_shapes"][0][3] = "bwd";
   EXPECT_EQ(error_of(b),
             "cluster.implementations.mplan.gemm_shapes[0]: pass must be \"fwd\", \"fwd_gelu\", "
-            "\"dx\" or \"dw\", got \"bwd\"");
+            "\"dx\", \"dx_dgelu\" or \"dw\", got \"bwd\"");
   Json c = refined_cluster_json();
   c["implementations"]["mplan"]["memory_bound_kinds"]["softmax"] = parse_json("[[1, 0.5]]", "t");
   EXPECT_THAT(error_of(c),
