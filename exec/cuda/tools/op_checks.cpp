@@ -779,8 +779,13 @@ bool OpChecker::run_all() {
   ok = attention(65, 1, 4, 2, 24, f32, true) && ok;
   // b·heads 140 > 132: a backward block takes several key blocks (dQ partial sums added).
   ok = attention(384, 2, 70, 70, 64, bf, false) && ok;
+  // Grouped-query backward plans (attention.cu's bwd_plan): heads dealt one per chunk, dK and dV
+  // added by the finalize (these two and the loop's); whole groups per block, dK and dV summed in
+  // registers over 2 heads (the next two).
   ok = attention(640, 2, 32, 8, 128, bf, false) && ok;
   ok = attention(520, 1, 32, 4, 64, bf, false) && ok;
+  ok = attention(256, 16, 16, 8, 64, bf, false) && ok;
+  ok = attention(128, 32, 8, 4, 128, bf, false) && ok;
   ok = embedding(300, 50, 10, 64, bf, false) && ok;
   ok = embedding(100, 20, 0, 20, f32, false) && ok;
   ok = embedding(257, 40, 5, 32, bf, true) && ok;

@@ -1,8 +1,8 @@
 // The flash-attention kernels (tensor cores) and the reference kernels against the CPU backend:
 // forward output and log-sum-exp, backward dQ/dK/dV, for head dims 8..128 and sequence lengths
-// that are not multiples of the 64/128-row tiles; grouped-query attention; many heads (several key blocks per backward
-// block); bitwise determinism of two runs; and the fast kernels against the reference kernels at
-// the reference workload's head dim.
+// that are not multiples of the 64/128-row tiles; grouped-query attention; many heads (several key
+// blocks per backward block); bitwise determinism of two runs; and the fast kernels against the
+// reference kernels at the reference workload's head dim.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -47,9 +47,10 @@ TEST_F(AttentionTest, ManyHeadsDealSeveralKeyBlocksToOneBackwardBlock) {
   expect_all_pass();
 }
 
-// Grouped-query attention read in place: a backward block walks every head of its K/V group and
-// sums their dK and dV; off-tile lengths, head dims 64 and 128 (Hopper) and 40 (mma.sync only),
-// one group and several, and the reference kernels.
+// Grouped-query attention read in place: a backward block walks the heads of its chunk of a K/V
+// group; off-tile lengths, head dims 64 and 128 (Hopper) and 40 (mma.sync only), one group and
+// several, the reference kernels. The first shapes' plans deal one head per chunk (dK and dV
+// added by the finalize); the last two keep whole groups in a block (summed in registers).
 TEST_F(AttentionTest, GroupedQueryMatchesCpu) {
   check().attention(300, 2, 8, 2, 128, DType::kBF16, false);
   check().attention(257, 1, 6, 3, 64, DType::kBF16, false);
@@ -57,6 +58,9 @@ TEST_F(AttentionTest, GroupedQueryMatchesCpu) {
   check().attention(640, 1, 32, 8, 128, DType::kBF16, false);
   check().attention(130, 1, 4, 2, 64, DType::kBF16, true);
   check().determinism(384, 2, 8, 2, 128);
+  check().attention(256, 16, 16, 8, 64, DType::kBF16, false);
+  check().attention(128, 32, 8, 4, 128, DType::kBF16, false);
+  check().determinism(128, 32, 8, 4, 128);
   expect_all_pass();
 }
 
