@@ -474,35 +474,6 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], con
   }
 }
 
-// A warpgroup's 64 × 64 f32 accumulators (rows warp·16 + g, + 8; columns 8 j + 2 t, + 1) to and
-// from a shared tile of rows of kLd f32: a thread touches the same places in either warpgroup.
-template <int kLd>
-__device__ __forceinline__ void stage_fragments(const float (&acc)[32], float* stage) {
-  const int tw = threadIdx.x & 127, warp = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    float* row_stage = stage + (warp * 16 + g + 8 * rr) * kLd + 2 * t;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      *reinterpret_cast<float2*>(row_stage + 8 * j) =
-          make_float2(acc[4 * j + 2 * rr], acc[4 * j + 2 * rr + 1]);
-  }
-}
-template <int kLd>
-__device__ __forceinline__ void add_staged_fragments(float (&acc)[32], const float* stage) {
-  const int tw = threadIdx.x & 127, warp = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const float* row_stage = stage + (warp * 16 + g + 8 * rr) * kLd + 2 * t;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 v = *reinterpret_cast<const float2*>(row_stage + 8 * j);
-      acc[4 * j + 2 * rr] += v.x;
-      acc[4 * j + 2 * rr + 1] += v.y;
-    }
-  }
-}
-
 // One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) out to global memory: staged
 // in `stage` (64 rows of kLd f32), then one bulk copy (first: the split's first key block) or
 // bulk reduction per row of 256 bytes to dst + row · ld, rows < rows_left. A row is touched
@@ -511,10 +482,17 @@ __device__ __forceinline__ void add_staged_fragments(float (&acc)[32], const flo
 template <int kLd>
 __device__ __forceinline__ void bwd_send_dq(const float (&dq)[32], float* stage, int wg, float* dst,
                                             int ld, int rows_left, bool first) {
-  const int tw = threadIdx.x & 127;
+  const int tw = threadIdx.x & 127, warp = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
   if (tw < kBwdM) bulk_wait_read<0>();  // the previous step's copies have read the tile
   wg_barrier(wg);
-  stage_fragments<kLd>(dq, stage);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float* row_stage = stage + (warp * 16 + g + 8 * rr) * kLd + 2 * t;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      *reinterpret_cast<float2*>(row_stage + 8 * j) =
+          make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
+  }
   fence_proxy_async_shared();
   wg_barrier(wg);
   if (tw < kBwdM && tw < rows_left) {
@@ -690,16 +668,11 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
   constexpr int DP = D;  // columns of a dQ partial row
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
-  // dQ of a step (64 queries × D) = dS·K over the block's 128 keys, in 64-column products. At
-  // D = 128 each warpgroup takes a half of the columns over all the keys. At D = 64 each takes
-  // the terms of a half of the keys (its own 64), and warpgroup 0 adds warpgroup 1's partial
-  // product (staged in its shared tile, named barrier 4) before sending: the same work for both,
-  // summed in a fixed order.
+  // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
+  // alone) at D = 64.
   constexpr int kDqN = 64;
-  constexpr bool kDqKeyHalves = D == 64;
-  constexpr int kDqSteps = kDqKeyHalves ? kBwdN / 32 : kBwdN / 16;  // k-steps of 16 keys
+  const bool dq_worker = D == 128 || cw == 0;
   const int dq_col0 = D == 128 ? cw * 64 : 0;
-  const int dq_kk0 = kDqKeyHalves ? cw * kDqSteps : 0;
   const uint32_t k_addr = smem_addr(sK) + cw * 64 * 128;
   const uint32_t v_addr = smem_addr(sV) + cw * 64 * 128;
   int ctr = 0;
@@ -759,12 +732,12 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
 
       // dQ_part (64 queries × kDqN) = dS·K: dS (M-major, from dS^T) and K (N-major).
       float dq[kDqN / 2];
-      {
+      if (dq_worker) {
         wgmma_fence();
-        const uint32_t ds_addr = smem_addr(ds_tile) + dq_kk0 * 16 * 128;
-        const uint32_t kcol_addr = smem_addr(sK) + (dq_col0 >> 6) * kRegK + dq_kk0 * 16 * 128;
+        const uint32_t ds_addr = smem_addr(ds_tile);
+        const uint32_t kcol_addr = smem_addr(sK) + (dq_col0 >> 6) * kRegK;
 #pragma unroll
-        for (int kk = 0; kk < kDqSteps; ++kk) {
+        for (int kk = 0; kk < kBwdN / 16; ++kk) {
           mma_ss<kDqN, 1, 1>(dq, sw128_desc(ds_addr + kk * 16 * 128, kRegK, 1024),
                              sw128_desc(kcol_addr + kk * 16 * 128, kRegK, 1024), kk > 0);
         }
@@ -775,19 +748,9 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       fence_regs(dv);
       fence_regs(pa);
       fence_regs(da);
-      fence_regs(dq);
       warp_release(&bar.empty[st]);
-      // Warpgroup 1's tile is free: warpgroup 0 read it before the last dS^T barrier.
-      float* other_stage = sDq + kBwdM * S::kDqLd;
-      if (kDqKeyHalves && cw == 1) {
-        stage_fragments<S::kDqLd>(dq, other_stage);
-        named_bar_arrive(4, 256);
-      }
-      if (!kDqKeyHalves || cw == 0) {
-        if (kDqKeyHalves) {
-          named_bar_sync(4, 256);
-          add_staged_fragments<S::kDqLd>(dq, other_stage);
-        }
+      if (dq_worker) {
+        fence_regs(dq);
         float* head_part = part + static_cast<int64_t>(w.head(kb, i)) * s * DP;
         bwd_send_dq<S::kDqLd>(dq, sDq + cw * kBwdM * S::kDqLd, cw,
                               head_part + static_cast<int64_t>(q0) * DP + dq_col0, DP, s - q0,
