@@ -50,6 +50,16 @@ using attention_layout::Plane;
 constexpr int kThreads = 384;
 constexpr int kConsumerWarps = 8;  // what the "empty" barriers count
 
+// 2^x by the MUFU unit alone, results below 2^-126 flushed to zero: exp2f (no -ftz) wraps each
+// MUFU.EX2 in a compare and two multiplies for denormal results, which cost the softmax an ALU
+// and two FMA slots per score (Nsight Compute: the ALU pipe was the forward's busiest at head
+// dim 64). Softmax terms that small do not count against sums of at least 1.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
   const uint32_t a = smem_addr(p);
   return p + ((1024u - (a & 1023u)) & 1023u);
@@ -175,8 +185,10 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
 }
 
 // Online softmax of one step in log2 units over S (64 rows × kFwdN keys of the warpgroup; this
-// thread's rows row0, row0 + 8): P = exp2(S·scale − m) left in f32 in sc, the running max and
-// sum updated, alpha the factor for O. Only the diagonal block and the sequence tail are masked.
+// thread's rows row0, row0 + 8): P = exp2(S·scale − m) left in f32 in sc, the running max m (of
+// the scaled scores) and sum updated, alpha the factor for O. The max is taken over the raw
+// scores (scale > 0) and S·scale − m is one fused multiply-add. Only the diagonal block and the
+// sequence tail are masked.
 __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_m)[2],
                                             float (&row_l)[2], float (&alpha)[2], float scale_log2,
                                             bool need_mask, int k0, int row0, int s) {
@@ -184,12 +196,12 @@ __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_
   float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = row_m[r];
+    float mx = -INFINITY;  // of the raw scores
 #pragma unroll
     for (int j = 0; j < kFwdN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float v = sc[4 * j + 2 * r + e] * scale_log2;
+        float v = sc[4 * j + 2 * r + e];
         if (need_mask) {
           const int key = k0 + 8 * j + 2 * t + e;
           if (key > row0 + 8 * r || key >= s) v = -INFINITY;
@@ -200,14 +212,15 @@ __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    base[r] = mx == -INFINITY ? 0.0f : mx;  // a row with every key masked so far
-    alpha[r] = exp2f(row_m[r] - base[r]);
-    row_m[r] = mx;
+    const float m_new = fmaxf(row_m[r], mx * scale_log2);
+    base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with every key masked so far
+    alpha[r] = exp2_ftz(row_m[r] - base[r]);
+    row_m[r] = m_new;
     row_l[r] *= alpha[r];
   }
 #pragma unroll
   for (int i = 0; i < kFwdN / 2; ++i) {
-    sc[i] = exp2f(sc[i] - base[(i >> 1) & 1]);
+    sc[i] = exp2_ftz(fmaf(sc[i], scale_log2, -base[(i >> 1) & 1]));
     row_l[(i >> 1) & 1] += sc[i];
   }
 }
@@ -441,7 +454,7 @@ __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const flo
     for (int e = 0; e < 4; ++e) {
       const int c = e & 1;
       const float lse_log2 = (c ? l2.y : l2.x) * kLog2e;
-      float p = exp2f(sc[4 * j + e] * scale_log2 - lse_log2);
+      float p = exp2_ftz(sc[4 * j + e] * scale_log2 - lse_log2);
       const int key = key0 + 8 * (e >> 1), query = q0 + qc + c;
       if (need_mask && (key > query || query >= s)) p = 0.0f;
       pv[e] = p;
