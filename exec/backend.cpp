@@ -4,11 +4,6 @@
 
 namespace mplan::exec {
 
-void Backend::gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db) {
-  gelu_backward(dy, x, dx);
-  bias_grad_accumulate(dx, db);
-}
-
 void Backend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                      Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres) {
   layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);

@@ -134,9 +134,6 @@ class Backend {
   // y = gelu_tanh(x); dx = dy · gelu_tanh'(x).
   virtual void gelu_forward(Tensor x, Tensor y) = 0;
   virtual void gelu_backward(Tensor dy, Tensor x, Tensor dx) = 0;
-  // gelu_backward, then db(n) += column sums of dx as stored (dy, x, dx: rows × n). Backends
-  // may fuse the two passes; the default runs them one after the other.
-  virtual void gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db);
 
   // ---- normalization -------------------------------------------------------------------------
   // x, y: (T, h) act; gamma, beta: (h) act; mean, rstd: (T) f32 saved for backward.

@@ -334,19 +334,6 @@ void CudaBackend::gelu_backward(Tensor dy, Tensor x, Tensor dx) {
   launch_gelu_backward(dy.data, x.data, dx.data, x.dtype, x.numel(), compute_);
 }
 
-void CudaBackend::gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db) {
-  const int64_t n = db.numel();
-  MPLAN_CHECK(dy.numel() == x.numel() && dx.numel() == x.numel() && dy.dtype == x.dtype &&
-                  dx.dtype == x.dtype && is_act(x.dtype) && db.dtype == DType::kF32 && n > 0 &&
-                  x.numel() % n == 0,
-              "gelu_backward_bias_grad: ", shape_str(dy), " ", shape_str(x), " ", shape_str(dx),
-              " db ", shape_str(db));
-  const int64_t rows = x.numel() / n;
-  void* s = scratch(column_sum_scratch_bytes(rows, n));
-  launch_gelu_backward_column_sum(dy.data, x.data, dx.data, x.dtype, rows, n, db.as<float>(), s,
-                                  compute_);
-}
-
 // ---- normalization ------------------------------------------------------------------------------
 
 void CudaBackend::layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y,

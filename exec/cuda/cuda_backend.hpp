@@ -57,7 +57,6 @@ class CudaBackend final : public Backend {
   void scale(Tensor t, float factor) override;
   void gelu_forward(Tensor x, Tensor y) override;
   void gelu_backward(Tensor dy, Tensor x, Tensor dx) override;
-  void gelu_backward_bias_grad(Tensor dy, Tensor x, Tensor dx, Tensor db) override;
 
   void layernorm_forward(Tensor x, Tensor gamma, Tensor beta, float eps, Tensor y, Tensor mean,
                          Tensor rstd) override;

@@ -39,10 +39,6 @@ int64_t column_parts(int64_t rows);
 size_t column_sum_scratch_bytes(int64_t rows, int64_t cols);
 void launch_column_sum_accumulate(const void* x, DType t, int64_t rows, int64_t cols, float* out,
                                   void* scratch, cudaStream_t stream);
-// dx = dy · gelu_tanh'(x) (rows × cols, t), and out(cols) += column sums of dx as stored, in the
-// same partition and order as launch_column_sum_accumulate (one pass over dx instead of two).
-void launch_gelu_backward_column_sum(const void* dy, const void* x, void* dx, DType t, int64_t rows,
-                                     int64_t cols, float* out, void* scratch, cudaStream_t stream);
 // out(cols) += sum over p of partials(p, cols), p in order.
 void launch_column_partials_finalize(const float* partials, int64_t parts, int64_t cols, float* out,
                                      cudaStream_t stream);

@@ -15,12 +15,10 @@ constexpr int kColGroups = 32;
 constexpr int kRowLanes = 8;
 constexpr int kTileCols = kColGroups * 8;
 
-// kGelu: x is dy of a GeLU; each element is first replaced by dy · gelu_tanh'(gelu_in), rounded
-// to T and stored to gelu_dx, and the column sums are those of the stored values.
-template <class T, bool kGelu>
+template <class T>
 __global__ void __launch_bounds__(kColGroups* kRowLanes)
-    column_partials_kernel(const T* x, const T* gelu_in, T* gelu_dx, int64_t rows, int64_t cols,
-                           int64_t rows_per_part, bool vec, float* partials) {
+    column_partials_kernel(const T* x, int64_t rows, int64_t cols, int64_t rows_per_part, bool vec,
+                           float* partials) {
   __shared__ float tile[kRowLanes][kTileCols];
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kColGroups + threadIdx.x) * 8;
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_part;
@@ -30,13 +28,6 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
     for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kRowLanes) {
       float v[8];
       load8_guarded(x + r * cols, c0, cols, vec, v);
-      if constexpr (kGelu) {
-        float g[8];
-        load8_guarded(gelu_in + r * cols, c0, cols, vec, g);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = to_f32(from_f32<T>(v[j] * gelu_tanh_grad(g[j])));
-        store8_guarded(gelu_dx + r * cols, c0, cols, vec, v);
-      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] += v[j];
     }
@@ -138,42 +129,22 @@ void launch_column_partials_finalize(const float* partials, int64_t parts, int64
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
-namespace {
-// Column sums of x (or, with gelu_in, of dx = x · gelu_tanh'(gelu_in) written to gelu_dx).
-void column_sum(const void* x, const void* gelu_in, void* gelu_dx, DType t, int64_t rows,
-                int64_t cols, float* out, void* scratch, cudaStream_t stream) {
+void launch_column_sum_accumulate(const void* x, DType t, int64_t rows, int64_t cols, float* out,
+                                  void* scratch, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const int64_t parts = column_parts(rows);
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* partials = static_cast<float*>(scratch);
-  const bool vec = aligned16(x) && cols % 8 == 0 &&
-                   (gelu_in == nullptr || (aligned16(gelu_in) && aligned16(gelu_dx)));
+  const bool vec = aligned16(x) && cols % 8 == 0;
   dim3 grid(blocks_for(cols, kTileCols), static_cast<unsigned>(parts));
   dim3 block(kColGroups, kRowLanes);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    if (gelu_in != nullptr) {
-      column_partials_kernel<T, true><<<grid, block, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const T*>(gelu_in), static_cast<T*>(gelu_dx), rows,
-          cols, rows_per_part, vec, partials);
-    } else {
-      column_partials_kernel<T, false><<<grid, block, 0, stream>>>(
-          static_cast<const T*>(x), nullptr, nullptr, rows, cols, rows_per_part, vec, partials);
-    }
+    column_partials_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(x), rows, cols,
+                                                          rows_per_part, vec, partials);
   });
   MPLAN_CUDA_LAUNCH_CHECK();
   launch_column_partials_finalize(partials, parts, cols, out, stream);
-}
-}  // namespace
-
-void launch_column_sum_accumulate(const void* x, DType t, int64_t rows, int64_t cols, float* out,
-                                  void* scratch, cudaStream_t stream) {
-  column_sum(x, nullptr, nullptr, t, rows, cols, out, scratch, stream);
-}
-
-void launch_gelu_backward_column_sum(const void* dy, const void* x, void* dx, DType t, int64_t rows,
-                                     int64_t cols, float* out, void* scratch, cudaStream_t stream) {
-  column_sum(dy, x, dx, t, rows, cols, out, scratch, stream);
 }
 
 size_t vector_sum_scratch_bytes(int64_t n) {
