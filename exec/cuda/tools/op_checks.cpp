@@ -754,8 +754,8 @@ bool OpChecker::run_all() {
   // registers over 2 heads (the next two).
   ok = attention(640, 2, 32, 8, 128, bf, false) && ok;
   ok = attention(520, 1, 32, 4, 64, bf, false) && ok;
-  ok = attention(256, 16, 16, 8, 64, bf, false) && ok;
-  ok = attention(128, 32, 8, 4, 128, bf, false) && ok;
+  ok = attention(100, 33, 8, 4, 64, bf, false) && ok;
+  ok = attention(64, 33, 8, 4, 128, bf, false) && ok;
   ok = embedding(300, 50, 10, 64, bf, false) && ok;
   ok = embedding(100, 20, 0, 20, f32, false) && ok;
   ok = embedding(257, 40, 5, 32, bf, true) && ok;
