@@ -4,6 +4,18 @@
 
 namespace mplan::exec {
 
+int64_t Backend::attention_groups(const Tensor& qkv, int64_t s, int64_t b, int64_t heads,
+                                  int64_t d) {
+  const int64_t plane = s * b * d;
+  MPLAN_CHECK(plane > 0 && qkv.numel() % plane == 0 && (qkv.numel() / plane - heads) % 2 == 0,
+              "attention: qkv must hold (s, b, heads + 2 groups, d) elements; got ", qkv.numel(),
+              " for (", s, ", ", b, ", ", heads, ", ", d, ")");
+  const int64_t groups = (qkv.numel() / plane - heads) / 2;
+  MPLAN_CHECK(groups >= 1 && heads % groups == 0, "attention: ", groups,
+              " K/V groups do not divide ", heads, " heads");
+  return groups;
+}
+
 void Backend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                      Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres) {
   layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);

@@ -180,6 +180,10 @@ class Backend {
   // saved so backward recomputes probabilities without storing the s×s scores.
   // scale = 1/sqrt(d).
   virtual void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) = 0;
+  // The K/V groups of an attention call, from qkv's element count s · b · (heads + 2 groups) · d;
+  // throws unless that form holds with groups dividing heads. Both backends read them so.
+  static int64_t attention_groups(const Tensor& qkv, int64_t s, int64_t b, int64_t heads,
+                                  int64_t d);
   // dqkv: qkv's layout, overwritten with dQ, dK, dV (a group's dK and dV summed over its heads).
   virtual void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                                   Tensor dqkv) = 0;

@@ -104,14 +104,7 @@ struct AttnDims {
 AttnDims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& lse) {
   MPLAN_CHECK(out.ndim == 4, "attention: out must be (s, b, heads, d), got ", out.ndim, " dims");
   AttnDims a{out.dim(0), out.dim(1), out.dim(2), 0, out.dim(3)};
-  const int64_t per_plane = a.s * a.b * a.d;
-  MPLAN_CHECK(
-      per_plane > 0 && qkv.numel() % per_plane == 0 && (qkv.numel() / per_plane - a.heads) % 2 == 0,
-      "attention: qkv must hold (s, b, heads + 2 groups, d) elements; got ", qkv.numel(),
-      " for out (", a.s, ", ", a.b, ", ", a.heads, ", ", a.d, ")");
-  a.groups = (qkv.numel() / per_plane - a.heads) / 2;
-  MPLAN_CHECK(a.groups >= 1 && a.heads % a.groups == 0, "attention: ", a.groups,
-              " K/V groups do not divide ", a.heads, " heads");
+  a.groups = Backend::attention_groups(qkv, a.s, a.b, a.heads, a.d);
   check_numel(lse, a.b * a.heads * a.s, "attention lse (b, heads, s)");
   check_dtype(lse, DType::kF32, "attention lse");
   check_float(qkv, "attention qkv");

@@ -47,13 +47,7 @@ AttentionShape attention_shape(const Tensor& qkv, const Tensor& out, const Tenso
     sh.d = out.numel() / (sh.s * sh.b * sh.heads);
   }
   MPLAN_CHECK(out.numel() == sh.s * sh.b * sh.heads * sh.d, "attention: out ", shape_str(out));
-  const int64_t plane = sh.s * sh.b * sh.d;
-  MPLAN_CHECK(plane > 0 && qkv.numel() % plane == 0 && (qkv.numel() / plane - sh.heads) % 2 == 0,
-              "attention: qkv ", shape_str(qkv), " is not (s, b, heads + 2 groups, d) for out ",
-              shape_str(out));
-  sh.groups = (qkv.numel() / plane - sh.heads) / 2;
-  MPLAN_CHECK(sh.groups >= 1 && sh.heads % sh.groups == 0, "attention: ", sh.groups,
-              " K/V groups do not divide ", sh.heads, " heads (qkv ", shape_str(qkv), ")");
+  sh.groups = Backend::attention_groups(qkv, sh.s, sh.b, sh.heads, sh.d);
   MPLAN_CHECK(lse.numel() == sh.b * sh.heads * sh.s && lse.dtype == DType::kF32, "attention: lse ",
               shape_str(lse));
   MPLAN_CHECK(qkv.dtype == out.dtype && is_act(qkv.dtype), "attention: dtypes");
