@@ -60,6 +60,12 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+// This thread's warpgroup (threadIdx.x / 128) through a shuffle, which tells the compiler it is
+// uniform in the warp: a branch it cannot prove uniform serialises the wgmma pipeline.
+__device__ __forceinline__ int uniform_warpgroup() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+}
+
 __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
   const uint32_t a = smem_addr(p);
   return p + ((1024u - (a & 1023u)) & 1023u);
@@ -413,9 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  // The warpgroup index through a shuffle, which tells the compiler it is uniform in the warp
-  // (a branch it cannot prove uniform serialises the wgmma pipeline).
-  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+  const int wg = uniform_warpgroup();
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x == 0) fwd_produce<D>(&qkv_map, sQ, sK, sV, bar, dm, n_tiles, n_qb);
@@ -814,7 +818,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+  const int wg = uniform_warpgroup();
   if (wg == 0) {
     setmaxnreg_dec<24>();
     if (threadIdx.x < 32)
