@@ -890,15 +890,51 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
-// Scratch: dsum, then the dQ partial sums of every split, then (several chunks) the dK and dV
-// partial sums of every chunk.
+namespace {
+
+// The backward's scratch after dsum: the dQ region (the mma.sync kernels' partial sums of every
+// split, or the Hopper kernels' f32 accumulator and counters), then the dK and dV partial sums of
+// every head chunk when there are several. Sized for either family, so that it depends on the
+// shape only.
+struct BwdScratch {
+  size_t dq_region = 0, dkv_region = 0;
+};
+BwdScratch bwd_scratch(const AttentionShape& sh) {
+  const BwdPlan plan = bwd_plan(sh);
+  BwdScratch r;
+  r.dq_region = align256(static_cast<size_t>(plan.splits * dq_part_bytes(sh)));
+  if (plan.chunks > 1) r.dkv_region = static_cast<size_t>(plan.chunks * dkv_part_bytes(sh));
+#if MPLAN_HAVE_HOPPER_ATTENTION
+  if (hopper_attention_shape_ok(sh)) {
+    r.dq_region = std::max(r.dq_region, align256(static_cast<size_t>(hopper_bwd_dq_bytes(sh))) +
+                                            align256(static_cast<size_t>(hopper_bwd_sem_count(sh)) *
+                                                     sizeof(int)));
+    const int64_t chunks = hopper_bwd_chunks(sh);
+    if (chunks > 1)
+      r.dkv_region = std::max(r.dkv_region, static_cast<size_t>(chunks * dkv_part_bytes(sh)));
+  }
+#endif
+  return r;
+}
+
+// dK and dV from the chunks' partial sums (several chunks).
+void launch_dkv_finalize(const AttentionShape& sh, const BwdWork& work, void* dqkv, const Dims& dm,
+                         cudaStream_t stream) {
+  if (work.chunks <= 1) return;
+  const int64_t m = 2 * sh.b * sh.groups * sh.s * (sh.d / 8);
+  dkv_finalize_kernel<<<static_cast<unsigned>((m + 255) / 256), 256, 0, stream>>>(
+      work, static_cast<bf16*>(dqkv), dm);
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+// Scratch: dsum, then bwd_scratch's regions.
 size_t attention_backward_scratch_bytes(const AttentionShape& sh) {
   const size_t dsum_bytes = static_cast<size_t>(sh.b * sh.heads * sh.s) * sizeof(float);
   if (!attention_fast_supported(sh, DType::kBF16)) return dsum_bytes;
-  const BwdPlan plan = bwd_plan(sh);
-  const size_t dkv = plan.chunks > 1 ? static_cast<size_t>(plan.chunks * dkv_part_bytes(sh)) : 0;
-  return align256(dsum_bytes) + align256(static_cast<size_t>(plan.splits * dq_part_bytes(sh))) +
-         dkv;
+  const BwdScratch sc = bwd_scratch(sh);
+  return align256(dsum_bytes) + sc.dq_region + sc.dkv_region;
 }
 
 void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
@@ -914,47 +950,41 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
     return;
   }
   const Dims dm = dims_of(sh);
-  const BwdPlan plan = bwd_plan(sh);
-  const int64_t bh = sh.b * sh.heads;
-  char* dq_bytes = static_cast<char*>(scratch) + align256(static_cast<size_t>(bh * sh.s) * 4);
+  const BwdScratch sc = bwd_scratch(sh);
+  char* dq_bytes =
+      static_cast<char*>(scratch) + align256(static_cast<size_t>(sh.b * sh.heads * sh.s) * 4);
   float* dq_part = reinterpret_cast<float*>(dq_bytes);
-  float* dkv_part =
-      plan.chunks > 1
-          ? reinterpret_cast<float*>(dq_bytes +
-                                     align256(static_cast<size_t>(plan.splits * dq_part_bytes(sh))))
-          : nullptr;
-  const bool hopper = use_hopper(sh, kernels);
+  float* dkv_part = sc.dkv_region > 0 ? reinterpret_cast<float*>(dq_bytes + sc.dq_region) : nullptr;
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
-    const BwdWork work{static_cast<int>(plan.splits), static_cast<int>(plan.chunks), DP, dq_part,
-                       dkv_part};
 #if MPLAN_HAVE_HOPPER_ATTENTION
-    if (hopper) {
+    if (use_hopper(sh, kernels)) {
+      const BwdWork work{1, hopper_bwd_chunks(sh), DP, dq_part, dkv_part};
+      int* sems = reinterpret_cast<int*>(
+          dq_bytes + align256(static_cast<size_t>(hopper_bwd_dq_bytes(sh))));
       launch_hopper_attention_backward(
           sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-          static_cast<bf16*>(dqkv), work, scale * kLog2e, scale, stream);
+          static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale, stream);
+      launch_dkv_finalize(sh, work, dqkv, dm, stream);
+      return;
     }
 #endif
-    if (!hopper) {
-      constexpr int smem = BwdCfg<DP>::kSmemBytes;
-      allow_smem(flash_bwd_kernel<DP>, smem);
-      flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(sh.b * sh.groups * plan.chunks),
-                                  static_cast<unsigned>(plan.splits)),
-                             kBwdThreads, smem, stream>>>(
-          static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-          static_cast<bf16*>(dqkv), work, dm, scale * kLog2e, scale);
-      MPLAN_CUDA_LAUNCH_CHECK();
-    }
-    const int64_t n = bh * sh.s * (sh.d / 8);
+    const BwdPlan plan = bwd_plan(sh);
+    const BwdWork work{static_cast<int>(plan.splits), static_cast<int>(plan.chunks), DP, dq_part,
+                       dkv_part};
+    constexpr int smem = BwdCfg<DP>::kSmemBytes;
+    allow_smem(flash_bwd_kernel<DP>, smem);
+    flash_bwd_kernel<DP><<<dim3(static_cast<unsigned>(sh.b * sh.groups * plan.chunks),
+                                static_cast<unsigned>(plan.splits)),
+                           kBwdThreads, smem, stream>>>(
+        static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
+        static_cast<bf16*>(dqkv), work, dm, scale * kLog2e, scale);
+    MPLAN_CUDA_LAUNCH_CHECK();
+    const int64_t n = sh.b * sh.heads * sh.s * (sh.d / 8);
     dq_finalize_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
         dq_part, static_cast<int>(plan.splits), DP, static_cast<bf16*>(dqkv), dm, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
-    if (plan.chunks > 1) {
-      const int64_t m = 2 * sh.b * sh.groups * sh.s * (sh.d / 8);
-      dkv_finalize_kernel<<<static_cast<unsigned>((m + 255) / 256), 256, 0, stream>>>(
-          work, static_cast<bf16*>(dqkv), dm);
-      MPLAN_CUDA_LAUNCH_CHECK();
-    }
+    launch_dkv_finalize(sh, work, dqkv, dm, stream);
   });
 }
 

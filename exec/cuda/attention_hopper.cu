@@ -9,14 +9,16 @@
 //
 // Forward: a persistent grid; a tile is 128 query rows (64 per consumer) that walk key blocks of
 // 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
-// O += P·V with P as the register A operand and V read N-major.
-// Backward: a block owns a key block of 128 (64 keys per consumer) of one K/V group and walks
-// query steps of 64 from its diagonal, for each head of its chunk of the group's heads in turn
-// (dK and dV summed in registers over them; attention_layout::BwdWork): S^T = K·Q^T and dP^T =
-// V·dO^T, P^T and dS^T in registers, dV
-// += P^T·dO and dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for
-// dQ_part = dS·K (each consumer a half of the head dim), added into the block's own f32 buffer
-// of dQ partial sums in key-block order (attention.cu's splits and finalize).
+// O += P·V with P as the register A operand and V read N-major. Tiles go heaviest first within
+// sections of heads whose K and V fit in L2.
+// Backward: a persistent grid whose blocks take tiles from a counter, heaviest first; a tile is a
+// key block of 128 (64 keys per consumer) of one K/V group and a chunk of its heads
+// (attention_layout::BwdWork; dK and dV summed in registers over them) and walks query steps of
+// 64 from the last down to its diagonal, each step for every head of the chunk: S^T = K·Q^T and
+// dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and dK += dS^T·Q with them as register
+// A operands; dS^T goes to shared memory for dQ_part = dS·K (each consumer a half of the head
+// dim), which a writer warp adds into one f32 accumulator per (batch, head) in key-block order
+// (counters per query step order the blocks), and a last kernel converts to bf16.
 //
 // Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
 // prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
@@ -92,8 +94,8 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 
 // ------------------------------------------------------------------------------------------
 // Forward, warp-specialised and persistent (FlashAttention-3's structure). min(tiles, SMs)
-// blocks of 384 threads walk the tiles (b·heads × query blocks of 128, the heaviest query blocks
-// first, dealt in snake order: fwd_tile_index). Warpgroup 0 is the producer: one
+// blocks of 384 threads walk the tiles (b·heads × query blocks of 128, in fwd_tile's order, dealt
+// in snake order: fwd_tile_index). Warpgroup 0 is the producer: one
 // thread issues the tensor-memory-accelerator loads of Q and of every key block's K and V into
 // two stages each, each load completing on a "full" mbarrier; it waits on the matching "empty"
 // barrier, which the 8 consumer warps arrive on when their tensor-core reads of that stage are
@@ -123,21 +125,28 @@ struct FwdBarriers {
   uint64_t v_full[kFwdStages], v_empty[kFwdStages];
 };
 
-// Tile t of the forward: (batch·head, first query row, key blocks up to the diagonal).
+// Tile t of the forward: (batch·head, first query row, key blocks up to the diagonal). The
+// (batch, head)s are walked in sections of `sec` (a multiple of the heads per K/V group, sized on
+// the host so that a section's K and V stay in L2), and a section's tiles heaviest query block
+// first: the blocks of one wave then share a few heads' K and V instead of reading every head's
+// from memory (FlashAttention-3's L2 swizzle of its tile scheduler).
 struct FwdTile {
   int bh, q0, n_kb;
 };
-__device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int s) {
+__device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int sec, int s) {
+  const int per_sec = sec * n_qb;
+  const int si = t / per_sec, within = t - si * per_sec;
+  const int here = min(sec, n_bh - si * sec);  // the last section may be smaller
   FwdTile r;
-  r.bh = t % n_bh;
-  r.q0 = (n_qb - 1 - t / n_bh) * kFwdM;
+  r.bh = si * sec + within % here;
+  r.q0 = (n_qb - 1 - within / here) * kFwdM;
   r.n_kb = (min(s, r.q0 + kFwdM) + kFwdN - 1) / kFwdN;
   return r;
 }
 
-// The index of this block's k-th tile: the grid deals the tiles (heaviest first) in snake order,
-// blocks 0..G-1, then G-1..0, which evens the blocks' causal work (within 3 % at the reference
-// shape, against 8 % for a plain round robin).
+// The index of this block's k-th tile: the grid deals the tiles (fwd_tile's order) in snake order,
+// blocks 0..G-1, then G-1..0, which evens the blocks' causal work where consecutive rounds have
+// similar tiles.
 __device__ __forceinline__ int fwd_tile_index(int k) {
   const int g = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
   const int base = (k >> 1) * 2 * g;
@@ -155,14 +164,14 @@ __device__ __forceinline__ void warp_release(uint64_t* bar, bool pred = true) {
 template <int D>
 __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned char* sK,
                             unsigned char* sV, FwdBarriers& bar, const Dims& dm, int n_tiles,
-                            int n_qb) {
+                            int n_qb, int sec) {
   constexpr int kTile = fwd_tile_bytes<D>();
   constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
   int kv = 0;
   for (int tile_i = 0;; ++tile_i) {
     const int t = fwd_tile_index(tile_i);
     if (t >= n_tiles) break;
-    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, dm.s);
+    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, sec, dm.s);
     const int bi = tl.bh / dm.heads, hh = tl.bh % dm.heads;
     const int plane_q = dm.qkv_plane_index(bi, hh, 0), plane_k = dm.qkv_plane_index(bi, hh, 1);
     const int qb = tile_i % kFwdQBuffers;
@@ -297,7 +306,7 @@ __device__ __forceinline__ void fwd_pack_p(const float (&sc)[kFwdN / 2],
 template <int D>
 __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsigned char* sV,
                             FwdBarriers& bar, bf16* out, float* lse, const Dims& dm, int n_tiles,
-                            int n_qb, float scale_log2) {
+                            int n_qb, int sec, float scale_log2) {
   constexpr int kTile = fwd_tile_bytes<D>();
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
@@ -308,7 +317,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
   for (int tile_i = 0;; ++tile_i) {
     const int t = fwd_tile_index(tile_i);
     if (t >= n_tiles) break;
-    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, s);
+    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, sec, s);
     const int wg_row0 = tl.q0 + cw * 64;       // this warpgroup's first query row
     const int row0 = wg_row0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
     float o[D / 2];
@@ -395,7 +404,8 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap qkv_map, bf16* __restrict__ out,
-                      float* __restrict__ lse, Dims dm, float scale_log2, int n_tiles, int n_qb) {
+                      float* __restrict__ lse, Dims dm, float scale_log2, int n_tiles, int n_qb,
+                      int sec) {
   constexpr int kTile = fwd_tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   __shared__ FwdBarriers bar;
@@ -422,21 +432,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = uniform_warpgroup();
   if (wg == 0) {
     setmaxnreg_dec<24>();
-    if (threadIdx.x == 0) fwd_produce<D>(&qkv_map, sQ, sK, sV, bar, dm, n_tiles, n_qb);
+    if (threadIdx.x == 0) fwd_produce<D>(&qkv_map, sQ, sK, sV, bar, dm, n_tiles, n_qb, sec);
   } else {
     setmaxnreg_inc<240>();
-    fwd_consume<D>(wg - 1, sQ, sK, sV, bar, out, lse, dm, n_tiles, n_qb, scale_log2);
+    fwd_consume<D>(wg - 1, sQ, sK, sV, bar, out, lse, dm, n_tiles, n_qb, sec, scale_log2);
   }
 }
 
-// A barrier of one consumer warpgroup's 128 threads (named barrier 1 + wg).
-__device__ __forceinline__ void wg_barrier(int wg) { named_bar_sync(1 + wg, 128); }
-
 // ------------------------------------------------------------------------------------------
-// Backward: tile sizes and the helpers of its consumers. Key blocks are dealt to the splits in
-// attention.cu's snake order; the first key block of a split stores its dQ rows, later ones add
-// (bulk copies and bulk reductions of whole rows by fixed threads, one key block after the
-// other: deterministic).
+// Backward: tile sizes and the helpers of its consumers. A tile is one key block of one head set
+// (BwdWork::block: a batch, a K/V group and a chunk of its heads); blocks take tiles from a
+// counter (BwdTiles), and the dQ parts of all the key blocks of a head add into one f32
+// accumulator in key-block order (bwd_write_dq): deterministic.
+// The SM count the backward's plan (hopper_bwd_chunks) assumes, an H100's or H200's, so that the
+// plan and the results depend on the shape only; another count changes only the speed.
+constexpr int64_t kHopperBwdSlots = 132;
 constexpr int kBwdN = 128;          // keys per key block (64 per warpgroup)
 constexpr int kBwdM = 64;           // queries per step
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
@@ -491,37 +501,16 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], con
   }
 }
 
-// One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) out to global memory: staged
-// in `stage` (64 rows of kLd f32), then one bulk copy (first: the split's first key block) or
-// bulk reduction per row of 256 bytes to dst + row · ld, rows < rows_left. A row is touched
-// once per key block and the previous key block's operations are complete (the caller's
-// bulk_wait), so the additions into each element happen in key-block order: deterministic.
-template <int kLd>
-__device__ __forceinline__ void bwd_send_dq(const float (&dq)[32], float* stage, int wg, float* dst,
-                                            int ld, int rows_left, bool first) {
-  const int tw = threadIdx.x & 127, warp = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
-  if (tw < kBwdM) bulk_wait_read<0>();  // the previous step's copies have read the tile
-  wg_barrier(wg);
+// One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) into the staged dQ tile in
+// the accumulators' own order ("fragment order"): float4 k of thread tw of column block cb at
+// ((cb · 8 + k) · 128 + tw) · 4, so that a warp writes 512 consecutive bytes (no bank conflicts)
+// and the tile goes out as one bulk copy. hopper_dq_finalize_kernel maps it back to rows.
+__device__ __forceinline__ void bwd_stage_dq(const float (&dq)[32], float* tile, int cb) {
+  const int tw = threadIdx.x & 127;
 #pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    float* row_stage = stage + (warp * 16 + g + 8 * rr) * kLd + 2 * t;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      *reinterpret_cast<float2*>(row_stage + 8 * j) =
-          make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]);
-  }
-  fence_proxy_async_shared();
-  wg_barrier(wg);
-  if (tw < kBwdM && tw < rows_left) {
-    float* row_dst = dst + static_cast<int64_t>(tw) * ld;
-    const float* src = stage + tw * kLd;
-    if (first) {
-      bulk_store_f32(row_dst, src, 64 * 4);
-    } else {
-      bulk_reduce_add_f32(row_dst, src, 64 * 4);
-    }
-    bulk_commit();
-  }
+  for (int k = 0; k < 8; ++k)
+    *reinterpret_cast<float4*>(tile + ((cb * 8 + k) * 128 + tw) * 4) =
+        make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
 }
 
 // dK (times scale) and dV of this thread's keys key0, key0 + 8 (< s) from the accumulators,
@@ -573,14 +562,15 @@ __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_
   }
 }
 
-// Backward, warp-specialised. grid (b·groups·chunks, splits); 384 threads; 1 block per SM.
-// Warpgroup 0's first warp is the producer: for each key block of the split, K and V (TMA, 128
-// rows) on the kv barriers; for each query step, Q and dO (TMA, 64 rows) and the step's lse and
-// dsum (plain loads, zero past s) into one of kBwdStages stages on its full barrier, once the
-// consumers have released the stage. Warpgroups 1 and 2 are the consumers (64 keys each), as
-// described at the top of the file; they meet at named barrier 3 only for the dS^T exchange of each
-// step, and dS^T is double-buffered so that one warpgroup may write the next step's while the other
-// still reads this one's.
+// Backward, warp-specialised and persistent: min(tiles, SMs) blocks of 384 threads. Warpgroup 0:
+// warp 0 is the producer, warp 1 the dQ writer (bwd_write_dq). The producer takes the block's
+// next tile from the counter, loads its K and V (TMA, 128 rows) on the kv barriers and, for each
+// query step, Q and dO (TMA, 64 rows) and the step's lse and dsum (plain loads, zero past s) into
+// one of kBwdStages stages on its full barrier, once the consumers have released the stage.
+// Warpgroups 1 and 2 are the consumers (64 keys each), as described at the top of the file; they
+// meet at named barrier 3 for the dS^T exchange of each step (dS^T is double-buffered, so that
+// one warpgroup may write the next step's while the other still reads this one's), and hand each
+// step's dQ part to the writer through one staged tile (the dq barriers).
 constexpr int kBwdStages = 2;
 
 template <int D>
@@ -588,8 +578,7 @@ struct BwdSmem {
   static constexpr int kTileK = kBwdN * D * 2;   // K or V
   static constexpr int kTileQ = kBwdM * D * 2;   // Q or dO, one stage
   static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries), one of two buffers
-  static constexpr int kDqLd = 68;               // f32 per staged dQ row (64 + 4: fewer conflicts)
-  static constexpr int kDq = 2 * kBwdM * kDqLd * 4;  // a staged dQ tile per warpgroup
+  static constexpr int kDq = kBwdM * D * 4;      // the staged dQ tile (f32, fragment order)
   static constexpr int kBytes =
       1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq + 2 * kBwdStages * kBwdM * 4;
 };
@@ -597,46 +586,62 @@ struct BwdSmem {
 struct BwdBarriers {
   uint64_t kv_full, kv_empty;
   uint64_t full[kBwdStages], empty[kBwdStages];
+  uint64_t dq_full, dq_empty;
+  int tile;             // the tile whose K and V kv_full announces; -1: no more
+  int dq_index, dq_kb;  // the staged dQ tile's accumulator index and key block; -1: no more
 };
 
-// Which key blocks a split walks (attention.cu's snake order) and in which order their query
-// steps run: the same arithmetic for the producer and the consumers. A key block's steps are
-// the group's heads in turn (heads_per_group × head_steps), each head's query steps from the
-// diagonal up or, on odd rounds, down.
-struct BwdWalk {
-  int splits, split, n_key_blocks, n_q_steps, heads_per_group;
-  __device__ int key_block(int r) const {
-    return (r >> 1) * 2 * splits + ((r & 1) ? 2 * splits - 1 - split : split);
-  }
-  __device__ int first_step(int kb) const { return kb * kBwdN / kBwdM; }
-  __device__ int head_steps(int kb) const { return n_q_steps - first_step(kb); }
-  __device__ int steps(int kb) const { return heads_per_group * head_steps(kb); }
-  // Step i of key block kb (round r): the head within the group and the first query row.
-  __device__ int head(int kb, int i) const { return i / head_steps(kb); }
-  __device__ int step_q0(int r, int kb, int i) const {
-    const int j = i % head_steps(kb);
-    return ((r & 1) ? n_q_steps - 1 - j : first_step(kb) + j) * kBwdM;
-  }
+// The tiles, in the order blocks take them: key block 0 (the most query steps) of every head set,
+// then key block 1 of every head set, and so on; heaviest first, which keeps the last wave short.
+// A tile's dQ predecessors (its head set's lower key blocks, which add to its rows first) come
+// before it, so they were taken by running blocks: no tile waits on one that no block holds.
+struct BwdTiles {
+  int n_hs, n_kb;
+  __device__ int count() const { return n_hs * n_kb; }
+  __device__ int head_set(int t) const { return t % n_hs; }
+  __device__ int key_block(int t) const { return t / n_hs; }
 };
 
-// The producer warp. map_q / map_kv: qkv with boxes of kBwdM / kBwdN rows; map_do: dout. The
-// block's K/V group is that of heads h0 .. h0 + heads_per_group - 1 of batch bi.
+// The query steps of a tile (key block kb, `heads` heads): step i is query step
+// n_q − 1 − i / heads, from the last down to the key block's diagonal, of head i % heads. Every
+// key block of a head set reaches a query step at the same pace, so the lower key blocks, taken
+// earlier, add their dQ parts to it first, and tiles taken together read its Q and dO from L2.
+struct BwdSteps {
+  int n_q, heads;
+  __device__ int count(int kb) const { return heads * (n_q - kb * (kBwdN / kBwdM)); }
+  __device__ int q_step(int i) const { return n_q - 1 - i / heads; }
+  __device__ int head(int i) const { return i % heads; }
+};
+
+// The producer warp. map_q / map_kv: qkv with boxes of kBwdM / kBwdN rows; map_do: dout.
 template <int D>
 __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
                             const CUtensorMap* map_do, unsigned char* sK, unsigned char* sV,
                             unsigned char* sQ, unsigned char* sdO, float* sL, float* sD,
-                            BwdBarriers& bar, const BwdWalk& w, const Dims& dm, int bi, int h0,
-                            const float* lse, const float* dsum) {
+                            BwdBarriers& bar, const BwdTiles& tiles, const BwdWork& work,
+                            const Dims& dm, int* counter, const float* lse, const float* dsum) {
   using S = BwdSmem<D>;
   const int lane = threadIdx.x & 31;
-  const int plane_k = dm.qkv_plane_index(bi, h0, 1), plane_v = dm.qkv_plane_index(bi, h0, 2);
-  const int s = dm.s;
+  const int s = dm.s, n_q = (s + kBwdM - 1) / kBwdM;
   int ctr = 0;
-  for (int r = 0;; ++r) {
-    const int kb = w.key_block(r);
-    if (kb >= w.n_key_blocks) break;
-    mbar_wait(&bar.kv_empty, (r & 1) ^ 1);
+  for (int n = 0;; ++n) {
+    int t = 0;
+    if (lane == 0) t = atomicAdd(counter, 1);
+    t = __shfl_sync(0xffffffffu, t, 0);
+    mbar_wait(&bar.kv_empty, (n & 1) ^ 1);
+    if (t >= tiles.count()) {
+      if (lane == 0) {
+        bar.tile = -1;
+        mbar_arrive(&bar.kv_full);
+      }
+      break;
+    }
+    const int kb = tiles.key_block(t);
+    const BwdWork::Block blk = work.block(dm, tiles.head_set(t));
     if (lane == 0) {
+      bar.tile = t;
+      const int plane_k = dm.qkv_plane_index(blk.bi, blk.h0, 1);
+      const int plane_v = dm.qkv_plane_index(blk.bi, blk.h0, 2);
       mbar_arrive_expect_tx(&bar.kv_full, 2 * S::kTileK);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c) {
@@ -644,17 +649,18 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
         tma_load_3d(sV + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_v, kb * kBwdN);
       }
     }
-    const int n_steps = w.steps(kb);
+    const int n_steps = BwdSteps{n_q, blk.heads}.count(kb);
+    // Step i's query step and head (BwdSteps), counted rather than divided.
+    int q0 = (n_q - 1) * kBwdM, j = 0;
     for (int i = 0; i < n_steps; ++i, ++ctr) {
       const int st = ctr % kBwdStages;
       mbar_wait(&bar.empty[st], ((ctr / kBwdStages) & 1) ^ 1);
-      const int q0 = w.step_q0(r, kb, i);
-      const int hh = h0 + w.head(kb, i);
-      const int bh = bi * dm.heads + hh;
+      const int hh = blk.h0 + j;
+      const int bh = blk.bi * dm.heads + hh;
       const float* lse_row = lse + static_cast<int64_t>(bh) * s;
       const float* dsum_row = dsum + static_cast<int64_t>(bh) * s;
       if (lane == 0) {
-        const int plane_q = dm.qkv_plane_index(bi, hh, 0);
+        const int plane_q = dm.qkv_plane_index(blk.bi, hh, 0);
         mbar_arrive_expect_tx(&bar.full[st], 2 * S::kTileQ);
 #pragma unroll
         for (int c = 0; c < D / 64; ++c) {
@@ -669,47 +675,90 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
         sD[st * kBwdM + x] = ok ? dsum_row[q0 + x] : 0.0f;
       }
       mbar_arrive(&bar.full[st]);  // every lane, after its lse and dsum stores
+      if (++j == blk.heads) {
+        j = 0;
+        q0 -= kBwdM;
+      }
     }
   }
 }
 
-// Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each key block. part: this split's
-// dQ partial sums of head h0 (those of the group's later heads follow, s · D apart).
+// The dQ writer (warp 1; its lane 0 acts): each staged dQ tile into the f32 accumulator of its
+// (batch, head, query step) once that step's lower key blocks have added theirs (`sems` counts
+// them): key block 0 copies, the others add (bulk reductions), so the additions into every
+// element happen in key-block order whichever blocks run the tiles: deterministic. The stage is
+// released as soon as the copy has read it, and the count raised once the copy is complete.
+template <int D>
+__device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, int* sems) {
+  constexpr int kTileFloats = kBwdM * D;
+  const bool leader = (threadIdx.x & 31) == 0;
+  for (int n = 0;; ++n) {
+    mbar_wait(&bar.dq_full, n & 1);
+    const int idx = *reinterpret_cast<volatile int*>(&bar.dq_index);
+    const int kb = *reinterpret_cast<volatile int*>(&bar.dq_kb);
+    if (idx < 0) break;
+    if (leader) {
+      int* sem = sems + idx;
+      while (ld_acquire_gpu(sem) < kb) {
+      }
+      fence_proxy_async_global();  // the earlier key blocks' additions before this one
+      float* dst = dq_acc + static_cast<int64_t>(idx) * kTileFloats;
+      if (kb == 0) {
+        bulk_store_f32(dst, sDq, kTileFloats * 4);
+      } else {
+        bulk_reduce_add_f32(dst, sDq, kTileFloats * 4);
+      }
+      bulk_commit();
+      bulk_wait_read<0>();
+      mbar_arrive(&bar.dq_empty);
+      bulk_wait<0>();
+      fence_proxy_async_global();
+      red_release_gpu_add(sem, 1);
+    }
+    __syncwarp();
+  }
+}
+
+// Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each tile's key block.
 template <int D>
 __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsigned char* sQ,
                             unsigned char* sdO, unsigned char* sdS, float* sDq, const float* sL,
-                            const float* sD, BwdBarriers& bar, const BwdWalk& w, const Dims& dm,
-                            int bi, int h0, bf16* dqkv, float* part, float* dk_rows, float* dv_rows,
-                            bool direct, float scale_log2, float scale) {
+                            const float* sD, BwdBarriers& bar, const BwdTiles& tiles,
+                            const BwdWork& work, const Dims& dm, bf16* dqkv, float scale_log2,
+                            float scale) {
   using S = BwdSmem<D>;
-  constexpr int DP = D;  // columns of a dQ partial row
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
-  const int s = dm.s;
+  const int s = dm.s, n_q = (s + kBwdM - 1) / kBwdM;
   // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
   // alone) at D = 64.
   constexpr int kDqN = 64;
   const bool dq_worker = D == 128 || cw == 0;
-  const int dq_col0 = D == 128 ? cw * 64 : 0;
+  const int dq_block = D == 128 ? cw : 0;
+  const bool recorder = cw == 0 && (threadIdx.x & 127) == 0;
   const uint32_t k_addr = smem_addr(sK) + cw * 64 * 128;
   const uint32_t v_addr = smem_addr(sV) + cw * 64 * 128;
+  // One chunk: dK and dV go to dqkv, else to the chunk's partial rows for attention.cu's finalize.
+  const bool direct = work.chunks == 1;
   int ctr = 0;
-  for (int r = 0;; ++r) {
-    const int kb = w.key_block(r);
-    if (kb >= w.n_key_blocks) break;
-    const bool first = r == 0;
-    const int k0 = kb * kBwdN;
-    const int wg_key0 = k0 + cw * 64;
+  for (int n = 0;; ++n) {
+    mbar_wait(&bar.kv_full, n & 1);
+    const int t = *reinterpret_cast<volatile int*>(&bar.tile);
+    if (t < 0) break;
+    const int kb = tiles.key_block(t);
+    const BwdWork::Block blk = work.block(dm, tiles.head_set(t));
+    const BwdSteps steps{n_q, blk.heads};
+    const int wg_key0 = kb * kBwdN + cw * 64;
     const int key0 = wg_key0 + warp * 16 + g;  // this thread's keys: key0, key0 + 8
     float dk[D / 2], dv[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
-    mbar_wait(&bar.kv_full, r & 1);
 
-    const int n_steps = w.steps(kb);
+    const int n_steps = steps.count(kb);
     for (int i = 0; i < n_steps; ++i, ++ctr) {
       const int st = ctr % kBwdStages;
       mbar_wait(&bar.full[st], (ctr / kBwdStages) & 1);
-      const int q0 = w.step_q0(r, kb, i);
+      const int q_step = steps.q_step(i);
+      const int q0 = q_step * kBwdM;
       const uint32_t q_addr = smem_addr(sQ + st * S::kTileQ);
       const uint32_t do_addr = smem_addr(sdO + st * S::kTileQ);
       const float* cL = sL + st * kBwdM;
@@ -752,7 +801,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       if (dq_worker) {
         wgmma_fence();
         const uint32_t ds_addr = smem_addr(ds_tile);
-        const uint32_t kcol_addr = smem_addr(sK) + (dq_col0 >> 6) * kRegK;
+        const uint32_t kcol_addr = smem_addr(sK) + dq_block * kRegK;
 #pragma unroll
         for (int kk = 0; kk < kBwdN / 16; ++kk) {
           mma_ss<kDqN, 1, 1>(dq, sw128_desc(ds_addr + kk * 16 * 128, kRegK, 1024),
@@ -766,19 +815,31 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       fence_regs(pa);
       fence_regs(da);
       warp_release(&bar.empty[st]);
+      // The dQ part to the writer, once it has read the previous one.
+      mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
       if (dq_worker) {
         fence_regs(dq);
-        float* head_part = part + static_cast<int64_t>(w.head(kb, i)) * s * DP;
-        bwd_send_dq<S::kDqLd>(dq, sDq + cw * kBwdM * S::kDqLd, cw,
-                              head_part + static_cast<int64_t>(q0) * DP + dq_col0, DP, s - q0,
-                              first);
+        bwd_stage_dq(dq, sDq, dq_block);
       }
+      if (recorder) {
+        bar.dq_index = (blk.bi * dm.heads + blk.h0 + steps.head(i)) * n_q + q_step;
+        bar.dq_kb = kb;
+      }
+      fence_proxy_async_shared();
+      mbar_arrive(&bar.dq_full);
     }
     warp_release(&bar.kv_empty);  // every product reading K and V is done
-    bulk_wait<0>();  // this key block's dQ operations are complete before the next one's
-    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, bi, h0, 1), dm.qkv_plane(dqkv, bi, h0, 2), dk_rows,
-                    dv_rows, direct, key0, s, scale);
+    // (One chunk: the partial-row pointers are unused stand-ins.)
+    float* dk_rows = direct ? work.dq_part : work.dkv_rows(dm, blk.chunk, 0, blk.bg);
+    float* dv_rows = direct ? work.dq_part : work.dkv_rows(dm, blk.chunk, 1, blk.bg);
+    bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, blk.bi, blk.h0, 1),
+                    dm.qkv_plane(dqkv, blk.bi, blk.h0, 2), dk_rows, dv_rows, direct, key0, s,
+                    scale);
   }
+  // No more tiles: the writer stops.
+  mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
+  if (recorder) bar.dq_index = -1;
+  mbar_arrive(&bar.dq_full);
 }
 
 template <int D>
@@ -787,7 +848,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                       const __grid_constant__ CUtensorMap map_kv,
                       const __grid_constant__ CUtensorMap map_do, const float* __restrict__ lse,
                       const float* __restrict__ dsum, bf16* __restrict__ dqkv, BwdWork work,
-                      Dims dm, float scale_log2, float scale) {
+                      BwdTiles tiles, int* sems, int* counter, Dims dm, float scale_log2,
+                      float scale) {
   using S = BwdSmem<D>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ BwdBarriers bar;
@@ -796,14 +858,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sQ = sV + S::kTileK;                       // kBwdStages stages
   unsigned char* sdO = sQ + kBwdStages * S::kTileQ;         // kBwdStages stages
   unsigned char* sdS = sdO + kBwdStages * S::kTileQ;        // two buffers (keys, queries)
-  float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // per warpgroup: 64 × kDqLd f32
-  float* sL = sDq + 2 * kBwdM * S::kDqLd;                   // kBwdStages stages of lse
+  float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // the staged dQ tile
+  float* sL = sDq + kBwdM * D;                              // kBwdStages stages of lse
   float* sD = sL + kBwdStages * kBwdM;                      // kBwdStages stages of dsum
 
-  const BwdWork::Block blk = work.block(dm, static_cast<int>(blockIdx.x));
-  const int bi = blk.bi, h0 = blk.h0;
-  const BwdWalk walk{work.splits, static_cast<int>(blockIdx.y), (dm.s + kBwdN - 1) / kBwdN,
-                     (dm.s + kBwdM - 1) / kBwdM, blk.heads};
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
     prefetch_tensormap(&map_kv);
@@ -815,25 +873,64 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&bar.full[i], 1 + 32);  // the expected bytes, and the producer warp's lanes
       mbar_init(&bar.empty[i], kConsumerWarps);
     }
+    mbar_init(&bar.dq_full, 2 * 128);  // every consumer thread, after its stores
+    mbar_init(&bar.dq_empty, 1);
     mbar_init_fence();
   }
   __syncthreads();
   const int wg = uniform_warpgroup();
   if (wg == 0) {
     setmaxnreg_dec<24>();
-    if (threadIdx.x < 32)
-      bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, walk, dm, bi, h0, lse,
-                     dsum);
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 5, 0);
+    if (warp == 0) {
+      bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, tiles, work, dm,
+                     counter, lse, dsum);
+    } else if (warp == 1) {
+      bwd_write_dq<D>(sDq, bar, work.dq_part, sems);
+    }
   } else {
     setmaxnreg_inc<240>();
-    float* part = work.dq_rows(dm, static_cast<int>(blockIdx.y), bi, h0);
-    // One chunk: dK and dV go to dqkv (the partial-row pointers are then unused stand-ins).
-    const bool direct = work.chunks == 1;
-    float* dk_rows = direct ? part : work.dkv_rows(dm, blk.chunk, 0, blk.bg);
-    float* dv_rows = direct ? part : work.dkv_rows(dm, blk.chunk, 1, blk.bg);
-    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, walk, dm, bi, h0, dqkv, part,
-                   dk_rows, dv_rows, direct, scale_log2, scale);
+    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
+                   scale_log2, scale);
   }
+}
+
+// dQ (bf16, slot 0 of dqkv) = scale · the accumulator, whose tiles (batch·head, query step) hold
+// their 64 rows in fragment order (bwd_stage_dq). One thread per 8 columns of one row: they come
+// from 4 consecutive threads' float4 k of column block cb, where c = cb · 8 + k, elements 2 rr
+// and 2 rr + 1.
+template <int D>
+__global__ void __launch_bounds__(256)
+    hopper_dq_finalize_kernel(const float* __restrict__ acc, bf16* __restrict__ dqkv, Dims dm,
+                              float scale) {
+  constexpr int kChunks = D / 8;
+  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_bh * dm.s * kChunks) return;
+  const int c = static_cast<int>(i % kChunks);
+  const int64_t rest = i / kChunks;
+  const int row = static_cast<int>(rest % dm.s);
+  const int64_t bh = rest / dm.s;
+  const int n_q = (dm.s + kBwdM - 1) / kBwdM;
+  const int r = row % kBwdM, warp = r / 16, g = r % 8, rr = (r / 8) & 1;
+  const float* src = acc + (bh * n_q + row / kBwdM) * (kBwdM * D) +
+                     (c * 128 + warp * 32 + g * 4) * 4 + 2 * rr;
+  float v[8];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const float2 x = *reinterpret_cast<const float2*>(src + 4 * t);
+    v[2 * t] = x.x * scale;
+    v[2 * t + 1] = x.y * scale;
+  }
+  uint4 o;
+  o.x = pack_bf16(v[0], v[1]);
+  o.y = pack_bf16(v[2], v[3]);
+  o.z = pack_bf16(v[4], v[5]);
+  o.w = pack_bf16(v[6], v[7]);
+  const Plane pdq =
+      dm.qkv_plane(dqkv, static_cast<int>(bh / dm.heads), static_cast<int>(bh % dm.heads), 0);
+  *reinterpret_cast<uint4*>(const_cast<bf16*>(pdq.base) +
+                            static_cast<int64_t>(row) * pdq.row_stride + c * 8) = o;
 }
 
 template <class K>
@@ -881,6 +978,18 @@ CUtensorMap out_tensor_map(const AttentionShape& sh, const bf16* out, int box_ro
   return plane_tensor_map(sh, out, sh.b * sh.heads, box_rows);
 }
 
+// How many of `units` consecutive work units (batch·head pairs, or backward head sets) a section
+// of the tile order holds: whole groups of `align` units whose `group_bytes` each fill at most
+// half the device's L2 (the rest is for the streamed operands), at least one group, and
+// sections of equal size but for the last.
+int l2_section(int64_t units, int64_t align, int64_t group_bytes) {
+  const int64_t budget = current_device_attribute<cudaDevAttrL2CacheSize>() / 2;
+  const int64_t groups = units / align;
+  const int64_t per = std::clamp<int64_t>(budget / std::max<int64_t>(group_bytes, 1), 1, groups);
+  const int64_t n_sec = (groups + per - 1) / per;
+  return static_cast<int>((groups + n_sec - 1) / n_sec * align);
+}
+
 Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
           static_cast<int>(sh.groups), static_cast<int>(sh.d)};
@@ -890,9 +999,11 @@ Dims dims_of(const AttentionShape& sh) {
 
 bool hopper_attention_shape_ok(const AttentionShape& sh) {
   // The forward's tile indices (b·heads × query blocks, walked in steps of the grid) stay in int.
+  // So do the backward's (head set × key block) and its dQ tiles' indices (b·heads × query steps).
   const int64_t tiles = sh.b * sh.heads * ((sh.s + kFwdM - 1) / kFwdM);
   return (sh.d == 64 || sh.d == 128) && sh.s >= 1 && sh.s < (1 << 30) &&
-         sh.b * sh.heads < (int64_t{1} << 31) && tiles < (int64_t{1} << 30);
+         sh.b * sh.heads < (int64_t{1} << 31) && tiles < (int64_t{1} << 30) &&
+         hopper_bwd_sem_count(sh) < (int64_t{1} << 30);
 }
 
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
@@ -903,9 +1014,11 @@ void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, 
   const CUtensorMap map = qkv_tensor_map(sh, qkv, kFwdN);
   const unsigned grid = static_cast<unsigned>(
       std::min(n_tiles, current_device_attribute<cudaDevAttrMultiProcessorCount>()));
+  // A section's K and V: s rows of d bf16 each, per K/V group.
+  const int sec = l2_section(sh.b * sh.heads, sh.heads / sh.groups, sh.s * sh.d * 2 * 2);
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb);
+    kernel<<<grid, kThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb, sec);
   };
   if (sh.d == 64) {
     run(hopper_fwd_kernel<64>, fwd_smem_bytes<64>());
@@ -915,25 +1028,50 @@ void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, 
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
+int hopper_bwd_chunks(const AttentionShape& sh) {
+  const int64_t per = sh.heads / sh.groups;
+  const int64_t n_kb = (sh.s + kBwdN - 1) / kBwdN;
+  for (int64_t c = 1; c < per; ++c)
+    if (per % c == 0 && sh.b * sh.groups * c * n_kb >= 2 * kHopperBwdSlots) return static_cast<int>(c);
+  return static_cast<int>(per);
+}
+
+int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
+  return sh.b * sh.heads * ((sh.s + kBwdM - 1) / kBwdM) * kBwdM * sh.d * 4;
+}
+
+int64_t hopper_bwd_sem_count(const AttentionShape& sh) {
+  return sh.b * sh.heads * ((sh.s + kBwdM - 1) / kBwdM) + 1;
+}
+
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
-                                      const BwdWork& work, float scale_log2, float scale,
-                                      cudaStream_t stream) {
+                                      const BwdWork& work, int* sems, float scale_log2,
+                                      float scale, cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const dim3 grid(static_cast<unsigned>(sh.b * sh.groups * work.chunks),
-                  static_cast<unsigned>(work.splits));
+  const int64_t n_sem = hopper_bwd_sem_count(sh) - 1;
+  MPLAN_CUDA_CHECK(cudaMemsetAsync(sems, 0, static_cast<size_t>(n_sem + 1) * sizeof(int), stream));
+  const BwdTiles tiles{static_cast<int>(sh.b * sh.groups * work.chunks),
+                       static_cast<int>((sh.s + kBwdN - 1) / kBwdN)};
+  const unsigned grid = static_cast<unsigned>(
+      std::min<int64_t>(static_cast<int64_t>(tiles.n_hs) * tiles.n_kb,
+                        current_device_attribute<cudaDevAttrMultiProcessorCount>()));
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
-  auto run = [&](auto kernel, int smem) {
+  const int64_t n_fin = sh.b * sh.heads * sh.s * (sh.d / 8);
+  const unsigned fin_blocks = static_cast<unsigned>((n_fin + 255) / 256);
+  auto run = [&](auto kernel, auto finalize, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, work, dm,
-                                             scale_log2, scale);
+    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, work, tiles,
+                                             sems, sems + n_sem, dm, scale_log2, scale);
+    MPLAN_CUDA_LAUNCH_CHECK();
+    finalize<<<fin_blocks, 256, 0, stream>>>(work.dq_part, dqkv, dm, scale);
   };
   if (sh.d == 64) {
-    run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);
+    run(hopper_bwd_kernel<64>, hopper_dq_finalize_kernel<64>, BwdSmem<64>::kBytes);
   } else {
-    run(hopper_bwd_kernel<128>, BwdSmem<128>::kBytes);
+    run(hopper_bwd_kernel<128>, hopper_dq_finalize_kernel<128>, BwdSmem<128>::kBytes);
   }
   MPLAN_CUDA_LAUNCH_CHECK();
 }

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) attention kernels: the launchers attention.cu calls on devices of compute
 // capability 9.0 (exec/cuda/attention_hopper.cu). Same layouts and results contract as the
-// mma.sync kernels; the backward shares their dsum, dQ partial buffers and finalize.
+// mma.sync kernels; the backward shares their dsum and the finalize of dK and dV over head chunks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,11 +20,20 @@ bool hopper_attention_shape_ok(const AttentionShape& sh);
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
                                      float* lse, float scale_log2, cudaStream_t stream);
 
-// dK, dV into dqkv (one chunk) or into work.dkv_part, and the dQ partial sums into work.dq_part
-// (attention_layout::BwdWork, attention.cu's plan and finalize), from dsum = rowsum(dO ∘ O).
+// The backward's plan and scratch, functions of the shape only: how many chunks the heads of a
+// K/V group are dealt in (a divisor of heads / groups; several when the (batch, group) key blocks
+// are too few to fill the device), the bytes of its f32 dQ accumulator and its count of ints
+// (per-(batch, head, query step) counters, and the tile counter).
+int hopper_bwd_chunks(const AttentionShape& sh);
+int64_t hopper_bwd_dq_bytes(const AttentionShape& sh);
+int64_t hopper_bwd_sem_count(const AttentionShape& sh);
+
+// dK, dV into dqkv (one chunk) or into work.dkv_part (attention.cu's finalize adds the chunks),
+// and dQ into dqkv through the f32 accumulator work.dq_part (work.chunks: hopper_bwd_chunks;
+// work.splits unused), from dsum = rowsum(dO ∘ O). sems: hopper_bwd_sem_count ints, cleared here.
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
-                                      const attention_layout::BwdWork& work, float scale_log2,
-                                      float scale, cudaStream_t stream);
+                                      const attention_layout::BwdWork& work, int* sems,
+                                      float scale_log2, float scale, cudaStream_t stream);
 
 }  // namespace mplan::exec::cuda

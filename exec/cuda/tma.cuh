@@ -87,6 +87,20 @@ __device__ __forceinline__ void st_global_f32x2_if(float* p, float x, float y, b
       : "memory");
 }
 
+// A counter in global memory shared by blocks: read with acquire, raised with release (device
+// scope), and the fence that orders the async proxy's global accesses (bulk copies) with them.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 // Named barrier `id` (1..15) over `threads` threads: sync waits, arrive does not.
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
