@@ -127,9 +127,12 @@ struct FwdBarriers {
 
 // Tile t of the forward: (batch·head, first query row, key blocks up to the diagonal). The
 // (batch, head)s are walked in sections of `sec` (a multiple of the heads per K/V group, sized on
-// the host so that a section's K and V stay in L2), and a section's tiles heaviest query block
-// first: the blocks of one wave then share a few heads' K and V instead of reading every head's
-// from memory (FlashAttention-3's L2 swizzle of its tile scheduler).
+// the host so that a section's K and V stay in L2), a section's tiles by query block: the blocks
+// of one wave then share a few heads' K and V instead of reading every head's from memory
+// (FlashAttention-3's L2 swizzle of its tile scheduler). The last section goes heaviest query
+// block first and each earlier one in the other direction from the next, so that consecutive
+// rounds of the snake (fwd_tile_index) deal tiles of similar weight across section boundaries
+// too, and the last, partial round deals the lightest.
 struct FwdTile {
   int bh, q0, n_kb;
 };
@@ -137,9 +140,11 @@ __device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int sec, 
   const int per_sec = sec * n_qb;
   const int si = t / per_sec, within = t - si * per_sec;
   const int here = min(sec, n_bh - si * sec);  // the last section may be smaller
+  const int n_sec = (n_bh + sec - 1) / sec;
+  const int level = within / here;
   FwdTile r;
   r.bh = si * sec + within % here;
-  r.q0 = (n_qb - 1 - within / here) * kFwdM;
+  r.q0 = (((n_sec - 1 - si) & 1) == 0 ? n_qb - 1 - level : level) * kFwdM;
   r.n_kb = (min(s, r.q0 + kFwdM) + kFwdN - 1) / kFwdN;
   return r;
 }
@@ -591,15 +596,22 @@ struct BwdBarriers {
   int dq_index, dq_kb;  // the staged dQ tile's accumulator index and key block; -1: no more
 };
 
-// The tiles, in the order blocks take them: key block 0 (the most query steps) of every head set,
-// then key block 1 of every head set, and so on; heaviest first, which keeps the last wave short.
+// The tiles, in the order blocks take them: in sections of `sec` head sets (whose Q, dO and dQ fit
+// in L2, and at least two waves of tiles: the launcher's choice), key block 0 (the most query
+// steps) of each head set of the section, then key block 1 of each, and so on: heaviest first,
+// which keeps the last wave short.
 // A tile's dQ predecessors (its head set's lower key blocks, which add to its rows first) come
 // before it, so they were taken by running blocks: no tile waits on one that no block holds.
 struct BwdTiles {
-  int n_hs, n_kb;
+  int n_hs, n_kb, sec;
   __device__ int count() const { return n_hs * n_kb; }
-  __device__ int head_set(int t) const { return t % n_hs; }
-  __device__ int key_block(int t) const { return t / n_hs; }
+  __device__ void at(int t, int& hs, int& kb) const {
+    const int per_sec = sec * n_kb;
+    const int si = t / per_sec, within = t - si * per_sec;
+    const int here = min(sec, n_hs - si * sec);  // the last section may be smaller
+    kb = within / here;
+    hs = si * sec + within % here;
+  }
 };
 
 // The query steps of a tile (key block kb, `heads` heads): step i is query step
@@ -636,8 +648,9 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
       }
       break;
     }
-    const int kb = tiles.key_block(t);
-    const BwdWork::Block blk = work.block(dm, tiles.head_set(t));
+    int hs, kb;
+    tiles.at(t, hs, kb);
+    const BwdWork::Block blk = work.block(dm, hs);
     if (lane == 0) {
       bar.tile = t;
       const int plane_k = dm.qkv_plane_index(blk.bi, blk.h0, 1);
@@ -744,8 +757,9 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     mbar_wait(&bar.kv_full, n & 1);
     const int t = *reinterpret_cast<volatile int*>(&bar.tile);
     if (t < 0) break;
-    const int kb = tiles.key_block(t);
-    const BwdWork::Block blk = work.block(dm, tiles.head_set(t));
+    int hs, kb;
+    tiles.at(t, hs, kb);
+    const BwdWork::Block blk = work.block(dm, hs);
     const BwdSteps steps{n_q, blk.heads};
     const int wg_key0 = kb * kBwdN + cw * 64;
     const int key0 = wg_key0 + warp * 16 + g;  // this thread's keys: key0, key0 + 8
@@ -1051,11 +1065,16 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const Dims dm = dims_of(sh);
   const int64_t n_sem = hopper_bwd_sem_count(sh) - 1;
   MPLAN_CUDA_CHECK(cudaMemsetAsync(sems, 0, static_cast<size_t>(n_sem + 1) * sizeof(int), stream));
-  const BwdTiles tiles{static_cast<int>(sh.b * sh.groups * work.chunks),
-                       static_cast<int>((sh.s + kBwdN - 1) / kBwdN)};
-  const unsigned grid = static_cast<unsigned>(
-      std::min<int64_t>(static_cast<int64_t>(tiles.n_hs) * tiles.n_kb,
-                        current_device_attribute<cudaDevAttrMultiProcessorCount>()));
+  const int sms = current_device_attribute<cudaDevAttrMultiProcessorCount>();
+  const int64_t n_hs = sh.b * sh.groups * work.chunks, n_kb = (sh.s + kBwdN - 1) / kBwdN;
+  // Sections: a head set's Q and dO (bf16) and dQ accumulator (f32), s rows of d per head, in L2,
+  // but at least two waves of tiles a section, then equal sections but for the last.
+  const int64_t hs_bytes = sh.heads / sh.groups / work.chunks * sh.s * sh.d * (2 + 2 + 4);
+  int64_t sec = std::max<int64_t>(l2_section(n_hs, 1, hs_bytes), (2 * sms + n_kb - 1) / n_kb);
+  sec = std::min(sec, n_hs);
+  sec = (n_hs + (n_hs + sec - 1) / sec - 1) / ((n_hs + sec - 1) / sec);
+  const BwdTiles tiles{static_cast<int>(n_hs), static_cast<int>(n_kb), static_cast<int>(sec)};
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(n_hs * n_kb, sms));
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
