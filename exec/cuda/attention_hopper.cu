@@ -767,6 +767,10 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
 
+    // dS^T of the previous step: the register A operand of its dK product, which runs on into
+    // this step (until this step's S^T is done), so that the tensor cores have work while the
+    // dQ part goes out and this step's operands are awaited.
+    uint32_t da[4][4];
     const int n_steps = steps.count(kb);
     for (int i = 0; i < n_steps; ++i, ++ctr) {
       const int st = ctr % kBwdStages;
@@ -781,8 +785,8 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       const bool need_mask = wg_key0 + 63 > q0 || q0 + kBwdM > s;
 
       // S^T = K·Q^T and dP^T = V·dO^T issued together; P^T from S^T while dP^T runs; dV += P^T·dO
-      // issued; dS^T = P^T ∘ (dP^T − dsum) into registers and shared memory; dK += dS^T·Q.
-      uint32_t pa[4][4], da[4][4];
+      // issued; dS^T = P^T ∘ (dP^T − dsum) into registers and shared memory.
+      uint32_t pa[4][4];
       {
         float sc[32], dp[32];
         wgmma_fence();
@@ -790,8 +794,12 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         wgmma_commit();
         bwd_keys_x_queries<D>(dp, v_addr, do_addr);
         wgmma_commit();
-        wgmma_wait<1>();
+        wgmma_wait<1>();  // S^T is done, and before it the previous step's dK
         fence_regs(sc);
+        fence_regs(dk);
+        fence_regs(da);
+        // The previous step's stage: its Q was the last operand read, by that dK.
+        warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
         bwd_p_fragments(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
@@ -802,15 +810,11 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         fence_regs(dp);
         bwd_ds_fragments(pa, dp, cD, cw * 64 + warp * 16 + g, ds_tile, da);
       }
-      wgmma_fence();
-#pragma unroll
-      for (int kq = 0; kq < kBwdM / 16; ++kq)
-        mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ, 1024), true);
-      wgmma_commit();
       fence_proxy_async_shared();
       named_bar_sync(3, 256);  // both warpgroups' dS^T are in shared memory
 
-      // dQ_part (64 queries × kDqN) = dS·K: dS (M-major, from dS^T) and K (N-major).
+      // dQ_part (64 queries × kDqN) = dS·K: dS (M-major, from dS^T) and K (N-major); then
+      // dK += dS^T·Q. Every step commits the same groups (an empty one for warpgroup 1 at D = 64).
       float dq[kDqN / 2];
       if (dq_worker) {
         wgmma_fence();
@@ -821,14 +825,16 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
           mma_ss<kDqN, 1, 1>(dq, sw128_desc(ds_addr + kk * 16 * 128, kRegK, 1024),
                              sw128_desc(kcol_addr + kk * 16 * 128, kRegK, 1024), kk > 0);
         }
-        wgmma_commit();
       }
-      wgmma_wait<0>();
-      fence_regs(dk);
+      wgmma_commit();
+      wgmma_fence();
+#pragma unroll
+      for (int kq = 0; kq < kBwdM / 16; ++kq)
+        mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ, 1024), true);
+      wgmma_commit();
+      wgmma_wait<1>();  // dQ is done, and dV; dK runs on
       fence_regs(dv);
       fence_regs(pa);
-      fence_regs(da);
-      warp_release(&bar.empty[st]);
       // The dQ part to the writer, once it has read the previous one.
       mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
       if (dq_worker) {
@@ -842,6 +848,10 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       fence_proxy_async_shared();
       mbar_arrive(&bar.dq_full);
     }
+    wgmma_wait<0>();  // the last step's dK
+    fence_regs(dk);
+    fence_regs(da);
+    warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages]);
     warp_release(&bar.kv_empty);  // every product reading K and V is done
     // (One chunk: the partial-row pointers are unused stand-ins.)
     float* dk_rows = direct ? work.dq_part : work.dkv_rows(dm, blk.chunk, 0, blk.bg);
@@ -910,41 +920,49 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // dQ (bf16, slot 0 of dqkv) = scale · the accumulator, whose tiles (batch·head, query step) hold
-// their 64 rows in fragment order (bwd_stage_dq). One thread per 8 columns of one row: they come
-// from 4 consecutive threads' float4 k of column block cb, where c = cb · 8 + k, elements 2 rr
-// and 2 rr + 1.
+// their 64 rows in fragment order (bwd_stage_dq). One thread per (tile, 8-column chunk c, warp,
+// g): the 4 consecutive float4 of the accumulator's threads warp · 32 + g · 4 + t (t < 4) at
+// float4 c · 128 (c = cb · 8 + k: column block cb, float4 k of a thread), which hold columns
+// 8 c + 2 t, + 1 of rows warp · 16 + g (elements 0, 1) and + 8 (elements 2, 3). Consecutive
+// threads read consecutive 64 bytes.
 template <int D>
 __global__ void __launch_bounds__(256)
     hopper_dq_finalize_kernel(const float* __restrict__ acc, bf16* __restrict__ dqkv, Dims dm,
                               float scale) {
   constexpr int kChunks = D / 8;
-  const int64_t n_bh = static_cast<int64_t>(dm.b) * dm.heads;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n_bh * dm.s * kChunks) return;
-  const int c = static_cast<int>(i % kChunks);
-  const int64_t rest = i / kChunks;
-  const int row = static_cast<int>(rest % dm.s);
-  const int64_t bh = rest / dm.s;
   const int n_q = (dm.s + kBwdM - 1) / kBwdM;
-  const int r = row % kBwdM, warp = r / 16, g = r % 8, rr = (r / 8) & 1;
-  const float* src = acc + (bh * n_q + row / kBwdM) * (kBwdM * D) +
-                     (c * 128 + warp * 32 + g * 4) * 4 + 2 * rr;
-  float v[8];
+  const int64_t n_tiles = static_cast<int64_t>(dm.b) * dm.heads * n_q;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_tiles * kChunks * 32) return;
+  const int g = static_cast<int>(i & 7), warp = static_cast<int>((i >> 3) & 3);
+  const int c = static_cast<int>((i >> 5) % kChunks);
+  const int64_t tile = (i >> 5) / kChunks;
+  const float4* src = reinterpret_cast<const float4*>(acc + tile * (kBwdM * D)) + c * 128 +
+                      warp * 32 + g * 4;
+  float v[2][8];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
-    const float2 x = *reinterpret_cast<const float2*>(src + 4 * t);
-    v[2 * t] = x.x * scale;
-    v[2 * t + 1] = x.y * scale;
+    const float4 x = src[t];
+    v[0][2 * t] = x.x * scale;
+    v[0][2 * t + 1] = x.y * scale;
+    v[1][2 * t] = x.z * scale;
+    v[1][2 * t + 1] = x.w * scale;
   }
-  uint4 o;
-  o.x = pack_bf16(v[0], v[1]);
-  o.y = pack_bf16(v[2], v[3]);
-  o.z = pack_bf16(v[4], v[5]);
-  o.w = pack_bf16(v[6], v[7]);
+  const int64_t bh = tile / n_q;
   const Plane pdq =
       dm.qkv_plane(dqkv, static_cast<int>(bh / dm.heads), static_cast<int>(bh % dm.heads), 0);
-  *reinterpret_cast<uint4*>(const_cast<bf16*>(pdq.base) +
-                            static_cast<int64_t>(row) * pdq.row_stride + c * 8) = o;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int row = static_cast<int>(tile % n_q) * kBwdM + warp * 16 + g + 8 * rr;
+    if (row >= dm.s) continue;
+    uint4 o;
+    o.x = pack_bf16(v[rr][0], v[rr][1]);
+    o.y = pack_bf16(v[rr][2], v[rr][3]);
+    o.z = pack_bf16(v[rr][4], v[rr][5]);
+    o.w = pack_bf16(v[rr][6], v[rr][7]);
+    *reinterpret_cast<uint4*>(const_cast<bf16*>(pdq.base) +
+                              static_cast<int64_t>(row) * pdq.row_stride + c * 8) = o;
+  }
 }
 
 template <class K>
@@ -1078,7 +1096,7 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
-  const int64_t n_fin = sh.b * sh.heads * sh.s * (sh.d / 8);
+  const int64_t n_fin = n_sem * (sh.d / 8) * 32;  // hopper_dq_finalize_kernel's threads
   const unsigned fin_blocks = static_cast<unsigned>((n_fin + 255) / 256);
   auto run = [&](auto kernel, auto finalize, int smem) {
     allow_smem(kernel, smem);
