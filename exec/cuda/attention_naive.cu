@@ -1,7 +1,8 @@
 // Reference attention kernels: one warp per query row (forward, dQ) or key row (dK, dV), f32
 // math throughout, no tensor cores and no tiling; any d <= 128, bf16 or f32. Slow but simple
 // enough to trust: selected with MPLAN_NAIVE_ATTENTION=1, and used for shapes or dtypes the
-// tensor-core kernels do not take. Also the per-row dsum = dot(dO, O) shared by both paths.
+// tensor-core kernels do not take. Also the per-row dsum = dot(dO, O) shared by both paths (bf16
+// rows of head dim 64 or 128 by a vectorised kernel).
 // Deterministic: every sum runs in a fixed order (lane-strided partials, then a warp tree).
 #include <cmath>
 
@@ -152,6 +153,30 @@ __global__ void __launch_bounds__(kDsumWarps * 32)
   if ((threadIdx.x & 31) == 0) dsum[r] = v;
 }
 
+// The same dsum for bf16 rows of d = 8 · kTpr (16-byte aligned): kTpr threads per row, 8 columns
+// each by one 16-byte load of each tensor, then a shuffle tree over the row's threads. Rows are
+// taken in memory order (out is (s, b·heads, d): row r is token r / (b·heads) of (batch, head)
+// r % (b·heads)), so a warp reads 512 contiguous bytes of each tensor.
+template <int kTpr>
+__global__ void __launch_bounds__(256)
+    dsum_bf16_kernel(const bf16* __restrict__ out, const bf16* __restrict__ dout,
+                     float* __restrict__ dsum, int64_t rows, int64_t n_bh, int64_t s) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t r = t / kTpr;
+  const int64_t off = t * 8;  // = r · d + (t % kTpr) · 8
+  float acc = 0.0f;
+  if (r < rows) {
+    float o[8], g[8];
+    unpack(*reinterpret_cast<const uint4*>(out + off), o);
+    unpack(*reinterpret_cast<const uint4*>(dout + off), g);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc = fmaf(o[e], g[e], acc);
+  }
+#pragma unroll
+  for (int m = kTpr / 2; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (r < rows && t % kTpr == 0) dsum[(r % n_bh) * s + r / n_bh] = acc;
+}
+
 NaiveDims naive_dims(const AttentionShape& sh) {
   MPLAN_CHECK(sh.d >= 1 && sh.d <= 32 * kMaxPerLane, "attention: head dim ", sh.d,
               " not in [1, 128]");
@@ -201,6 +226,21 @@ void launch_attention_backward_naive(const AttentionShape& sh, const void* qkv, 
 void launch_attention_dsum(const AttentionShape& sh, const void* out, const void* dout, float* dsum,
                            DType t, cudaStream_t stream) {
   const NaiveDims dm = naive_dims(sh);
+  if (t == DType::kBF16 && (sh.d == 64 || sh.d == 128) && aligned16(out) && aligned16(dout)) {
+    const int64_t rows = sh.b * sh.heads * sh.s;
+    auto run = [&](auto kernel, int64_t tpr) {
+      kernel<<<blocks_for(rows * tpr, 256), 256, 0, stream>>>(
+          static_cast<const bf16*>(out), static_cast<const bf16*>(dout), dsum, rows,
+          sh.b * sh.heads, sh.s);
+    };
+    if (sh.d == 64) {
+      run(dsum_bf16_kernel<8>, 8);
+    } else {
+      run(dsum_bf16_kernel<16>, 16);
+    }
+    MPLAN_CUDA_LAUNCH_CHECK();
+    return;
+  }
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
     dsum_kernel<T><<<blocks_for(sh.b * sh.heads * sh.s, kDsumWarps), kDsumWarps * 32, 0, stream>>>(
