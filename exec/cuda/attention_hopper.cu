@@ -937,8 +937,8 @@ __global__ void __launch_bounds__(256)
   const int g = static_cast<int>(i & 7), warp = static_cast<int>((i >> 3) & 3);
   const int c = static_cast<int>((i >> 5) % kChunks);
   const int64_t tile = (i >> 5) / kChunks;
-  const float4* src = reinterpret_cast<const float4*>(acc + tile * (kBwdM * D)) + c * 128 +
-                      warp * 32 + g * 4;
+  const float4* src =
+      reinterpret_cast<const float4*>(acc + tile * (kBwdM * D)) + c * 128 + warp * 32 + g * 4;
   float v[2][8];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
@@ -1064,7 +1064,8 @@ int hopper_bwd_chunks(const AttentionShape& sh) {
   const int64_t per = sh.heads / sh.groups;
   const int64_t n_kb = (sh.s + kBwdN - 1) / kBwdN;
   for (int64_t c = 1; c < per; ++c)
-    if (per % c == 0 && sh.b * sh.groups * c * n_kb >= 2 * kHopperBwdSlots) return static_cast<int>(c);
+    if (per % c == 0 && sh.b * sh.groups * c * n_kb >= 2 * kHopperBwdSlots)
+      return static_cast<int>(c);
   return static_cast<int>(per);
 }
 
@@ -1078,8 +1079,8 @@ int64_t hopper_bwd_sem_count(const AttentionShape& sh) {
 
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
-                                      const BwdWork& work, int* sems, float scale_log2,
-                                      float scale, cudaStream_t stream) {
+                                      const BwdWork& work, int* sems, float scale_log2, float scale,
+                                      cudaStream_t stream) {
   const Dims dm = dims_of(sh);
   const int64_t n_sem = hopper_bwd_sem_count(sh) - 1;
   MPLAN_CUDA_CHECK(cudaMemsetAsync(sems, 0, static_cast<size_t>(n_sem + 1) * sizeof(int), stream));

@@ -229,9 +229,9 @@ void launch_attention_dsum(const AttentionShape& sh, const void* out, const void
   if (t == DType::kBF16 && (sh.d == 64 || sh.d == 128) && aligned16(out) && aligned16(dout)) {
     const int64_t rows = sh.b * sh.heads * sh.s;
     auto run = [&](auto kernel, int64_t tpr) {
-      kernel<<<blocks_for(rows * tpr, 256), 256, 0, stream>>>(
-          static_cast<const bf16*>(out), static_cast<const bf16*>(dout), dsum, rows,
-          sh.b * sh.heads, sh.s);
+      kernel<<<blocks_for(rows * tpr, 256), 256, 0, stream>>>(static_cast<const bf16*>(out),
+                                                              static_cast<const bf16*>(dout), dsum,
+                                                              rows, sh.b * sh.heads, sh.s);
     };
     if (sh.d == 64) {
       run(dsum_bf16_kernel<8>, 8);
