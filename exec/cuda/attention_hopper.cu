@@ -9,9 +9,10 @@
 //
 // Forward: a persistent grid; a tile is 128 query rows (64 per consumer) that walk key blocks of
 // 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
-// O += P·V with P as the register A operand and V read N-major. Tiles go heaviest first within
-// sections of heads whose K and V fit in L2.
-// Backward: a persistent grid whose blocks take tiles from a counter, heaviest first; a tile is a
+// O += P·V with P as the register A operand and V read N-major. Tiles go in sections of heads
+// whose K and V fit in L2 (fwd_tile).
+// Backward: a persistent grid whose blocks take tiles from a counter, in sections of head sets
+// whose Q, dO and dQ fit in L2, heaviest first within a section (BwdTiles); a tile is a
 // key block of 128 (64 keys per consumer) of one K/V group and a chunk of its heads
 // (attention_layout::BwdWork; dK and dV summed in registers over them) and walks query steps of
 // 64 from the last down to its diagonal, each step for every head of the chunk: S^T = K·Q^T and
@@ -449,6 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // (BwdWork::block: a batch, a K/V group and a chunk of its heads); blocks take tiles from a
 // counter (BwdTiles), and the dQ parts of all the key blocks of a head add into one f32
 // accumulator in key-block order (bwd_write_dq): deterministic.
+
 // The SM count the backward's plan (hopper_bwd_chunks) assumes, an H100's or H200's, so that the
 // plan and the results depend on the shape only; another count changes only the speed.
 constexpr int64_t kHopperBwdSlots = 132;

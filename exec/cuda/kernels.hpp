@@ -141,7 +141,8 @@ bool attention_fast_supported(const AttentionShape& sh, DType t);
 void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* out, float* lse,
                               float scale, DType t, AttentionKernels kernels, cudaStream_t stream);
 // scratch: attention_backward_scratch_bytes (the per-row dot(dO, O), (b, heads, s) f32, then the
-// f32 dQ partial sums of the tensor-core path; a function of the shape only).
+// tensor-core paths' f32 dQ sums (per-split partials, or the Hopper kernels' accumulator and
+// counters) and head chunks' dK, dV partials; a function of the shape only).
 size_t attention_backward_scratch_bytes(const AttentionShape& sh);
 void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
