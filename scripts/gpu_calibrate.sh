@@ -27,20 +27,10 @@ out=${OUT:-calibrate-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. scripts/gpu_env.sh
 start=$(date +%s)
-cuda_args=()
-if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-fi
-if ! cmake -S . -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF -DMPLAN_BUILD_TESTS=OFF \
-    "${cuda_args[@]}" >"$out/cmake.log" 2>&1 ||
-   ! timeout 300 cmake --build "$work/build" -j "$(nproc)" --target mplan >"$out/build.log" 2>&1; then
-  tail -40 "$out/cmake.log" "$out/build.log"
-  echo "build failed"
-  exit 1
-fi
+GPU_BUILD_CMAKE_ARGS=-DMPLAN_BUILD_TESTS=OFF GPU_BUILD_TIMEOUT=300 \
+  gpu_build "$work/build" "$out" mplan || exit 1
 bin="$work/bin"
 mkdir -p "$bin"
 cp "$work/build/cli/mplan" "$bin/"

@@ -12,19 +12,9 @@ cd "$(dirname "$0")/.."
 torch_gpt=$1
 o=${OUT:-gpu-steps}
 mkdir -p "$o/l"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. scripts/gpu_env.sh
 start=$(date +%s)
-cuda_args=()
-if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-fi
-if ! cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF "${cuda_args[@]}" >"$o/l/cmake.log" 2>&1 ||
-   ! cmake --build build-gpu -j "$(nproc)" --target mplan >"$o/l/build.log" 2>&1; then
-  tail -30 "$o/l/build.log"
-  echo "build failed"
-  exit 1
-fi
+gpu_build build-gpu "$o/l" mplan || exit 1
 mkdir -p build-gpu/bin
 cp build-gpu/cli/mplan build-gpu/bin/
 echo "built in $(( $(date +%s) - start )) s"

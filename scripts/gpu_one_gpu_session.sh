@@ -13,21 +13,10 @@ cd "$(dirname "$0")/.."
 torch_gpt=$1
 out=${OUT:-gpu-one}
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. scripts/gpu_env.sh
 start=$(date +%s)
 elapsed() { echo "($(( $(date +%s) - start )) s)"; }
-cuda_args=()
-if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-fi
-if ! cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF "${cuda_args[@]}" >"$out/build.log" 2>&1 ||
-   ! cmake --build build-gpu -j "$(nproc)" --target mplan mplan_gpu_bench mplan_gpu_tests \
-    mplan_gpu_mpi_tests >>"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"
-  echo "build failed"
-  exit 1
-fi
+gpu_build build-gpu "$out" mplan mplan_gpu_bench mplan_gpu_tests mplan_gpu_mpi_tests || exit 1
 bin=build-gpu/bin
 mkdir -p "$bin"
 cp build-gpu/cli/mplan build-gpu/exec/cuda/tools/mplan_gpu_bench \

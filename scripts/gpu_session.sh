@@ -21,22 +21,11 @@ while [ $# -gt 0 ]; do
 done
 out=${OUT:-gpu-session}
 work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. scripts/gpu_env.sh
 mkdir -p "$work/logs"
 start=$(date +%s)
-cuda_args=()
-if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-fi
-if ! cmake -S . -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF "${cuda_args[@]}" \
-    >"$work/logs/cmake.log" 2>&1 ||
-   ! cmake --build "$work/build" -j "$(nproc)" --target mplan mplan_gpu_bench mplan_gpu_tests \
-    mplan_gpu_mpi_tests >"$work/logs/build.log" 2>&1; then
-  tail -40 "$work/logs/cmake.log" "$work/logs/build.log"
-  echo "build failed"
+gpu_build "$work/build" "$work/logs" mplan mplan_gpu_bench mplan_gpu_tests mplan_gpu_mpi_tests ||
   exit 1
-fi
 bin="$work/bin"
 mkdir -p "$bin"
 cp "$work/build/cli/mplan" "$work/build/exec/cuda/tools/mplan_gpu_bench" \

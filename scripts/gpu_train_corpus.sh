@@ -25,24 +25,13 @@ train_iters=${TRAIN_ITERS:-2000} segment=${SEGMENT:-150}
 eval_interval=${EVAL_INTERVAL:-200} eval_iters=${EVAL_ITERS:-10} warmup_iters=${WARMUP_ITERS:-100}
 ckpt=${CKPT:-/tmp/mplan-corpus-ckpt} build=${BUILD:-/tmp/mplan-corpus-build}
 synthetic_iters=${SYNTHETIC_ITERS:-30}
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. scripts/gpu_env.sh
 mkdir -p "$out" "$build"
 
 # Build once (Release, sm_90), outside the checkout.
 if [ ! -x "$build/bin/mplan" ]; then
-  cuda_args=()
-  if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-    cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-  fi
   start=$(date +%s)
-  if ! cmake -S . -B "$build/tree" -DCMAKE_BUILD_TYPE=Release -DMPLAN_WITH_GPU=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DMPLAN_BUILD_BENCH=OFF "${cuda_args[@]}" \
-      >"$out/cmake.log" 2>&1 ||
-     ! cmake --build "$build/tree" -j "$(nproc)" --target mplan >"$out/build.log" 2>&1; then
-    tail -40 "$out/cmake.log" "$out/build.log"
-    echo "build failed"
-    exit 1
-  fi
+  gpu_build "$build/tree" "$out" mplan || exit 1
   mkdir -p "$build/bin" && cp "$build/tree/cli/mplan" "$build/bin/"
   echo "built in $(( $(date +%s) - start )) s at revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 fi
