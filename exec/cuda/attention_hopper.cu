@@ -46,6 +46,7 @@ namespace {
 
 using attention_layout::BwdWork;
 using attention_layout::Dims;
+using attention_layout::FwdTileOrder;
 using attention_layout::kLn2;
 using attention_layout::kLog2e;
 using attention_layout::Plane;
@@ -126,26 +127,19 @@ struct FwdBarriers {
   uint64_t v_full[kFwdStages], v_empty[kFwdStages];
 };
 
-// Tile t of the forward: (batch·head, first query row, key blocks up to the diagonal). The
-// (batch, head)s are walked in sections of `sec` (a multiple of the heads per K/V group, sized on
-// the host so that a section's K and V stay in L2), a section's tiles by query block: the blocks
-// of one wave then share a few heads' K and V instead of reading every head's from memory
-// (FlashAttention-3's L2 swizzle of its tile scheduler). The last section goes heaviest query
-// block first and each earlier one in the other direction from the next, so that consecutive
-// rounds of the snake (fwd_tile_index) deal tiles of similar weight across section boundaries
-// too, and the last, partial round deals the lightest.
+// Tile t of the forward: (batch·head, first query row, key blocks up to the diagonal), in
+// attention_layout::FwdTileOrder's order: sections of `sec` (batch, head)s, a multiple of the
+// heads per K/V group sized on the host so that a section's K and V stay in L2, so that the
+// blocks of one wave share a few heads' K and V instead of reading every head's from memory
+// (FlashAttention-3's L2 swizzle of its tile scheduler).
 struct FwdTile {
   int bh, q0, n_kb;
 };
 __device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int sec, int s) {
-  const int per_sec = sec * n_qb;
-  const int si = t / per_sec, within = t - si * per_sec;
-  const int here = min(sec, n_bh - si * sec);  // the last section may be smaller
-  const int n_sec = (n_bh + sec - 1) / sec;
-  const int level = within / here;
   FwdTile r;
-  r.bh = si * sec + within % here;
-  r.q0 = (((n_sec - 1 - si) & 1) == 0 ? n_qb - 1 - level : level) * kFwdM;
+  int qb;
+  FwdTileOrder{n_bh, n_qb, sec}.at(t, r.bh, qb);
+  r.q0 = qb * kFwdM;
   r.n_kb = (min(s, r.q0 + kFwdM) + kFwdN - 1) / kFwdN;
   return r;
 }
@@ -598,23 +592,11 @@ struct BwdBarriers {
   int dq_index, dq_kb;  // the staged dQ tile's accumulator index and key block; -1: no more
 };
 
-// The tiles, in the order blocks take them: in sections of `sec` head sets (whose Q, dO and dQ fit
-// in L2, and at least two waves of tiles: the launcher's choice), key block 0 (the most query
-// steps) of each head set of the section, then key block 1 of each, and so on: heaviest first,
-// which keeps the last wave short.
-// A tile's dQ predecessors (its head set's lower key blocks, which add to its rows first) come
-// before it, so they were taken by running blocks: no tile waits on one that no block holds.
-struct BwdTiles {
-  int n_hs, n_kb, sec;
-  __device__ int count() const { return n_hs * n_kb; }
-  __device__ void at(int t, int& hs, int& kb) const {
-    const int per_sec = sec * n_kb;
-    const int si = t / per_sec, within = t - si * per_sec;
-    const int here = min(sec, n_hs - si * sec);  // the last section may be smaller
-    kb = within / here;
-    hs = si * sec + within % here;
-  }
-};
+// The tiles, in the order blocks take them: attention_layout::BwdTileOrder, in sections of head
+// sets whose Q, dO and dQ fit in L2 and at least two waves of tiles (the launcher's choice). A
+// tile's dQ predecessors come before it, so they were taken by running blocks: no tile waits on
+// one that no block holds.
+using BwdTiles = attention_layout::BwdTileOrder;
 
 // The query steps of a tile (key block kb, `heads` heads): step i is query step
 // n_q − 1 − i / heads, from the last down to the key block's diagonal, of head i % heads. Every

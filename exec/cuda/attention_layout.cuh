@@ -80,4 +80,45 @@ struct BwdWork {
   }
 };
 
+// The orders in which the Hopper kernels (attention_hopper.cu) walk their tiles. Both go in
+// sections of `sec` consecutive units (the launchers size them so that a section's operands stay
+// in L2; the last section may be smaller). Host and device code, so that the tests can check
+// that each order is a bijection and that the backward's dependencies point backwards.
+//
+// Backward: tile t is (head set hs, key block kb); within a section, key block 0 (the most query
+// steps) of each of its head sets, then key block 1 of each, and so on: heaviest first. A head
+// set's key blocks come in ascending order, so a tile's dQ predecessors (its head set's lower key
+// blocks) come before it.
+struct BwdTileOrder {
+  int n_hs, n_kb, sec;
+  __host__ __device__ int count() const { return n_hs * n_kb; }
+  __host__ __device__ void at(int t, int& hs, int& kb) const {
+    const int per_sec = sec * n_kb;
+    const int si = t / per_sec, within = t - si * per_sec;
+    const int left = n_hs - si * sec;
+    const int here = sec < left ? sec : left;
+    kb = within / here;
+    hs = si * sec + within % here;
+  }
+};
+
+// Forward: tile t is ((batch, head) bh, query block qb); within a section, by query block, each
+// over the section's (batch, head)s. The last section goes from the last query block (the
+// heaviest) down and each earlier one in the other direction from the next, so that consecutive
+// rounds of the forward's snake dealing get tiles of similar weight across section boundaries
+// too, and its last, partial round the lightest.
+struct FwdTileOrder {
+  int n_bh, n_qb, sec;
+  __host__ __device__ void at(int t, int& bh, int& qb) const {
+    const int per_sec = sec * n_qb;
+    const int si = t / per_sec, within = t - si * per_sec;
+    const int left = n_bh - si * sec;
+    const int here = sec < left ? sec : left;
+    const int n_sec = (n_bh + sec - 1) / sec;
+    const int level = within / here;
+    bh = si * sec + within % here;
+    qb = ((n_sec - 1 - si) & 1) == 0 ? n_qb - 1 - level : level;
+  }
+};
+
 }  // namespace mplan::exec::cuda::attention_layout
