@@ -1,8 +1,9 @@
 // Hopper (sm_90) asynchronous copies and the barriers that order them: mbarriers in shared
 // memory (init, arrive, arrive with an expected byte count, wait on a phase's parity), tile loads
 // by the tensor memory accelerator (cp.async.bulk.tensor, completing on an mbarrier), named
-// barriers between warpgroups and setmaxnreg (sm_90a), which moves registers from a producer
-// warpgroup to the consumer warpgroups. Used by exec/cuda/attention_hopper.cu.
+// barriers between warpgroups, setmaxnreg (sm_90a), which moves registers from a producer
+// warpgroup to the consumer warpgroups, and counters in global memory that order blocks (acquire
+// loads, release additions). Used by exec/cuda/attention_hopper.cu.
 //
 // Phases: an mbarrier completes a phase when its pending arrivals reach zero and every byte it
 // expects has landed; mbar_wait(bar, p) returns once the phase of parity p has completed. A fresh
