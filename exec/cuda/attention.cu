@@ -898,6 +898,7 @@ namespace {
 // shape only.
 struct BwdScratch {
   size_t dq_region = 0, dkv_region = 0;
+  size_t hopper_sems = 0;  // where the Hopper kernels' counters start in the dQ region
 };
 BwdScratch bwd_scratch(const AttentionShape& sh) {
   const BwdPlan plan = bwd_plan(sh);
@@ -906,9 +907,10 @@ BwdScratch bwd_scratch(const AttentionShape& sh) {
   if (plan.chunks > 1) r.dkv_region = static_cast<size_t>(plan.chunks * dkv_part_bytes(sh));
 #if MPLAN_HAVE_HOPPER_ATTENTION
   if (hopper_attention_shape_ok(sh)) {
-    r.dq_region = std::max(
-        r.dq_region, align256(static_cast<size_t>(hopper_bwd_dq_bytes(sh))) +
-                         align256(static_cast<size_t>(hopper_bwd_sem_count(sh)) * sizeof(int)));
+    r.hopper_sems = align256(static_cast<size_t>(hopper_bwd_dq_bytes(sh)));
+    r.dq_region = std::max(r.dq_region,
+                           r.hopper_sems + align256(static_cast<size_t>(hopper_bwd_sem_count(sh)) *
+                                                    sizeof(int)));
     const int64_t chunks = hopper_bwd_chunks(sh);
     if (chunks > 1)
       r.dkv_region = std::max(r.dkv_region, static_cast<size_t>(chunks * dkv_part_bytes(sh)));
@@ -960,8 +962,7 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
 #if MPLAN_HAVE_HOPPER_ATTENTION
     if (use_hopper(sh, kernels)) {
       const BwdWork work{1, hopper_bwd_chunks(sh), DP, dq_part, dkv_part};
-      int* sems =
-          reinterpret_cast<int*>(dq_bytes + align256(static_cast<size_t>(hopper_bwd_dq_bytes(sh))));
+      int* sems = reinterpret_cast<int*>(dq_bytes + sc.hopper_sems);
       launch_hopper_attention_backward(
           sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
           static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale, stream);

@@ -996,12 +996,13 @@ CUtensorMap out_tensor_map(const AttentionShape& sh, const bf16* out, int box_ro
 
 // How many of `units` consecutive work units (batch·head pairs, or backward head sets) a section
 // of the tile order holds: whole groups of `align` units whose `group_bytes` each fill at most
-// half the device's L2 (the rest is for the streamed operands), at least one group, and
-// sections of equal size but for the last.
-int l2_section(int64_t units, int64_t align, int64_t group_bytes) {
+// half the device's L2 (the rest is for the streamed operands), but at least min_groups groups,
+// and sections of equal size but for the last.
+int l2_section(int64_t units, int64_t align, int64_t group_bytes, int64_t min_groups = 1) {
   const int64_t budget = current_device_attribute<cudaDevAttrL2CacheSize>() / 2;
   const int64_t groups = units / align;
-  const int64_t per = std::clamp<int64_t>(budget / std::max<int64_t>(group_bytes, 1), 1, groups);
+  const int64_t fit = budget / std::max<int64_t>(group_bytes, 1);
+  const int64_t per = std::clamp<int64_t>(std::max(fit, min_groups), 1, groups);
   const int64_t n_sec = (groups + per - 1) / per;
   return static_cast<int>((groups + n_sec - 1) / n_sec * align);
 }
@@ -1066,27 +1067,26 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
                                       const BwdWork& work, int* sems, float scale_log2, float scale,
                                       cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const int64_t n_sem = hopper_bwd_sem_count(sh) - 1;
-  MPLAN_CUDA_CHECK(cudaMemsetAsync(sems, 0, static_cast<size_t>(n_sem + 1) * sizeof(int), stream));
+  const int64_t n_sems = hopper_bwd_sem_count(sh);
+  const int64_t n_dq_tiles = n_sems - 1;  // a counter per dQ tile, then the tile counter
+  MPLAN_CUDA_CHECK(cudaMemsetAsync(sems, 0, static_cast<size_t>(n_sems) * sizeof(int), stream));
   const int sms = current_device_attribute<cudaDevAttrMultiProcessorCount>();
   const int64_t n_hs = sh.b * sh.groups * work.chunks, n_kb = (sh.s + kBwdN - 1) / kBwdN;
   // Sections: a head set's Q and dO (bf16) and dQ accumulator (f32), s rows of d per head, in L2,
-  // but at least two waves of tiles a section, then equal sections but for the last.
+  // but at least two waves of tiles a section.
   const int64_t hs_bytes = sh.heads / sh.groups / work.chunks * sh.s * sh.d * (2 + 2 + 4);
-  int64_t sec = std::max<int64_t>(l2_section(n_hs, 1, hs_bytes), (2 * sms + n_kb - 1) / n_kb);
-  sec = std::min(sec, n_hs);
-  sec = (n_hs + (n_hs + sec - 1) / sec - 1) / ((n_hs + sec - 1) / sec);
-  const BwdTiles tiles{static_cast<int>(n_hs), static_cast<int>(n_kb), static_cast<int>(sec)};
+  const int sec = l2_section(n_hs, 1, hs_bytes, (2 * sms + n_kb - 1) / n_kb);
+  const BwdTiles tiles{static_cast<int>(n_hs), static_cast<int>(n_kb), sec};
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(n_hs * n_kb, sms));
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
-  const int64_t n_fin = n_sem * (sh.d / 8) * 32;  // hopper_dq_finalize_kernel's threads
+  const int64_t n_fin = n_dq_tiles * (sh.d / 8) * 32;  // hopper_dq_finalize_kernel's threads
   const unsigned fin_blocks = static_cast<unsigned>((n_fin + 255) / 256);
   auto run = [&](auto kernel, auto finalize, int smem) {
     allow_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, work, tiles,
-                                             sems, sems + n_sem, dm, scale_log2, scale);
+                                             sems, sems + n_dq_tiles, dm, scale_log2, scale);
     MPLAN_CUDA_LAUNCH_CHECK();
     finalize<<<fin_blocks, 256, 0, stream>>>(work.dq_part, dqkv, dm, scale);
   };
