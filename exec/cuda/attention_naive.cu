@@ -228,15 +228,15 @@ void launch_attention_dsum(const AttentionShape& sh, const void* out, const void
   const NaiveDims dm = naive_dims(sh);
   if (t == DType::kBF16 && (sh.d == 64 || sh.d == 128) && aligned16(out) && aligned16(dout)) {
     const int64_t rows = sh.b * sh.heads * sh.s;
-    auto run = [&](auto kernel, int64_t tpr) {
-      kernel<<<blocks_for(rows * tpr, 256), 256, 0, stream>>>(static_cast<const bf16*>(out),
-                                                              static_cast<const bf16*>(dout), dsum,
-                                                              rows, sh.b * sh.heads, sh.s);
+    auto run = [&](auto kernel) {  // sh.d / 8 threads per row
+      kernel<<<blocks_for(rows * (sh.d / 8), 256), 256, 0, stream>>>(
+          static_cast<const bf16*>(out), static_cast<const bf16*>(dout), dsum, rows,
+          sh.b * sh.heads, sh.s);
     };
     if (sh.d == 64) {
-      run(dsum_bf16_kernel<8>, 8);
+      run(dsum_bf16_kernel<8>);
     } else {
-      run(dsum_bf16_kernel<16>, 16);
+      run(dsum_bf16_kernel<16>);
     }
     MPLAN_CUDA_LAUNCH_CHECK();
     return;
