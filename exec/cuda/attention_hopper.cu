@@ -904,48 +904,44 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // dQ (bf16, slot 0 of dqkv) = scale · the accumulator, whose tiles (batch·head, query step) hold
-// their 64 rows in fragment order (bwd_stage_dq). One thread per (tile, 8-column chunk c, warp,
-// g): the 4 consecutive float4 of the accumulator's threads warp · 32 + g · 4 + t (t < 4) at
-// float4 c · 128 (c = cb · 8 + k: column block cb, float4 k of a thread), which hold columns
-// 8 c + 2 t, + 1 of rows warp · 16 + g (elements 0, 1) and + 8 (elements 2, 3). Consecutive
-// threads read consecutive 64 bytes.
+// their 64 rows in fragment order (bwd_stage_dq). One block per tile: the tile is read in order
+// (consecutive threads, consecutive 16 bytes), put back into rows in shared memory (float4 f is
+// thread tw = f % 128's float4 c = f / 128, which holds columns 8 c + 2 t, + 1 of rows
+// warp · 16 + g, + 8), and written as whole bf16 rows, 16 bytes a thread.
 template <int D>
 __global__ void __launch_bounds__(256)
     hopper_dq_finalize_kernel(const float* __restrict__ acc, bf16* __restrict__ dqkv, Dims dm,
                               float scale) {
-  constexpr int kChunks = D / 8;
+  constexpr int kLd = D + 4;  // f32 per shared row (+ 4: fewer bank conflicts)
+  __shared__ float rows[kBwdM * kLd];
   const int n_q = (dm.s + kBwdM - 1) / kBwdM;
-  const int64_t n_tiles = static_cast<int64_t>(dm.b) * dm.heads * n_q;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n_tiles * kChunks * 32) return;
-  const int g = static_cast<int>(i & 7), warp = static_cast<int>((i >> 3) & 3);
-  const int c = static_cast<int>((i >> 5) % kChunks);
-  const int64_t tile = (i >> 5) / kChunks;
-  const float4* src =
-      reinterpret_cast<const float4*>(acc + tile * (kBwdM * D)) + c * 128 + warp * 32 + g * 4;
-  float v[2][8];
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    const float4 x = src[t];
-    v[0][2 * t] = x.x * scale;
-    v[0][2 * t + 1] = x.y * scale;
-    v[1][2 * t] = x.z * scale;
-    v[1][2 * t + 1] = x.w * scale;
+  const int64_t tile = blockIdx.x;
+  const float4* src = reinterpret_cast<const float4*>(acc + tile * (kBwdM * D));
+  for (int f = static_cast<int>(threadIdx.x); f < kBwdM * D / 4; f += blockDim.x) {
+    const float4 x = src[f];
+    const int c = f >> 7, tw = f & 127;
+    const int row = (tw >> 5) * 16 + ((tw & 31) >> 2), col = c * 8 + 2 * (tw & 3);
+    rows[row * kLd + col] = x.x;
+    rows[row * kLd + col + 1] = x.y;
+    rows[(row + 8) * kLd + col] = x.z;
+    rows[(row + 8) * kLd + col + 1] = x.w;
   }
+  __syncthreads();
   const int64_t bh = tile / n_q;
+  const int row0 = static_cast<int>(tile % n_q) * kBwdM;
   const Plane pdq =
       dm.qkv_plane(dqkv, static_cast<int>(bh / dm.heads), static_cast<int>(bh % dm.heads), 0);
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int row = static_cast<int>(tile % n_q) * kBwdM + warp * 16 + g + 8 * rr;
-    if (row >= dm.s) continue;
+  for (int i = static_cast<int>(threadIdx.x); i < kBwdM * D / 8; i += blockDim.x) {
+    const int row = i / (D / 8), c8 = i % (D / 8);
+    if (row0 + row >= dm.s) continue;
+    const float* v = rows + row * kLd + c8 * 8;
     uint4 o;
-    o.x = pack_bf16(v[rr][0], v[rr][1]);
-    o.y = pack_bf16(v[rr][2], v[rr][3]);
-    o.z = pack_bf16(v[rr][4], v[rr][5]);
-    o.w = pack_bf16(v[rr][6], v[rr][7]);
+    o.x = pack_bf16(v[0] * scale, v[1] * scale);
+    o.y = pack_bf16(v[2] * scale, v[3] * scale);
+    o.z = pack_bf16(v[4] * scale, v[5] * scale);
+    o.w = pack_bf16(v[6] * scale, v[7] * scale);
     *reinterpret_cast<uint4*>(const_cast<bf16*>(pdq.base) +
-                              static_cast<int64_t>(row) * pdq.row_stride + c * 8) = o;
+                              static_cast<int64_t>(row0 + row) * pdq.row_stride + c8 * 8) = o;
   }
 }
 
@@ -1081,8 +1077,7 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
-  const int64_t n_fin = n_dq_tiles * (sh.d / 8) * 32;  // hopper_dq_finalize_kernel's threads
-  const unsigned fin_blocks = static_cast<unsigned>((n_fin + 255) / 256);
+  const unsigned fin_blocks = static_cast<unsigned>(n_dq_tiles);  // one per dQ tile
   auto run = [&](auto kernel, auto finalize, int smem) {
     allow_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, work, tiles,
