@@ -19,7 +19,8 @@
 // dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and dK += dS^T·Q with them as register
 // A operands; dS^T goes to shared memory for dQ_part = dS·K (each consumer a half of the head
 // dim), which a writer warp adds into one f32 accumulator per (batch, head) in key-block order
-// (counters per query step order the blocks), and a last kernel converts to bf16.
+// (counters per query step order the blocks); the last key block of a query step hands the
+// complete tile to finalizer warps of the same block, which write it as bf16.
 //
 // Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
 // prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
@@ -505,7 +506,7 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], con
 // One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) into the staged dQ tile in
 // the accumulators' own order ("fragment order"): float4 k of thread tw of column block cb at
 // ((cb · 8 + k) · 128 + tw) · 4, so that a warp writes 512 consecutive bytes (no bank conflicts)
-// and the tile goes out as one bulk copy. hopper_dq_finalize_kernel maps it back to rows.
+// and the tile goes out as one bulk copy. bwd_finalize_dq maps it back to rows.
 __device__ __forceinline__ void bwd_stage_dq(const float (&dq)[32], float* tile, int cb) {
   const int tw = threadIdx.x & 127;
 #pragma unroll
@@ -564,10 +565,11 @@ __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_
 }
 
 // Backward, warp-specialised and persistent: min(tiles, SMs) blocks of 384 threads. Warpgroup 0:
-// warp 0 is the producer, warp 1 the dQ writer (bwd_write_dq). The producer takes the block's
-// next tile from the counter, loads its K and V (TMA, 128 rows) on the kv barriers and, for each
-// query step, Q and dO (TMA, 64 rows) and the step's lse and dsum (plain loads, zero past s) into
-// one of kBwdStages stages on its full barrier, once the consumers have released the stage.
+// warp 0 is the producer, warp 1 the dQ writer (bwd_write_dq), warps 2 and 3 the dQ finalizer
+// (bwd_finalize_dq), which turns each dQ tile the writer completes into bf16. The producer takes
+// the block's next tile from the counter, loads its K and V (TMA, 128 rows) on the kv barriers and,
+// for each query step, Q and dO (TMA, 64 rows) and the step's lse and dsum (plain loads, zero past
+// s) into one of kBwdStages stages on its full barrier, once the consumers have released the stage.
 // Warpgroups 1 and 2 are the consumers (64 keys each), as described at the top of the file; they
 // meet at named barrier 3 for the dS^T exchange of each step (dS^T is double-buffered, so that
 // one warpgroup may write the next step's while the other still reads this one's), and hand each
@@ -580,16 +582,20 @@ struct BwdSmem {
   static constexpr int kTileQ = kBwdM * D * 2;   // Q or dO, one stage
   static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries), one of two buffers
   static constexpr int kDq = kBwdM * D * 4;      // the staged dQ tile (f32, fragment order)
-  static constexpr int kBytes =
-      1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq + 2 * kBwdStages * kBwdM * 4;
+  static constexpr int kFinIn = kBwdM * 64 * 4;  // the finalizer's 64 columns of a tile, f32
+  static constexpr int kFinOut = kBwdM * 64 * 2;  // the same as bf16 (swizzled rows)
+  static constexpr int kBytes = 1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq +
+                                kFinOut + kFinIn + 2 * kBwdStages * kBwdM * 4;
 };
 
 struct BwdBarriers {
   uint64_t kv_full, kv_empty;
   uint64_t full[kBwdStages], empty[kBwdStages];
   uint64_t dq_full, dq_empty;
+  uint64_t fin_full, fin_empty, fin_load;
   int tile;             // the tile whose K and V kv_full announces; -1: no more
   int dq_index, dq_kb;  // the staged dQ tile's accumulator index and key block; -1: no more
+  int fin_index;        // the complete dQ tile fin_full announces; -1: no more
 };
 
 // The tiles, in the order blocks take them: attention_layout::BwdTileOrder, in sections of head
@@ -684,11 +690,14 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
 // (batch, head, query step) once that step's lower key blocks have added theirs (`sems` counts
 // them): key block 0 copies, the others add (bulk reductions), so the additions into every
 // element happen in key-block order whichever blocks run the tiles: deterministic. The stage is
-// released as soon as the copy has read it, and the count raised once the copy is complete.
+// released as soon as the copy has read it, and the count raised once the copy is complete. The
+// query step's last key block (the diagonal's) then hands the complete tile to the finalizer.
 template <int D>
-__device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, int* sems) {
+__device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, int* sems,
+                             int n_q) {
   constexpr int kTileFloats = kBwdM * D;
   const bool leader = (threadIdx.x & 31) == 0;
+  int fin = 0;  // tiles handed to the finalizer (the leader's count)
   for (int n = 0;; ++n) {
     mbar_wait(&bar.dq_full, n & 1);
     const int idx = *reinterpret_cast<volatile int*>(&bar.dq_index);
@@ -711,9 +720,72 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
       bulk_wait<0>();
       fence_proxy_async_global();
       red_release_gpu_add(sem, 1);
+      if (kb == (idx % n_q) / (kBwdN / kBwdM)) {
+        mbar_wait(&bar.fin_empty, (fin++ & 1) ^ 1);
+        bar.fin_index = idx;
+        mbar_arrive(&bar.fin_full);
+      }
     }
     __syncwarp();
   }
+  if (leader) {  // no more
+    mbar_wait(&bar.fin_empty, (fin & 1) ^ 1);
+    bar.fin_index = -1;
+    mbar_arrive(&bar.fin_full);
+  }
+}
+
+// The dQ finalizer (warps 2 and 3; thread 64 issues the copies): each complete dQ tile the writer
+// hands over, times scale, as bf16 into dqkv's slot 0, 64 columns at a time: those columns of
+// the accumulator tile (contiguous in fragment order, bwd_stage_dq) by one bulk copy into sIn,
+// back into rows in sOut (128-byte swizzled: conflict-free stores, as a warp's float4 cover
+// eight rows × four 4-byte columns of eight 16-byte chunks), and out by one TMA store (map_dq:
+// dqkv, boxes of 64 columns × kBwdM rows; rows past s are not written). The writer raised the
+// tile's counter after its copy completed, so every key block's part is in.
+template <int D>
+__device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& bar,
+                                const float* dq_acc, const CUtensorMap* map_dq, const Dims& dm,
+                                float scale) {
+  constexpr int kHalf = kBwdM * 64;  // floats of 64 columns of a tile
+  const int ft = static_cast<int>(threadIdx.x) - 64;
+  const bool leader = ft == 0;
+  const int n_q = (dm.s + kBwdM - 1) / kBwdM;
+  int loads = 0;
+  for (int n = 0;; ++n) {
+    mbar_wait(&bar.fin_full, n & 1);
+    const int idx = *reinterpret_cast<volatile int*>(&bar.fin_index);
+    mbar_arrive(&bar.fin_empty);
+    if (idx < 0) break;
+    const int bh = idx / n_q;
+    const int plane = dm.qkv_plane_index(bh / dm.heads, bh % dm.heads, 0);
+    for (int h = 0; h < D / 64; ++h, ++loads) {
+      if (leader) {
+        bulk_wait_read<0>();         // the previous store has read sOut
+        fence_proxy_async_global();  // the writer's additions before this copy
+        mbar_arrive_expect_tx(&bar.fin_load, kHalf * 4);
+        bulk_load(sIn, dq_acc + static_cast<int64_t>(idx) * (kBwdM * D) + h * kHalf, kHalf * 4,
+                  &bar.fin_load);
+      }
+      mbar_wait(&bar.fin_load, loads & 1);
+#pragma unroll 4
+      for (int f = ft; f < kHalf / 4; f += 64) {
+        // float4 f: thread tw's float4 c, columns 8 c + 2 t, + 1 of rows 16 warp + g, + 8.
+        const float4 x = reinterpret_cast<const float4*>(sIn)[f];
+        const int c = f >> 7, tw = f & 127;
+        const int g = (tw & 31) >> 2, row = (tw >> 5) * 16 + g;
+        const int off = row * 128 + ((c ^ g) << 4) + 4 * (tw & 3);  // row % 8 = g
+        *reinterpret_cast<uint32_t*>(sOut + off) = pack_bf16(x.x * scale, x.y * scale);
+        *reinterpret_cast<uint32_t*>(sOut + off + 8 * 128) = pack_bf16(x.z * scale, x.w * scale);
+      }
+      fence_proxy_async_shared();  // the rows, before the store reads them
+      named_bar_sync(4, 64);       // and every read of sIn, before the next copy
+      if (leader) {
+        tma_store_3d(map_dq, sOut, h * 64, plane, (idx % n_q) * kBwdM);
+        bulk_commit();
+      }
+    }
+  }
+  if (leader) bulk_wait<0>();
 }
 
 // Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each tile's key block.
@@ -854,7 +926,8 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_bwd_kernel(const __grid_constant__ CUtensorMap map_q,
                       const __grid_constant__ CUtensorMap map_kv,
-                      const __grid_constant__ CUtensorMap map_do, const float* __restrict__ lse,
+                      const __grid_constant__ CUtensorMap map_do,
+                      const __grid_constant__ CUtensorMap map_dq, const float* __restrict__ lse,
                       const float* __restrict__ dsum, bf16* __restrict__ dqkv, BwdWork work,
                       BwdTiles tiles, int* sems, int* counter, Dims dm, float scale_log2,
                       float scale) {
@@ -867,13 +940,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sdO = sQ + kBwdStages * S::kTileQ;         // kBwdStages stages
   unsigned char* sdS = sdO + kBwdStages * S::kTileQ;        // two buffers (keys, queries)
   float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // the staged dQ tile
-  float* sL = sDq + kBwdM * D;                              // kBwdStages stages of lse
+  unsigned char* sFinOut = reinterpret_cast<unsigned char*>(sDq + kBwdM * D);
+  float* sFinIn = reinterpret_cast<float*>(sFinOut + S::kFinOut);
+  float* sL = sFinIn + kBwdM * 64;                          // kBwdStages stages of lse
   float* sD = sL + kBwdStages * kBwdM;                      // kBwdStages stages of dsum
 
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
     prefetch_tensormap(&map_kv);
     prefetch_tensormap(&map_do);
+    prefetch_tensormap(&map_dq);
     mbar_init(&bar.kv_full, 1);
     mbar_init(&bar.kv_empty, kConsumerWarps);
 #pragma unroll
@@ -883,6 +959,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     mbar_init(&bar.dq_full, 2 * 128);  // every consumer thread, after its stores
     mbar_init(&bar.dq_empty, 1);
+    mbar_init(&bar.fin_full, 1);
+    mbar_init(&bar.fin_empty, 64);  // every finalizer thread, once it has read the index
+    mbar_init(&bar.fin_load, 1);
     mbar_init_fence();
   }
   __syncthreads();
@@ -894,54 +973,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, tiles, work, dm,
                      counter, lse, dsum);
     } else if (warp == 1) {
-      bwd_write_dq<D>(sDq, bar, work.dq_part, sems);
+      bwd_write_dq<D>(sDq, bar, work.dq_part, sems, (dm.s + kBwdM - 1) / kBwdM);
+    } else {
+      bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale);
     }
   } else {
     setmaxnreg_inc<240>();
     bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
                    scale_log2, scale);
-  }
-}
-
-// dQ (bf16, slot 0 of dqkv) = scale · the accumulator, whose tiles (batch·head, query step) hold
-// their 64 rows in fragment order (bwd_stage_dq). One block per tile: the tile is read in order
-// (consecutive threads, consecutive 16 bytes), put back into rows in shared memory (float4 f is
-// thread tw = f % 128's float4 c = f / 128, which holds columns 8 c + 2 t, + 1 of rows
-// warp · 16 + g, + 8), and written as whole bf16 rows, 16 bytes a thread.
-template <int D>
-__global__ void __launch_bounds__(256)
-    hopper_dq_finalize_kernel(const float* __restrict__ acc, bf16* __restrict__ dqkv, Dims dm,
-                              float scale) {
-  constexpr int kLd = D + 4;  // f32 per shared row (+ 4: fewer bank conflicts)
-  __shared__ float rows[kBwdM * kLd];
-  const int n_q = (dm.s + kBwdM - 1) / kBwdM;
-  const int64_t tile = blockIdx.x;
-  const float4* src = reinterpret_cast<const float4*>(acc + tile * (kBwdM * D));
-  for (int f = static_cast<int>(threadIdx.x); f < kBwdM * D / 4; f += blockDim.x) {
-    const float4 x = src[f];
-    const int c = f >> 7, tw = f & 127;
-    const int row = (tw >> 5) * 16 + ((tw & 31) >> 2), col = c * 8 + 2 * (tw & 3);
-    rows[row * kLd + col] = x.x;
-    rows[row * kLd + col + 1] = x.y;
-    rows[(row + 8) * kLd + col] = x.z;
-    rows[(row + 8) * kLd + col + 1] = x.w;
-  }
-  __syncthreads();
-  const int64_t bh = tile / n_q;
-  const int row0 = static_cast<int>(tile % n_q) * kBwdM;
-  const Plane pdq =
-      dm.qkv_plane(dqkv, static_cast<int>(bh / dm.heads), static_cast<int>(bh % dm.heads), 0);
-  for (int i = static_cast<int>(threadIdx.x); i < kBwdM * D / 8; i += blockDim.x) {
-    const int row = i / (D / 8), c8 = i % (D / 8);
-    if (row0 + row >= dm.s) continue;
-    const float* v = rows + row * kLd + c8 * 8;
-    uint4 o;
-    o.x = pack_bf16(v[0] * scale, v[1] * scale);
-    o.y = pack_bf16(v[2] * scale, v[3] * scale);
-    o.z = pack_bf16(v[4] * scale, v[5] * scale);
-    o.w = pack_bf16(v[6] * scale, v[7] * scale);
-    *reinterpret_cast<uint4*>(const_cast<bf16*>(pdq.base) +
-                              static_cast<int64_t>(row0 + row) * pdq.row_stride + c8 * 8) = o;
   }
 }
 
@@ -1077,18 +1116,16 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
   const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
-  const unsigned fin_blocks = static_cast<unsigned>(n_dq_tiles);  // one per dQ tile
-  auto run = [&](auto kernel, auto finalize, int smem) {
+  const CUtensorMap map_dq = qkv_tensor_map(sh, dqkv, kBwdM);
+  auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, lse, dsum, dqkv, work, tiles,
-                                             sems, sems + n_dq_tiles, dm, scale_log2, scale);
-    MPLAN_CUDA_LAUNCH_CHECK();
-    finalize<<<fin_blocks, 256, 0, stream>>>(work.dq_part, dqkv, dm, scale);
+    kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, map_dq, lse, dsum, dqkv, work,
+                                             tiles, sems, sems + n_dq_tiles, dm, scale_log2, scale);
   };
   if (sh.d == 64) {
-    run(hopper_bwd_kernel<64>, hopper_dq_finalize_kernel<64>, BwdSmem<64>::kBytes);
+    run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);
   } else {
-    run(hopper_bwd_kernel<128>, hopper_dq_finalize_kernel<128>, BwdSmem<128>::kBytes);
+    run(hopper_bwd_kernel<128>, BwdSmem<128>::kBytes);
   }
   MPLAN_CUDA_LAUNCH_CHECK();
 }

@@ -1,6 +1,7 @@
 // Hopper (sm_90) asynchronous copies and the barriers that order them: mbarriers in shared
 // memory (init, arrive, arrive with an expected byte count, wait on a phase's parity), tile loads
-// by the tensor memory accelerator (cp.async.bulk.tensor, completing on an mbarrier), named
+// by the tensor memory accelerator (cp.async.bulk.tensor, completing on an mbarrier) and plain bulk
+// loads, TMA tile stores (tracked by bulk groups, wgmma.cuh's bulk_commit / bulk_wait), named
 // barriers between warpgroups, setmaxnreg (sm_90a), which moves registers from a producer
 // warpgroup to the consumer warpgroups, and counters in global memory that order blocks (acquire
 // loads, release additions). Used by exec/cuda/attention_hopper.cu.
@@ -67,6 +68,27 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, "
       "%4, %5}], [%2];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory into shared memory
+// at dst by one bulk copy (no tensor map), completing on bar.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+// The box at (c0, c1, c2) of a 3-dimensional tensor map from shared memory at src (laid out as
+// the map's swizzle says) by one TMA store, tracked by this thread's bulk groups; coordinates past
+// the tensor's end are not written.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* src, int c0,
+                                             int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
