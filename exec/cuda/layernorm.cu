@@ -6,9 +6,13 @@
 // aligned rows with h % 8 == 0 the backward is one pass over dy and x (W warps per row, the row
 // in registers): each block computes dx for its rows and its dgamma/dbeta partials together
 // (each lane sums its own columns; the partial sums are added in a fixed order), so results do
-// not depend on timing. Other rows take one warp per row for dx and a separate partials pass.
+// not depend on timing. For bf16 rows of h in (1024, 2048] (the training shape h = 2048) or
+// (256, 512] that pass is software-pipelined (the next row's loads in flight while a row is
+// reduced and stored) on persistent blocks; that moves loads only, so the results are the same
+// bits. Other rows take one warp per row for dx and a separate partials pass.
 #include <algorithm>
 
+#include "exec/cuda/device_attribute.hpp"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -124,22 +128,51 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// dx, and the dgamma/dbeta partials of one row part (the register path: kVpl > 0, 16-byte
-// aligned). The block's kWarps warps form kWarps / W groups of W warps; a group takes one row at
-// a time (block p: rows [p·rows_per_part, ...), group q every (kWarps / W)-th of them from q).
-// Lane l of warp w of a group owns the columns (32·w + l + 32·W·i)·8 + [0, 8), i < kVpl, of
-// every row, and sums dy·xhat and dy of those columns over its group's rows in registers. The
-// two row sums that dx needs are added across a group's warps through shared memory in warp
-// order. At the end the groups add their column sums into shared memory in group order and the
-// block writes partials pg[p], pb[p] (h floats each). Several warps per row keep the registers
-// per thread low enough for several blocks per SM. With resid (which may be dx itself), dx =
-// resid + dL/dx with dL/dx rounded to T first, as a separate add would do it.
+// The fused backward below software-pipelines its row loop where a lane holds 2 vectors of 8
+// bf16 of a row (kVpl == 2: h in (256, 512] with W = 1, (1024, 2048] with W = 4): there two rows'
+// loads fit in the registers of 2 blocks per SM (<= 128 a thread). Elsewhere it did not pay on
+// an H200: at kVpl == 1 (bf16 or f32) the plain loop already runs 4 blocks per SM, and wider
+// rows would drop to 1 block per SM.
+template <class T, int kVpl>
+constexpr bool ln_fused_pipelined() {
+  return sizeof(T) == 2 && kVpl == 2;
+}
+constexpr int kLnPipelinedBlocksPerSm = 2;
+
+// dx, and the dgamma/dbeta partials of row parts (the register path: kVpl > 0, 16-byte aligned).
+// Part p is rows [p·rows_per_part, ...) ∩ [0, rows). The block's kWarps warps form kWarps / W
+// groups of W warps; a group takes one row of a part at a time (group q every (kWarps / W)-th
+// row from the part's q-th). Lane l of warp w of a group owns the columns
+// (32·w + l + 32·W·i)·8 + [0, 8), i < kVpl, of every row, and sums dy·xhat and dy of those
+// columns over its group's rows of the part in registers. The two row sums that dx needs are
+// added across a group's warps through shared memory in warp order. At the end of a part the
+// groups add their column sums into shared memory in group order and the block writes partials
+// pg[p], pb[p] (h floats each): every part is summed the same way whichever block takes it.
+// Several warps per row keep the registers per thread low enough for several blocks per SM.
+// With resid (which may be dx itself), dx = resid + dL/dx with dL/dx rounded to T first, as a
+// separate add would do it.
+//
+// The kernel streams 3 (4 with resid) tensors through a few flops per element, so its speed is
+// the bytes it keeps in flight. The plain loop (block p takes part p; a grid of `parts` blocks)
+// loads a row's x and dy, reduces them, waits at the barrier, then loads resid and stores dx:
+// about two memory latencies per row with little in flight. Where ln_fused_pipelined (the
+// training shape h = 2048 bf16) the loop is software-pipelined instead: the group's next row's
+// x, dy, resid, mean and rstd are loaded into a second set of registers before the current row
+// is reduced, waits at the barrier and is stored (gamma stays in registers), so every lane has a
+// row of loads in flight all the time. And the blocks are persistent: the launcher starts only
+// as many as run at once (kLnPipelinedBlocksPerSm per SM, fewer so that each takes the same
+// number of parts), block b takes parts b, b + gridDim.x, ... and its pipeline runs on from one
+// part into the next, so a part's first loads are not exposed. The arithmetic and its order are
+// those of the plain loop, and a part's sums do not depend on which block takes it, so dx and
+// the partials are the same bits on either loop and on any grid.
+// (A minimum of 0 blocks per SM is none: the plain loop's register allocation is left as is.)
 template <class T, int kVpl, int W>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32,
+                                  ln_fused_pipelined<T, kVpl>() ? kLnPipelinedBlocksPerSm : 0)
     ln_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                              const T* __restrict__ gamma, const float* __restrict__ mean_in,
                              const float* __restrict__ rstd_in, T* dx, const T* resid, int64_t rows,
-                             int h, int64_t rows_per_part, float* __restrict__ pg,
+                             int h, int64_t rows_per_part, int64_t parts, float* __restrict__ pg,
                              float* __restrict__ pb) {
   constexpr int G = kWarps / W;  // row groups per block
   static_assert(kWarps % W == 0, "W must divide kWarps");
@@ -150,56 +183,55 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int grp = warp / W, wi = warp % W;
   const int glane = wi * 32 + lane;
-  const int64_t r_begin = static_cast<int64_t>(blockIdx.x) * rows_per_part;
-  const int64_t r_end = min(rows, r_begin + rows_per_part);
   const float inv_h = 1.0f / static_cast<float>(h);
   float ag[kVpl][8], ab[kVpl][8];
 #pragma unroll
   for (int i = 0; i < kVpl; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
-
-  int par = 0;
-  // Every group runs the same number of iterations (the barrier below is block-wide).
-  for (int64_t base = r_begin; base < r_end; base += G, par ^= 1) {
-    const int64_t row = base + grp;
-    const bool valid = row < r_end;
-    const T* xr = x + row * h;
-    const T* dyr = dy + row * h;
-    T* dxr = dx + row * h;
-    const float mean = valid ? mean_in[row] : 0.0f, rstd = valid ? rstd_in[row] : 0.0f;
-    Raw8<T> xraw[kVpl], graw[kVpl];
-    float s1 = 0.0f, s2 = 0.0f;
+  // Adds the groups' column sums in group order and writes them as part p's partials.
+  const auto write_partials = [&](int64_t p) {
+    for (int q = 0; q < G; ++q) {
+      if (grp == q) {
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (glane + 32 * W * i) * 8;
-      if (valid && c < h) {
-        xraw[i] = ld_raw8(xr + c);
-        graw[i] = ld_raw8(dyr + c);
-      }
-    }
+        for (int i = 0; i < kVpl; ++i) {
+          const int c = (glane + 32 * W * i) * 8;
+          if (c < h) {
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (glane + 32 * W * i) * 8;
-      if (valid && c < h) {
-        float xv[8], dv[8], gv[8];
-        unpack8(xraw[i], xv);
-        unpack8(graw[i], dv);
-        load8(gamma + c, gv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float xhat = (xv[j] - mean) * rstd;
-          const float g = dv[j] * gv[j];
-          s1 += g;
-          s2 += g * xhat;
-          ag[i][j] += dv[j] * xhat;
-          ab[i][j] += dv[j];
+            for (int j = 0; j < 8; ++j) {
+              sum_g[c + j] = (q == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
+              sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
+            }
+          }
         }
       }
+      __syncthreads();
     }
+    for (int c = threadIdx.x; c < h; c += kWarps * 32) {
+      pg[p * h + c] = sum_g[c];
+      pb[p * h + c] = sum_b[c];
+    }
+  };
+  // The arithmetic of a row, the same on both loops below. Over the 8 columns of the lane's
+  // vector i: s1 += g, s2 += g·xhat (g = dy·gamma), ag += dy·xhat, ab += dy.
+  const auto accumulate = [&](int i, const float(&xv)[8], const float(&dv)[8], const float(&gv)[8],
+                              float mean, float rstd, float& s1, float& s2) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float xhat = (xv[j] - mean) * rstd;
+      const float g = dv[j] * gv[j];
+      s1 += g;
+      s2 += g * xhat;
+      ag[i][j] += dv[j] * xhat;
+      ab[i][j] += dv[j];
+    }
+  };
+  // The lanes' s1, s2 added across the warp, then across the group's warps in warp order (one
+  // block-wide barrier), as the row means c1 = mean(g), c2 = mean(g·xhat).
+  const auto row_means = [&](float s1, float s2, int par, float& c1, float& c2) {
     s1 = warp_sum(s1);
     s2 = warp_sum(s2);
-    float c1 = s1, c2 = s2;
+    c1 = s1, c2 = s2;
     if constexpr (W > 1) {
       if (lane == 0) red[par][grp][wi][0] = s1, red[par][grp][wi][1] = s2;
       __syncthreads();  // with the parity buffer, also orders the reads of two rows back
@@ -209,49 +241,172 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     c1 *= inv_h;
     c2 *= inv_h;
+  };
+  // dL/dx of 8 columns: rstd·(g - c1 - xhat·c2).
+  const auto dx8 = [&](const float(&xv)[8], const float(&dv)[8], const float(&gv)[8], float mean,
+                       float rstd, float c1, float c2, float(&o)[8]) {
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (glane + 32 * W * i) * 8;
-      if (valid && c < h) {
-        float xv[8], dv[8], gv[8], o[8];
-        unpack8(xraw[i], xv);
-        unpack8(graw[i], dv);
-        load8(gamma + c, gv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float xhat = (xv[j] - mean) * rstd;
-          o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
-        }
-        if (resid != nullptr) {
-          float rv[8];
-          load8(resid + row * h + c, rv);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) o[j] = rv[j] + to_f32(from_f32<T>(o[j]));
-        }
-        store8(dxr + c, o);
-      }
+    for (int j = 0; j < 8; ++j) {
+      const float xhat = (xv[j] - mean) * rstd;
+      o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
     }
-  }
+  };
+  // With resid: dx = resid + dL/dx rounded to T.
+  const auto add_resid = [&](const float(&rv)[8], float(&o)[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = rv[j] + to_f32(from_f32<T>(o[j]));
+  };
 
-  for (int q = 0; q < G; ++q) {
-    if (grp == q) {
+  if constexpr (ln_fused_pipelined<T, kVpl>()) {
+    // One row's inputs as this lane holds them: raw 16-byte words, unpacked where used.
+    struct RowIn {
+      Raw8<T> x[kVpl], dy[kVpl], res[kVpl];
+      float mean, rstd;
+    };
+    // Issues the loads of `row` (none past `end`, nor of columns past h).
+    const auto load_row = [&](RowIn& in, int64_t row, int64_t end) {
+      const bool valid = row < end;
+      in.mean = valid ? mean_in[row] : 0.0f;
+      in.rstd = valid ? rstd_in[row] : 0.0f;
 #pragma unroll
       for (int i = 0; i < kVpl; ++i) {
         const int c = (glane + 32 * W * i) * 8;
-        if (c < h) {
+        if (valid && c < h) {
+          in.x[i] = ld_raw8(x + row * h + c);
+          in.dy[i] = ld_raw8(dy + row * h + c);
+          if (resid != nullptr) in.res[i] = ld_raw8(resid + row * h + c);
+        }
+      }
+    };
+    Raw8<T> gam[kVpl];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            sum_g[c + j] = (q == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
-            sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (glane + 32 * W * i) * 8;
+      if (c < h) gam[i] = ld_raw8(gamma + c);
+    }
+    // The block's current part p (rows below r_end) and step base (its group's row: base + grp),
+    // the same for every thread of the block, so all reach the barriers equally often.
+    int64_t p = blockIdx.x;
+    int64_t base = p * rows_per_part;
+    int64_t r_end = min(rows, base + rows_per_part);
+    RowIn cur, nxt;
+    load_row(cur, base + grp, r_end);
+    int par = 0;
+    for (;;) {
+      // The next step: G rows on in this part, else the first rows of the block's next part.
+      int64_t np = p, nbase = base + G, n_end = r_end;
+      if (nbase >= r_end) {
+        np = p + gridDim.x;
+        nbase = np * rows_per_part;
+        n_end = min(rows, nbase + rows_per_part);
+      }
+      // In flight while the current row is reduced, waits and is stored.
+      if (np < parts) load_row(nxt, nbase + grp, n_end);
+      if (base < r_end) {  // (false only for a part past the last row)
+        const int64_t row = base + grp;
+        const bool valid = row < r_end;
+        const float mean = cur.mean, rstd = cur.rstd;
+        float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kVpl; ++i) {
+          const int c = (glane + 32 * W * i) * 8;
+          if (valid && c < h) {
+            float xv[8], dv[8], gv[8];
+            unpack8(cur.x[i], xv);
+            unpack8(cur.dy[i], dv);
+            unpack8(gam[i], gv);
+            accumulate(i, xv, dv, gv, mean, rstd, s1, s2);
+          }
+        }
+        float c1, c2;
+        row_means(s1, s2, par, c1, c2);
+        par ^= 1;
+#pragma unroll
+        for (int i = 0; i < kVpl; ++i) {
+          const int c = (glane + 32 * W * i) * 8;
+          if (valid && c < h) {
+            float xv[8], dv[8], gv[8], o[8];
+            unpack8(cur.x[i], xv);
+            unpack8(cur.dy[i], dv);
+            unpack8(gam[i], gv);
+            dx8(xv, dv, gv, mean, rstd, c1, c2, o);
+            if (resid != nullptr) {
+              float rv[8];
+              unpack8(cur.res[i], rv);
+              add_resid(rv, o);
+            }
+            store8(dx + row * h + c, o);
           }
         }
       }
+      if (np != p) {  // part p is done
+        write_partials(p);
+        if (np >= parts) break;
+#pragma unroll
+        for (int i = 0; i < kVpl; ++i)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
+        __syncthreads();  // the next part's write_partials overwrites sum_g, sum_b
+      }
+      cur = nxt;
+      p = np;
+      base = nbase;
+      r_end = n_end;
     }
-    __syncthreads();
-  }
-  for (int c = threadIdx.x; c < h; c += kWarps * 32) {
-    pg[static_cast<int64_t>(blockIdx.x) * h + c] = sum_g[c];
-    pb[static_cast<int64_t>(blockIdx.x) * h + c] = sum_b[c];
+  } else {
+    const int64_t r_begin = static_cast<int64_t>(blockIdx.x) * rows_per_part;
+    const int64_t r_end = min(rows, r_begin + rows_per_part);
+    int par = 0;
+    // Every group runs the same number of iterations (the barrier below is block-wide).
+    for (int64_t base = r_begin; base < r_end; base += G, par ^= 1) {
+      const int64_t row = base + grp;
+      const bool valid = row < r_end;
+      const T* xr = x + row * h;
+      const T* dyr = dy + row * h;
+      T* dxr = dx + row * h;
+      const float mean = valid ? mean_in[row] : 0.0f, rstd = valid ? rstd_in[row] : 0.0f;
+      Raw8<T> xraw[kVpl], graw[kVpl];
+      float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kVpl; ++i) {
+        const int c = (glane + 32 * W * i) * 8;
+        if (valid && c < h) {
+          xraw[i] = ld_raw8(xr + c);
+          graw[i] = ld_raw8(dyr + c);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kVpl; ++i) {
+        const int c = (glane + 32 * W * i) * 8;
+        if (valid && c < h) {
+          float xv[8], dv[8], gv[8];
+          unpack8(xraw[i], xv);
+          unpack8(graw[i], dv);
+          load8(gamma + c, gv);
+          accumulate(i, xv, dv, gv, mean, rstd, s1, s2);
+        }
+      }
+      float c1, c2;
+      row_means(s1, s2, par, c1, c2);
+#pragma unroll
+      for (int i = 0; i < kVpl; ++i) {
+        const int c = (glane + 32 * W * i) * 8;
+        if (valid && c < h) {
+          float xv[8], dv[8], gv[8], o[8];
+          unpack8(xraw[i], xv);
+          unpack8(graw[i], dv);
+          load8(gamma + c, gv);
+          dx8(xv, dv, gv, mean, rstd, c1, c2, o);
+          if (resid != nullptr) {
+            float rv[8];
+            load8(resid + row * h + c, rv);
+            add_resid(rv, o);
+          }
+          store8(dxr + c, o);
+        }
+      }
+    }
+    write_partials(blockIdx.x);
   }
 }
 
@@ -411,11 +566,21 @@ void layernorm_backward(const void* dy, const void* x, const void* gamma, DType 
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     smem));
             }
+            // Pipelined: as many blocks as run at once, each taking the same number of parts.
+            int64_t grid = parts;
+            if constexpr (ln_fused_pipelined<T, kVpl>()) {
+              const int64_t slots =
+                  int64_t{kLnPipelinedBlocksPerSm} *
+                  std::max(1, current_device_attribute<cudaDevAttrMultiProcessorCount>());
+              const int64_t parts_per_block = (parts + slots - 1) / slots;
+              grid = (parts + parts_per_block - 1) / parts_per_block;
+            }
             ln_backward_fused_kernel<T, kVpl, W>
-                <<<static_cast<unsigned>(parts), kWarps * 32, smem, stream>>>(
+                <<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
                     static_cast<const T*>(dy), static_cast<const T*>(x),
                     static_cast<const T*>(gamma), mean, rstd, static_cast<T*>(dx),
-                    static_cast<const T*>(resid), rows, static_cast<int>(h), rows_per_part, pg, pb);
+                    static_cast<const T*>(resid), rows, static_cast<int>(h), rows_per_part, parts,
+                    pg, pb);
           }
         });
       });
