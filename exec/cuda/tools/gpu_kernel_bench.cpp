@@ -246,6 +246,16 @@ void bench_memory_bound(Bench& b) {
     for (Tensor* t : {&x, &y, &dy, &dx, &db}) g.release(*t);
   }
   {
+    // RoPE in place at the Llama-family 1.2 B model's shape: sequence 4096, batch 2, 32 heads,
+    // 8 query groups, head dim 64, all of it rotated; Q and K read and written.
+    const int64_t s = 4096, bt = 2, heads = 32, groups = 8, d = 64;
+    Tensor qkv = b.rand(bf, {s, bt, heads + 2 * groups, d});
+    b.add("rope (Llama 1.2B qkv)", dims({s * bt, (heads + groups) * d}), 0,
+          2 * s * bt * (heads + groups) * d * e,
+          [&] { g.rope(qkv, heads, groups, d, 500000.0f, false); });
+    g.release(qkv);
+  }
+  {
     std::vector<int32_t> ids(static_cast<size_t>(kT));
     std::mt19937 gen(5);
     std::uniform_int_distribution<int32_t> u(0, kV - 1);
@@ -372,7 +382,8 @@ int run(int argc, char** argv) {
           "  reference workload's shapes. Env: MPLAN_NAIVE_ATTENTION=1 (reference attention\n"
           "  kernels everywhere), MPLAN_NO_GEMM_EPILOGUE=1 (unfused GEMM epilogues),\n"
           "  MPLAN_ATTN_FWD_SUB=32 (attention forward with two 32-key softmax updates),\n"
-          "  MPLAN_ATTENTION=flash2 (the mma.sync attention kernels on Hopper too).\n");
+          "  MPLAN_ATTENTION=flash2 (the mma.sync attention kernels on Hopper too),\n"
+          "  MPLAN_GEMM_TUNE=1 (time cuBLASLt's candidate GEMM algorithms, keep the fastest).\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
