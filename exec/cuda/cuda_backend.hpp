@@ -124,6 +124,9 @@ class CudaBackend final : public Backend {
   }
   // cuBLASLt epilogues fused (default) or run as separate kernels (MPLAN_NO_GEMM_EPILOGUE=1).
   void set_fuse_gemm_epilogues(bool on);
+  // Time cuBLASLt's candidate algorithms per GEMM shape and keep the fastest (gemm_lt.hpp); on
+  // with MPLAN_GEMM_TUNE=1, off by default.
+  void set_tune_gemms(bool on);
 
  private:
   void* device_alloc(size_t bytes, const std::string& tag);

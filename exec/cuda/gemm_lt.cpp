@@ -6,6 +6,8 @@
 #include <cublas_api.h>
 
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/kernels.hpp"
@@ -16,6 +18,9 @@ struct LtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, in its order (algo: [0])
+  bool settled = false;                          // algo is final (tuned, or tuning off)
+  Key key{};
   ~Plan() {
     if (lc) cublasLtMatrixLayoutDestroy(lc);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -56,12 +61,29 @@ bool env_on(const char* name) {
   return v != nullptr && v[0] != '\0' && v[0] != '0';
 }
 
+constexpr int kCandidates = 8;  // heuristic results asked for (cuBLASLt returns up to 8 here)
+
+// The tuned choice per (device, plan key): an index into the heuristic's candidates, whose order
+// is a function of the shape, so every LtGemm of the process (one per backend) picks the same
+// algorithm for a shape once one of them has timed it.
+template <class Key>
+struct TunedChoices {
+  std::mutex mu;
+  std::map<std::pair<int, Key>, int> index;
+};
+template <class Key>
+TunedChoices<Key>& tuned_choices() {
+  static TunedChoices<Key> t;
+  return t;
+}
+
 }  // namespace
 
 LtGemm::LtGemm(void* workspace, size_t workspace_bytes)
     : workspace_(workspace), workspace_bytes_(workspace_bytes) {
   MPLAN_CUBLAS_CHECK(cublasLtCreate(&handle_));
   fuse_epilogues_ = !env_on("MPLAN_NO_GEMM_EPILOGUE");
+  tune_ = env_on("MPLAN_GEMM_TUNE");
 }
 
 LtGemm::~LtGemm() {
@@ -142,14 +164,31 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
   MPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->la, p->lb, p->lc,
-                                                           p->lc, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      handle_, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune_ ? kCandidates : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   Plan* out = nullptr;
   if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
-    p->algo = result.algo;
+    for (int i = 0; i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(results[i].algo);
+    if (p->candidates.empty()) p->candidates.push_back(results[0].algo);
+    p->algo = p->candidates[0];
+    // Only a call that overwrites C (beta 0) can be run again to time it; others keep [0].
+    p->settled = !tune_ || p->candidates.size() == 1 || g.beta != 0.0f;
+    if (!p->settled) {
+      TunedChoices<Key>& t = tuned_choices<Key>();
+      int dev = 0;
+      MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
+      const std::lock_guard<std::mutex> lock(t.mu);
+      const auto hit = t.index.find({dev, key});
+      if (hit != t.index.end()) {
+        p->algo = p->candidates[static_cast<size_t>(hit->second)];
+        p->settled = true;
+      }
+    }
+    p->key = key;
     out = p.get();
     plans_.emplace(key, std::move(p));
   } else {
@@ -166,10 +205,52 @@ void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b
   if (bias != nullptr) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   if (aux != nullptr)
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+  if (!p.settled) tune(p, g, a, b, c, beta, stream);
   const float alpha = g.alpha;
   MPLAN_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta,
                                     c.data, p.lc, c.data, p.lc, &p.algo, workspace_,
                                     workspace_bytes_, stream));
+}
+
+// MPLAN_GEMM_TUNE: each candidate runs on the call's own operands (beta is 0, so the call after
+// the trials writes C, and aux, afresh), once to warm up and three times timed; the fastest by
+// median is kept for the process. A candidate cuBLASLt refuses at run time is skipped.
+void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
+                  float beta, cudaStream_t stream) {
+  cudaEvent_t ev[2];
+  MPLAN_CUDA_CHECK(cudaEventCreate(&ev[0]));
+  MPLAN_CUDA_CHECK(cudaEventCreate(&ev[1]));
+  const float alpha = g.alpha;
+  float best_ms = 0.0f;
+  int best = 0;
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    float times[3] = {0, 0, 0};
+    bool ok = true;
+    for (int rep = 0; rep < 4 && ok; ++rep) {
+      MPLAN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+      ok = cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, c.data, p.lc,
+                          c.data, p.lc, &p.candidates[i], workspace_, workspace_bytes_,
+                          stream) == CUBLAS_STATUS_SUCCESS;
+      MPLAN_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+      MPLAN_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+      if (rep > 0) MPLAN_CUDA_CHECK(cudaEventElapsedTime(&times[rep - 1], ev[0], ev[1]));
+    }
+    std::sort(times, times + 3);
+    if (ok && (i == 0 || times[1] < best_ms)) {
+      best_ms = times[1];
+      best = static_cast<int>(i);
+    }
+  }
+  cudaEventDestroy(ev[0]);
+  cudaEventDestroy(ev[1]);
+  p.algo = p.candidates[static_cast<size_t>(best)];
+  p.settled = true;
+  TunedChoices<Key>& t = tuned_choices<Key>();
+  int dev = 0;
+  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(t.mu);
+  t.index.emplace(std::make_pair(dev, p.key), best);  // the first process-wide choice stays
+  p.algo = p.candidates[static_cast<size_t>(t.index.at({dev, p.key}))];
 }
 
 void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,

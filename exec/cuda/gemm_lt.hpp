@@ -4,6 +4,10 @@
 // Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
 // once: descriptors, layouts and the heuristic's algorithm are cached and reused, so a call after
 // the first costs no heuristic query and no allocation; the same algorithm gives the same bits.
+// MPLAN_GEMM_TUNE=1 (off by default): the first call of a shape whose C it overwrites (beta 0)
+// times cuBLASLt's candidate algorithms (up to 8) on its own operands and keeps the fastest for
+// the process; results stay reproducible within a process, not between processes (a choice may
+// change with timing noise), which is why it is not the default.
 #pragma once
 
 #include <cublasLt.h>
@@ -31,6 +35,8 @@ class LtGemm {
            const Tensor& aux, cudaStream_t stream);
 
   void set_fuse_epilogues(bool on) { fuse_epilogues_ = on; }
+  // Shapes planned from now on (a plan keeps its choice).
+  void set_tune(bool on) { tune_ = on; }
   size_t cached_plans() const { return plans_.size(); }
 
  private:
@@ -44,11 +50,14 @@ class LtGemm {
                  const void* bias, DType bias_t, const void* aux);
   void matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
               float beta, const void* bias, const void* aux, cudaStream_t stream);
+  void tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
+            float beta, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_;
   size_t workspace_bytes_;
   bool fuse_epilogues_ = true;
+  bool tune_ = false;  // MPLAN_GEMM_TUNE
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

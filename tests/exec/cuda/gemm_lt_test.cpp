@@ -1,7 +1,7 @@
 // LtGemm through CudaBackend::gemm against the CPU backend: every transpose combination, bf16
 // and f32 outputs, beta = 1 accumulation into f32 (weight gradients), alpha, odd sizes, the f32
-// activation path, and the bias / bias+GeLU / GeLU-backward epilogues both fused (cuBLASLt) and
-// unfused.
+// activation path, the bias / bias+GeLU / GeLU-backward epilogues both fused (cuBLASLt) and
+// unfused, and the tuned algorithm choice (MPLAN_GEMM_TUNE).
 #include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
@@ -52,6 +52,20 @@ TEST_F(GemmLtTest, GeluBackwardEpilogueFusedAndUnfused) {
     check().gemm_dgelu(33, 50, 24, DType::kBF16, fused);  // n % 8 != 0: the unfused path
     check().gemm_dgelu(40, 24, 56, DType::kF32, fused);
   }
+  expect_all_pass();
+}
+
+// MPLAN_GEMM_TUNE's path: the candidates are timed on the call's own operands, which must not
+// change its result (beta 0: C and aux written afresh after the trials); a call that accumulates
+// (beta 1) keeps the heuristic's first algorithm.
+TEST_F(GemmLtTest, TunedAlgorithmsGiveTheSameResults) {
+  gpu().set_tune_gemms(true);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      check().gemm(ta, tb, 256, 192, 320, DType::kBF16, DType::kBF16, 1, 0);
+  check().gemm(true, false, 256, 128, 512, DType::kBF16, DType::kF32, 1, 1);
+  check().gemm_epilogue(Epilogue::kBiasGelu, 256, 192, 128, true);
+  check().gemm_dgelu(256, 192, 128, DType::kBF16, true);
   expect_all_pass();
 }
 
