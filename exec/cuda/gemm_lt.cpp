@@ -205,7 +205,9 @@ void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b
   if (bias != nullptr) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   if (aux != nullptr)
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
-  if (!p.settled) tune(p, g, a, b, c, beta, stream);
+  // (Not where C is also an input: the trials would overwrite it before the call reads it.)
+  if (!p.settled && c.data != a.data && c.data != b.data && c.data != aux)
+    tune(p, g, a, b, c, beta, stream);
   const float alpha = g.alpha;
   MPLAN_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta,
                                     c.data, p.lc, c.data, p.lc, &p.algo, workspace_,
@@ -222,7 +224,7 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
   MPLAN_CUDA_CHECK(cudaEventCreate(&ev[1]));
   const float alpha = g.alpha;
   float best_ms = 0.0f;
-  int best = 0;
+  int best = -1;  // the fastest candidate cuBLASLt ran
   for (size_t i = 0; i < p.candidates.size(); ++i) {
     float times[3] = {0, 0, 0};
     bool ok = true;
@@ -236,13 +238,14 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
       if (rep > 0) MPLAN_CUDA_CHECK(cudaEventElapsedTime(&times[rep - 1], ev[0], ev[1]));
     }
     std::sort(times, times + 3);
-    if (ok && (i == 0 || times[1] < best_ms)) {
+    if (ok && (best < 0 || times[1] < best_ms)) {
       best_ms = times[1];
       best = static_cast<int>(i);
     }
   }
   cudaEventDestroy(ev[0]);
   cudaEventDestroy(ev[1]);
+  if (best < 0) best = 0;  // none ran: the heuristic's first, as untuned
   p.algo = p.candidates[static_cast<size_t>(best)];
   p.settled = true;
   TunedChoices<Key>& t = tuned_choices<Key>();
