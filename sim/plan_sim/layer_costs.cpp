@@ -423,7 +423,9 @@ AttentionTimes attention_times_full(const Ctx& c) {
     sm.forward_bytes_per_score += 5;
     sm.backward_bytes_per_score += 5;
   }
-  // The executor's backward is three kernels: rowsum(dO∘O), the main pass, the dQ finalize.
+  // The executor's backward is three launches: rowsum(dO∘O), the main pass and the dQ finalize
+  // (mma.sync kernels), or rowsum(dO∘O), the counters' memset and the main pass, which converts
+  // dQ itself (Hopper kernels).
   const int bwd_kernels = d.exec ? 3 : 1;
   if (d.cp == 1) {
     cost::AttentionShape s{d.b, heads, kv_heads, d.s, d.s, hd, true, d.e};
