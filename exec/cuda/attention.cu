@@ -908,9 +908,9 @@ BwdScratch bwd_scratch(const AttentionShape& sh) {
 #if MPLAN_HAVE_HOPPER_ATTENTION
   if (hopper_attention_shape_ok(sh)) {
     r.hopper_sems = align256(static_cast<size_t>(hopper_bwd_dq_bytes(sh)));
-    r.dq_region = std::max(r.dq_region,
-                           r.hopper_sems + align256(static_cast<size_t>(hopper_bwd_sem_count(sh)) *
-                                                    sizeof(int)));
+    r.dq_region = std::max(
+        r.dq_region,
+        r.hopper_sems + align256(static_cast<size_t>(hopper_bwd_sem_count(sh)) * sizeof(int)));
     const int64_t chunks = hopper_bwd_chunks(sh);
     if (chunks > 1)
       r.dkv_region = std::max(r.dkv_region, static_cast<size_t>(chunks * dkv_part_bytes(sh)));
