@@ -167,8 +167,8 @@ __global__ void __launch_bounds__(256)
   float acc = 0.0f;
   if (r < rows) {
     float o[8], g[8];
-    unpack(*reinterpret_cast<const uint4*>(out + off), o);
-    unpack(*reinterpret_cast<const uint4*>(dout + off), g);
+    load8(out + off, o);
+    load8(dout + off, g);
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc = fmaf(o[e], g[e], acc);
   }
