@@ -578,11 +578,11 @@ constexpr int kBwdStages = 2;
 
 template <int D>
 struct BwdSmem {
-  static constexpr int kTileK = kBwdN * D * 2;   // K or V
-  static constexpr int kTileQ = kBwdM * D * 2;   // Q or dO, one stage
-  static constexpr int kDs = kBwdN * kBwdM * 2;  // dS^T (keys × queries), one of two buffers
-  static constexpr int kDq = kBwdM * D * 4;      // the staged dQ tile (f32, fragment order)
-  static constexpr int kFinIn = kBwdM * 64 * 4;  // the finalizer's 64 columns of a tile, f32
+  static constexpr int kTileK = kBwdN * D * 2;    // K or V
+  static constexpr int kTileQ = kBwdM * D * 2;    // Q or dO, one stage
+  static constexpr int kDs = kBwdN * kBwdM * 2;   // dS^T (keys × queries), one of two buffers
+  static constexpr int kDq = kBwdM * D * 4;       // the staged dQ tile (f32, fragment order)
+  static constexpr int kFinIn = kBwdM * 64 * 4;   // the finalizer's 64 columns of a tile, f32
   static constexpr int kFinOut = kBwdM * 64 * 2;  // the same as bf16 (swizzled rows)
   static constexpr int kBytes = 1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq +
                                 kFinOut + kFinIn + 2 * kBwdStages * kBwdM * 4;
@@ -611,6 +611,9 @@ using BwdTiles = attention_layout::BwdTileOrder;
 struct BwdSteps {
   int n_q, heads;
   __device__ int count(int kb) const { return heads * (n_q - kb * (kBwdN / kBwdM)); }
+  // The highest key block whose steps reach query step q (the one whose diagonal it is): the last
+  // to add its dQ part there.
+  __device__ static int last_key_block(int q_step) { return q_step / (kBwdN / kBwdM); }
   __device__ int q_step(int i) const { return n_q - 1 - i / heads; }
   __device__ int head(int i) const { return i % heads; }
 };
@@ -720,7 +723,7 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
       bulk_wait<0>();
       fence_proxy_async_global();
       red_release_gpu_add(sem, 1);
-      if (kb == (idx % n_q) / (kBwdN / kBwdM)) {
+      if (kb == BwdSteps::last_key_block(idx % n_q)) {
         mbar_wait(&bar.fin_empty, (fin++ & 1) ^ 1);
         bar.fin_index = idx;
         mbar_arrive(&bar.fin_full);
@@ -942,8 +945,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // the staged dQ tile
   unsigned char* sFinOut = reinterpret_cast<unsigned char*>(sDq + kBwdM * D);
   float* sFinIn = reinterpret_cast<float*>(sFinOut + S::kFinOut);
-  float* sL = sFinIn + kBwdM * 64;                          // kBwdStages stages of lse
-  float* sD = sL + kBwdStages * kBwdM;                      // kBwdStages stages of dsum
+  float* sL = sFinIn + kBwdM * 64;      // kBwdStages stages of lse
+  float* sD = sL + kBwdStages * kBwdM;  // kBwdStages stages of dsum
 
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
@@ -1089,22 +1092,28 @@ int hopper_bwd_chunks(const AttentionShape& sh) {
   return static_cast<int>(per);
 }
 
+namespace {
+// The backward's dQ tiles: one per (batch, head, query step of kBwdM rows).
+int64_t bwd_dq_tiles(const AttentionShape& sh) {
+  return sh.b * sh.heads * ((sh.s + kBwdM - 1) / kBwdM);
+}
+}  // namespace
+
 int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
-  return sh.b * sh.heads * ((sh.s + kBwdM - 1) / kBwdM) * kBwdM * sh.d * 4;
+  return bwd_dq_tiles(sh) * kBwdM * sh.d * 4;
 }
 
-int64_t hopper_bwd_sem_count(const AttentionShape& sh) {
-  return sh.b * sh.heads * ((sh.s + kBwdM - 1) / kBwdM) + 1;
-}
+// A counter per dQ tile, then the tile counter.
+int64_t hopper_bwd_sem_count(const AttentionShape& sh) { return bwd_dq_tiles(sh) + 1; }
 
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
                                       const BwdWork& work, int* sems, float scale_log2, float scale,
                                       cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const int64_t n_sems = hopper_bwd_sem_count(sh);
-  const int64_t n_dq_tiles = n_sems - 1;  // a counter per dQ tile, then the tile counter
-  MPLAN_CUDA_CHECK(cudaMemsetAsync(sems, 0, static_cast<size_t>(n_sems) * sizeof(int), stream));
+  const int64_t n_dq_tiles = bwd_dq_tiles(sh);
+  MPLAN_CUDA_CHECK(cudaMemsetAsync(
+      sems, 0, static_cast<size_t>(hopper_bwd_sem_count(sh)) * sizeof(int), stream));
   const int sms = current_device_attribute<cudaDevAttrMultiProcessorCount>();
   const int64_t n_hs = sh.b * sh.groups * work.chunks, n_kb = (sh.s + kBwdN - 1) / kBwdN;
   // Sections: a head set's Q and dO (bf16) and dQ accumulator (f32), s rows of d per head, in L2,
