@@ -246,14 +246,14 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
   cudaEventDestroy(ev[0]);
   cudaEventDestroy(ev[1]);
   if (best < 0) best = 0;  // none ran: the heuristic's first, as untuned
-  p.algo = p.candidates[static_cast<size_t>(best)];
-  p.settled = true;
   TunedChoices<Key>& t = tuned_choices<Key>();
   int dev = 0;
   MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(t.mu);
-  t.index.emplace(std::make_pair(dev, p.key), best);  // the first process-wide choice stays
-  p.algo = p.candidates[static_cast<size_t>(t.index.at({dev, p.key}))];
+  // The first process-wide choice for the key stays (another LtGemm may have timed it meanwhile).
+  const auto chosen = t.index.emplace(std::make_pair(dev, p.key), best).first;
+  p.algo = p.candidates[static_cast<size_t>(chosen->second)];
+  p.settled = true;
 }
 
 void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
