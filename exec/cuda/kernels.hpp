@@ -64,7 +64,7 @@ void launch_rope(void* qkv, DType t, int64_t tokens, int64_t b, int64_t heads, i
                  int64_t d, int64_t rot_dim, const float* inv_freq, bool inverse,
                  cudaStream_t stream);
 
-// ---- layernorm (layernorm.cu) ---------------------------------------------------------------
+// ---- layernorm, and RMSNorm's one-pass backward (layernorm.cu) -----------------------------
 void launch_layernorm_forward(const void* x, const void* gamma, const void* beta, DType t,
                               int64_t rows, int64_t h, float eps, void* y, float* mean, float* rstd,
                               cudaStream_t stream);
@@ -82,6 +82,16 @@ void launch_layernorm_backward_add(const void* dy, const void* x, const void* ga
                                    const float* mean, const float* rstd, int64_t rows, int64_t h,
                                    void* dres, float* dgamma, float* dbeta, void* scratch,
                                    cudaStream_t stream);
+// RMSNorm's backward on the same one-pass kernel (no mean, no dbeta), for the rows it takes:
+// 16-byte aligned pointers (out: dx or dres), h % 8 == 0 and h within its register budget.
+// dx = (resid ? resid + rounded dL/dx : dL/dx); resid may be dx itself. dgamma += its sums.
+bool rmsnorm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
+                                    const void* gamma, const void* out);
+size_t rmsnorm_backward_one_pass_scratch_bytes(int64_t rows, int64_t h);
+void launch_rmsnorm_backward_one_pass(const void* dy, const void* x, const void* gamma, DType t,
+                                      const float* rstd, int64_t rows, int64_t h, void* dx,
+                                      const void* resid, float* dgamma, void* scratch,
+                                      cudaStream_t stream);
 
 // ---- embeddings (embedding.cu) --------------------------------------------------------------
 // tokens (T) i32; wte (vocab_local, h) t; out (T, h) t.

@@ -9,7 +9,9 @@
 // not depend on timing. For bf16 rows of h in (1024, 2048] (the training shape h = 2048) or
 // (256, 512] that pass is software-pipelined (the next row's loads in flight while a row is
 // reduced and stored) on persistent blocks; that moves loads only, so the results are the same
-// bits. Other rows take one warp per row for dx and a separate partials pass.
+// bits. Other rows take one warp per row for dx and a separate partials pass. RMSNorm's backward
+// runs on the same one-pass kernel (no mean, no dbeta) for the rows it takes (llama_ops.cu has
+// the others).
 #include <algorithm>
 
 #include "exec/cuda/device_attribute.hpp"
@@ -166,7 +168,10 @@ constexpr int kLnPipelinedBlocksPerSm = 2;
 // those of the plain loop, and a part's sums do not depend on which block takes it, so dx and
 // the partials are the same bits on either loop and on any grid.
 // (A minimum of 0 blocks per SM is none: the plain loop's register allocation is left as is.)
-template <class T, int kVpl, int W>
+//
+// kRms: RMSNorm's backward on the same loops (mean_in and pb unused): xhat = x·rstd, no c1 term,
+// no dbeta; dx = rstd·(g - xhat·c2), the same value as rstd·g - rstd³·x·mean(g·x).
+template <class T, int kVpl, int W, bool kRms>
 __global__ void __launch_bounds__(kWarps * 32,
                                   ln_fused_pipelined<T, kVpl>() ? kLnPipelinedBlocksPerSm : 0)
     ln_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
@@ -178,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32,
   static_assert(kWarps % W == 0, "W must divide kWarps");
   extern __shared__ __align__(16) unsigned char smem[];
   float* sum_g = reinterpret_cast<float*>(smem);  // h
-  float* sum_b = sum_g + h;                       // h
+  float* sum_b = sum_g + h;                       // h (LayerNorm only)
   __shared__ float red[2][G][W][2];               // per-row sums, double-buffered by parity
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int grp = warp / W, wi = warp % W;
@@ -200,7 +205,7 @@ __global__ void __launch_bounds__(kWarps * 32,
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
               sum_g[c + j] = (q == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
-              sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
+              if constexpr (!kRms) sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
             }
           }
         }
@@ -209,27 +214,29 @@ __global__ void __launch_bounds__(kWarps * 32,
     }
     for (int c = threadIdx.x; c < h; c += kWarps * 32) {
       pg[p * h + c] = sum_g[c];
-      pb[p * h + c] = sum_b[c];
+      if constexpr (!kRms) pb[p * h + c] = sum_b[c];
     }
   };
   // The arithmetic of a row, the same on both loops below. Over the 8 columns of the lane's
-  // vector i: s1 += g, s2 += g·xhat (g = dy·gamma), ag += dy·xhat, ab += dy.
+  // vector i: s1 += g, s2 += g·xhat (g = dy·gamma), ag += dy·xhat, ab += dy (kRms: s2, ag).
   const auto accumulate = [&](int i, const float(&xv)[8], const float(&dv)[8], const float(&gv)[8],
                               float mean, float rstd, float& s1, float& s2) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float xhat = (xv[j] - mean) * rstd;
+      const float xhat = kRms ? xv[j] * rstd : (xv[j] - mean) * rstd;
       const float g = dv[j] * gv[j];
-      s1 += g;
       s2 += g * xhat;
       ag[i][j] += dv[j] * xhat;
-      ab[i][j] += dv[j];
+      if constexpr (!kRms) {
+        s1 += g;
+        ab[i][j] += dv[j];
+      }
     }
   };
   // The lanes' s1, s2 added across the warp, then across the group's warps in warp order (one
-  // block-wide barrier), as the row means c1 = mean(g), c2 = mean(g·xhat).
+  // block-wide barrier), as the row means c1 = mean(g), c2 = mean(g·xhat) (kRms: c1 = 0).
   const auto row_means = [&](float s1, float s2, int par, float& c1, float& c2) {
-    s1 = warp_sum(s1);
+    if constexpr (!kRms) s1 = warp_sum(s1);
     s2 = warp_sum(s2);
     c1 = s1, c2 = s2;
     if constexpr (W > 1) {
@@ -237,18 +244,25 @@ __global__ void __launch_bounds__(kWarps * 32,
       __syncthreads();  // with the parity buffer, also orders the reads of two rows back
       c1 = c2 = 0.0f;
 #pragma unroll
-      for (int w = 0; w < W; ++w) c1 += red[par][grp][w][0], c2 += red[par][grp][w][1];
+      for (int w = 0; w < W; ++w) {
+        if constexpr (!kRms) c1 += red[par][grp][w][0];
+        c2 += red[par][grp][w][1];
+      }
     }
-    c1 *= inv_h;
+    c1 = kRms ? 0.0f : c1 * inv_h;
     c2 *= inv_h;
   };
-  // dL/dx of 8 columns: rstd·(g - c1 - xhat·c2).
+  // dL/dx of 8 columns: rstd·(g - c1 - xhat·c2) (kRms: rstd·(g - xhat·c2)).
   const auto dx8 = [&](const float(&xv)[8], const float(&dv)[8], const float(&gv)[8], float mean,
                        float rstd, float c1, float c2, float(&o)[8]) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float xhat = (xv[j] - mean) * rstd;
-      o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
+      if constexpr (kRms) {
+        o[j] = rstd * (dv[j] * gv[j] - xv[j] * rstd * c2);
+      } else {
+        const float xhat = (xv[j] - mean) * rstd;
+        o[j] = rstd * (dv[j] * gv[j] - c1 - xhat * c2);
+      }
     }
   };
   // With resid: dx = resid + dL/dx rounded to T.
@@ -266,7 +280,7 @@ __global__ void __launch_bounds__(kWarps * 32,
     // Issues the loads of `row` (none past `end`, nor of columns past h).
     const auto load_row = [&](RowIn& in, int64_t row, int64_t end) {
       const bool valid = row < end;
-      in.mean = valid ? mean_in[row] : 0.0f;
+      in.mean = valid && !kRms ? mean_in[row] : 0.0f;
       in.rstd = valid ? rstd_in[row] : 0.0f;
 #pragma unroll
       for (int i = 0; i < kVpl; ++i) {
@@ -364,7 +378,8 @@ __global__ void __launch_bounds__(kWarps * 32,
       const T* xr = x + row * h;
       const T* dyr = dy + row * h;
       T* dxr = dx + row * h;
-      const float mean = valid ? mean_in[row] : 0.0f, rstd = valid ? rstd_in[row] : 0.0f;
+      const float mean = valid && !kRms ? mean_in[row] : 0.0f;
+      const float rstd = valid ? rstd_in[row] : 0.0f;
       Raw8<T> xraw[kVpl], graw[kVpl];
       float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
@@ -538,6 +553,50 @@ LnBackwardPlan ln_backward_plan(int64_t h, DType t, bool vec) {
   return {w, h_per_warp, vec && h % 8 == 0 && h_per_warp <= (t == DType::kBF16 ? 2048 : 1024)};
 }
 
+// The one-pass kernel over rows the plan takes (plan.fused): LayerNorm with mean and dbeta, or
+// RMSNorm (kRms: mean and dbeta null). Its partials: pg, pb of ln_parts(rows) × h floats.
+template <bool kRms>
+void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DType t,
+                            const float* mean, const float* rstd, int64_t rows, int64_t h,
+                            const LnBackwardPlan& plan, void* dx, const void* resid, float* dgamma,
+                            float* dbeta, float* pg, float* pb, cudaStream_t stream) {
+  const int64_t parts = ln_parts(rows);
+  const int64_t rows_per_part = (rows + parts - 1) / parts;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_w(plan.w, [&](auto wc) {
+      constexpr int W = decltype(wc)::value;
+      dispatch_vpl<T>(plan.h_per_warp, true, [&](auto vpl) {
+        constexpr int kVpl = decltype(vpl)::value;
+        if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4) && (W > 1 || kVpl <= 2)) {
+          const auto kernel = ln_backward_fused_kernel<T, kVpl, W, kRms>;
+          const int smem = static_cast<int>((kRms ? 1 : 2) * h * sizeof(float));
+          if (smem > 48 * 1024) {
+            MPLAN_CUDA_CHECK(
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+          }
+          // Pipelined: as many blocks as run at once, each taking the same number of parts.
+          int64_t grid = parts;
+          if constexpr (ln_fused_pipelined<T, kVpl>()) {
+            const int64_t slots =
+                int64_t{kLnPipelinedBlocksPerSm} *
+                std::max(1, current_device_attribute<cudaDevAttrMultiProcessorCount>());
+            const int64_t parts_per_block = (parts + slots - 1) / slots;
+            grid = (parts + parts_per_block - 1) / parts_per_block;
+          }
+          kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
+              static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
+              mean, rstd, static_cast<T*>(dx), static_cast<const T*>(resid), rows,
+              static_cast<int>(h), rows_per_part, parts, pg, pb);
+        }
+      });
+    });
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+  launch_column_partials_finalize(pg, parts, h, dgamma, stream);
+  if (!kRms) launch_column_partials_finalize(pb, parts, h, dbeta, stream);
+}
+
 void layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
                         const float* mean, const float* rstd, int64_t rows, int64_t h, void* dx,
                         const void* resid, float* dgamma, float* dbeta, void* scratch,
@@ -552,43 +611,13 @@ void layernorm_backward(const void* dy, const void* x, const void* gamma, DType 
   float* pb = pg + parts * h;
   const LnBackwardPlan plan = ln_backward_plan(h, t, vec);
   MPLAN_CHECK(plan.fused || resid == nullptr, "layernorm: the residual add needs the fused path");
+  if (plan.fused) {
+    norm_backward_one_pass<false>(dy, x, gamma, t, mean, rstd, rows, h, plan, dx, resid, dgamma,
+                                  dbeta, pg, pb, stream);
+    return;
+  }
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    if (plan.fused) {
-      dispatch_w(plan.w, [&](auto wc) {
-        constexpr int W = decltype(wc)::value;
-        dispatch_vpl<T>(plan.h_per_warp, vec, [&](auto vpl) {
-          constexpr int kVpl = decltype(vpl)::value;
-          if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4) && (W > 1 || kVpl <= 2)) {
-            const int smem = static_cast<int>(2 * h * sizeof(float));
-            if (smem > 48 * 1024) {
-              MPLAN_CUDA_CHECK(cudaFuncSetAttribute(ln_backward_fused_kernel<T, kVpl, W>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    smem));
-            }
-            // Pipelined: as many blocks as run at once, each taking the same number of parts.
-            int64_t grid = parts;
-            if constexpr (ln_fused_pipelined<T, kVpl>()) {
-              const int64_t slots =
-                  int64_t{kLnPipelinedBlocksPerSm} *
-                  std::max(1, current_device_attribute<cudaDevAttrMultiProcessorCount>());
-              const int64_t parts_per_block = (parts + slots - 1) / slots;
-              grid = (parts + parts_per_block - 1) / parts_per_block;
-            }
-            ln_backward_fused_kernel<T, kVpl, W>
-                <<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
-                    static_cast<const T*>(dy), static_cast<const T*>(x),
-                    static_cast<const T*>(gamma), mean, rstd, static_cast<T*>(dx),
-                    static_cast<const T*>(resid), rows, static_cast<int>(h), rows_per_part, parts,
-                    pg, pb);
-          }
-        });
-      });
-      MPLAN_CUDA_LAUNCH_CHECK();
-      launch_column_partials_finalize(pg, parts, h, dgamma, stream);
-      launch_column_partials_finalize(pb, parts, h, dbeta, stream);
-      return;
-    }
     ln_backward_dx_kernel<T><<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean,
         rstd, static_cast<T*>(dx), rows, static_cast<int>(h));
@@ -626,6 +655,30 @@ void launch_layernorm_backward_add(const void* dy, const void* x, const void* ga
                                    cudaStream_t stream) {
   layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dres, dres, dgamma, dbeta, scratch,
                      stream);
+}
+
+size_t rmsnorm_backward_one_pass_scratch_bytes(int64_t rows, int64_t h) {
+  return static_cast<size_t>(ln_parts(rows) * h) * sizeof(float);
+}
+
+bool rmsnorm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
+                                    const void* gamma, const void* out) {
+  return h > 0 && h < (1 << 30) &&
+         ln_backward_plan(h, t, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(out))
+             .fused;
+}
+
+void launch_rmsnorm_backward_one_pass(const void* dy, const void* x, const void* gamma, DType t,
+                                      const float* rstd, int64_t rows, int64_t h, void* dx,
+                                      const void* resid, float* dgamma, void* scratch,
+                                      cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(rmsnorm_backward_one_pass_fits(h, t, dy, x, gamma, dx) &&
+                  (resid == nullptr || aligned16(resid)),
+              "rmsnorm: the one-pass backward does not take h=", h);
+  const LnBackwardPlan plan = ln_backward_plan(h, t, true);
+  norm_backward_one_pass<true>(dy, x, gamma, t, nullptr, rstd, rows, h, plan, dx, resid, dgamma,
+                               nullptr, static_cast<float*>(scratch), nullptr, stream);
 }
 
 }  // namespace mplan::exec::cuda

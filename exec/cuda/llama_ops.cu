@@ -1,4 +1,5 @@
-// The Llama-family kernels: RMSNorm forward and backward (the weight gradient through the ordered
+// The Llama-family kernels: RMSNorm forward and backward (rows that LayerNorm's one-pass backward
+// takes go there; the others: one warp per row for dx and the weight gradient through the ordered
 // column partials of reduce.cu), SwiGLU forward and backward, rotary position embedding on the
 // packed QKV, and the grouped-query expand / reduce around the multi-head attention kernels.
 // Invariant: every reduction has an order fixed by the shape (bitwise reproducible); math in
@@ -280,13 +281,19 @@ void launch_rmsnorm_forward(const void* x, const void* gamma, DType t, int64_t r
 }
 
 size_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t h) {
-  return column_sum_scratch_bytes(rows, h);
+  return std::max(column_sum_scratch_bytes(rows, h), rmsnorm_backward_one_pass_scratch_bytes(rows, h));
 }
 
 void launch_rmsnorm_backward(const void* dy, const void* x, const void* gamma, DType t,
                              const float* rstd, int64_t rows, int64_t h, void* dx, void* dres,
                              float* dgamma, void* scratch, cudaStream_t stream) {
   if (rows <= 0) return;
+  void* out = dres != nullptr ? dres : dx;
+  if (rmsnorm_backward_one_pass_fits(h, t, dy, x, gamma, out)) {
+    launch_rmsnorm_backward_one_pass(dy, x, gamma, t, rstd, rows, h, out, dres, dgamma, scratch,
+                                     stream);
+    return;
+  }
   const bool vec = aligned16(dy) && aligned16(x) && aligned16(gamma) &&
                    (dx == nullptr || aligned16(dx)) && (dres == nullptr || aligned16(dres)) &&
                    h % 8 == 0;

@@ -232,8 +232,23 @@ void bench_memory_bound(Bench& b) {
     Tensor dres = b.rand(bf, {kT, kH});
     b.add("layernorm bwd + residual add (fused)", dims({kT, kH}), 0, 4 * kT * kH * e,
           [&] { g.layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dg, db, dres); });
+    // RMSNorm (the Llama-family norm) at the same shape: its backward on the same one-pass kernel.
+    b.add("rmsnorm fwd", dims({kT, kH}), 0, 2 * kT * kH * e,
+          [&] { g.rmsnorm_forward(x, gamma, 1e-5f, y, rstd); });
+    b.add("rmsnorm bwd (dx, dgamma)", dims({kT, kH}), 0, 3 * kT * kH * e,
+          [&] { g.rmsnorm_backward(dy, x, gamma, rstd, dx, dg); });
+    b.add("rmsnorm bwd + residual add (fused)", dims({kT, kH}), 0, 4 * kT * kH * e,
+          [&] { g.rmsnorm_backward_add(dy, x, gamma, rstd, dx, dg, dres); });
     for (Tensor* t : {&x, &y, &gamma, &beta, &mean, &rstd, &dy, &dx, &dg, &db, &dres})
       g.release(*t);
+  }
+  {
+    // SwiGLU over [gate | up] (2F columns) at the reference token count and F = kF.
+    Tensor x = b.rand(bf, {kT, 2 * kF}, -3, 3), y = g.alloc(bf, {kT, kF}, "bench");
+    Tensor dy = b.rand(bf, {kT, kF}), dx = g.alloc(bf, {kT, 2 * kF}, "bench");
+    b.add("swiglu fwd", dims({kT, kF}), 0, 3 * kT * kF * e, [&] { g.swiglu_forward(x, y); });
+    b.add("swiglu bwd", dims({kT, kF}), 0, 5 * kT * kF * e, [&] { g.swiglu_backward(dy, x, dx); });
+    for (Tensor* t : {&x, &y, &dy, &dx}) g.release(*t);
   }
   {
     Tensor x = b.rand(bf, {kT, kF}, -3, 3), y = g.alloc(bf, {kT, kF}, "bench");

@@ -727,8 +727,12 @@ bool OpChecker::run_all() {
   // block takes two parts, its pipeline running on from the first into the second.
   ok = layernorm(4500, 2048, bf) && ok;
   ok = layernorm(20, 12288, bf) && ok;   // 8 warps per row, 96 KB of shared memory
+  // RMSNorm's backward on LayerNorm's one-pass kernel: the same shapes' paths as above.
   ok = rmsnorm(64, 2048, bf) && ok;
   ok = rmsnorm(1000, 4096, bf) && ok;  // several row parts of the weight gradient
+  ok = rmsnorm(4500, 2048, bf) && ok;  // pipelined, a block taking two parts
+  ok = rmsnorm(9, 3000, bf) && ok;     // 4 warps per row, some lanes without columns
+  ok = rmsnorm(20, 16384, bf) && ok;   // 8 warps per row, 64 KB of shared memory
   ok = rmsnorm(20, 100, bf) && ok;     // h % 8 != 0: the scalar path
   ok = rmsnorm(33, 256, f32) && ok;
   ok = swiglu(300, 5632, bf) && ok;
