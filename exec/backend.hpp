@@ -69,7 +69,20 @@ enum class Epilogue : uint8_t {
   // gelu_tanh'(aux), aux read (same shape and dtype as C: the pre-activation kBiasGelu saved);
   // no bias; alpha must be 1 and beta 0.
   kDGelu,
+  // The residual add after a row-parallel linear that needs no reduction (tensor parallel 1):
+  // C = op(A)·op(B) [+ bias] + aux, aux read (same shape and dtype as C; it may be C itself), the
+  // sum rounded once; alpha must be 1 and beta 0.
+  kResidual,
+  kBiasResidual,
 };
+// Whether the epilogue adds a bias (n, act dtype), and whether it reads or writes aux.
+constexpr bool epilogue_has_bias(Epilogue e) {
+  return e == Epilogue::kBias || e == Epilogue::kBiasGelu || e == Epilogue::kBiasResidual;
+}
+constexpr bool epilogue_has_aux(Epilogue e) {
+  return e == Epilogue::kBiasGelu || e == Epilogue::kDGelu || e == Epilogue::kResidual ||
+         e == Epilogue::kBiasResidual;
+}
 
 struct GemmArgs {
   bool trans_a = false;  // A is stored (k, m) and used transposed

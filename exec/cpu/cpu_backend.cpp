@@ -233,19 +233,20 @@ void CpuBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bi
   check_numel(a, g.m * g.k, "gemm A");
   check_numel(b, g.k * g.n, "gemm B");
   check_numel(c, g.m * g.n, "gemm C");
-  if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu) {
+  if (epilogue_has_bias(g.epilogue)) {
     MPLAN_CHECK(g.beta == 0.0f, "gemm: a bias epilogue needs beta = 0");
     check_float(bias, "gemm bias");
     check_numel(bias, g.n, "gemm bias");
   }
-  if (g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kDGelu) {
+  if (epilogue_has_aux(g.epilogue)) {
     check_float(aux, "gemm aux");
     check_numel(aux, g.m * g.n, "gemm aux");
   }
-  if (g.epilogue == Epilogue::kDGelu) {
+  if (g.epilogue == Epilogue::kDGelu || g.epilogue == Epilogue::kResidual ||
+      g.epilogue == Epilogue::kBiasResidual) {
     MPLAN_CHECK(g.alpha == 1.0f && g.beta == 0.0f,
-                "gemm: the dgelu epilogue needs alpha 1, beta 0");
-    MPLAN_CHECK(aux.dtype == c.dtype, "gemm: dgelu aux (", to_string(aux.dtype), ") and C (",
+                "gemm: the dgelu and residual epilogues need alpha 1, beta 0");
+    MPLAN_CHECK(aux.dtype == c.dtype, "gemm: aux (", to_string(aux.dtype), ") and C (",
                 to_string(c.dtype), ") dtypes differ");
   }
   F32View av(a), bv(b);
@@ -290,6 +291,14 @@ void CpuBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bi
     case Epilogue::kDGelu:
       for (int64_t i = 0; i < total; ++i) store(c, i, p.data()[i] * gelu_tanh_grad(load(aux, i)));
       break;
+    case Epilogue::kResidual:  // (aux may be c: each element read before it is written)
+      for (int64_t i = 0; i < total; ++i) store(c, i, p.data()[i] + load(aux, i));
+      break;
+    case Epilogue::kBiasResidual: {
+      F32View bs(bias);
+      for (int64_t i = 0; i < total; ++i) store(c, i, p.data()[i] + bs[i % n] + load(aux, i));
+      break;
+    }
   }
 }
 

@@ -289,9 +289,9 @@ void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor b
       "gemm dtypes: a ", to_string(a.dtype), " b ", to_string(b.dtype), " c ", to_string(c.dtype));
   if (g.epilogue != Epilogue::kNone)
     MPLAN_CHECK(g.beta == 0.0f && g.alpha == 1.0f, "gemm epilogue needs alpha 1 and beta 0");
-  if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu)
+  if (epilogue_has_bias(g.epilogue))
     MPLAN_CHECK(bias.numel() == g.n && is_act(bias.dtype), "gemm bias ", shape_str(bias));
-  if (g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kDGelu)
+  if (epilogue_has_aux(g.epilogue))
     MPLAN_CHECK(aux.numel() == c.numel() && aux.dtype == c.dtype, "gemm aux ", shape_str(aux));
   gemm_->run(g, a, b, c, bias, aux, compute_);
 }

@@ -92,7 +92,10 @@ LtGemm::~LtGemm() {
 }
 
 LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                               Epilogue epi, const void* bias, DType bias_t, const void* aux) {
+                               Epilogue epi, const void* bias, DType bias_t, const void* aux,
+                               const void* c_in) {
+  // C (read where beta != 0: c_in, else our C) and D (our C) planned at the smaller alignment.
+  const int c_align = std::min(alignment(c.data), alignment(c_in != nullptr ? c_in : c.data));
   const Key key{g.trans_a,
                 g.trans_b,
                 g.m,
@@ -104,7 +107,7 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
                 g.beta != 0.0f,
                 alignment(a.data),
                 alignment(b.data),
-                alignment(c.data),
+                c_align,
                 alignment(bias),
                 alignment(aux)};
   auto it = plans_.find(key);
@@ -132,12 +135,13 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
   }
   MPLAN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, c_t, g.n, g.m, g.n));
 
+  // The residual epilogues: cuBLASLt's C (beta 1) is aux, its D our C.
   cublasLtEpilogue_t lt_epi = CUBLASLT_EPILOGUE_DEFAULT;
-  if (epi == Epilogue::kBias) lt_epi = CUBLASLT_EPILOGUE_BIAS;
+  if (epi == Epilogue::kBias || epi == Epilogue::kBiasResidual) lt_epi = CUBLASLT_EPILOGUE_BIAS;
   if (epi == Epilogue::kBiasGelu) lt_epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   if (epi == Epilogue::kDGelu) lt_epi = CUBLASLT_EPILOGUE_DGELU;
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epi, sizeof(lt_epi));
-  if (epi == Epilogue::kBias || epi == Epilogue::kBiasGelu) {
+  if (epi == Epilogue::kBias || epi == Epilogue::kBiasGelu || epi == Epilogue::kBiasResidual) {
     const int32_t bt = static_cast<int32_t>(cuda_type(bias_t));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
@@ -155,7 +159,7 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   const uint32_t al_a = static_cast<uint32_t>(alignment(b.data));  // cuBLASLt A = our B
   const uint32_t al_b = static_cast<uint32_t>(alignment(a.data));
-  const uint32_t al_c = static_cast<uint32_t>(alignment(c.data));
+  const uint32_t al_c = static_cast<uint32_t>(c_align);  // C and D
   MPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
   MPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -201,16 +205,18 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
 }
 
 void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                    float beta, const void* bias, const void* aux, cudaStream_t stream) {
+                    float beta, const void* bias, const void* aux, cudaStream_t stream,
+                    const void* c_in) {
   if (bias != nullptr) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   if (aux != nullptr)
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+  if (c_in == nullptr) c_in = c.data;
   // (Not where C is also an input: the trials would overwrite it before the call reads it.)
-  if (!p.settled && c.data != a.data && c.data != b.data && c.data != aux)
-    tune(p, g, a, b, c, beta, stream);
+  if (!p.settled && c.data != a.data && c.data != b.data && c.data != aux && c.data != c_in)
+    tune(p, g, a, b, c, beta, stream, c_in);
   const float alpha = g.alpha;
   MPLAN_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta,
-                                    c.data, p.lc, c.data, p.lc, &p.algo, workspace_,
+                                    c_in, p.lc, c.data, p.lc, &p.algo, workspace_,
                                     workspace_bytes_, stream));
 }
 
@@ -218,7 +224,7 @@ void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b
 // the trials writes C, and aux, afresh), once to warm up and three times timed; the fastest by
 // median is kept for the process. A candidate cuBLASLt refuses at run time is skipped.
 void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                  float beta, cudaStream_t stream) {
+                  float beta, cudaStream_t stream, const void* c_in) {
   cudaEvent_t ev[2];
   MPLAN_CUDA_CHECK(cudaEventCreate(&ev[0]));
   MPLAN_CUDA_CHECK(cudaEventCreate(&ev[1]));
@@ -230,7 +236,7 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
     bool ok = true;
     for (int rep = 0; rep < 4 && ok; ++rep) {
       MPLAN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
-      ok = cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, c.data, p.lc,
+      ok = cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, c_in, p.lc,
                           c.data, p.lc, &p.candidates[i], workspace_, workspace_bytes_,
                           stream) == CUBLAS_STATUS_SUCCESS;
       MPLAN_CUDA_CHECK(cudaEventRecord(ev[1], stream));
@@ -268,12 +274,17 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
     }
     return;
   }
+  // The residual epilogues: cuBLASLt's C is aux, read with beta 1 (its D is our C).
+  const bool residual = g.epilogue == Epilogue::kResidual || g.epilogue == Epilogue::kBiasResidual;
+  GemmArgs gr = g;
+  if (residual) gr.beta = 1.0f;
   const bool has_aux = g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kDGelu;
   if (g.epilogue != Epilogue::kNone && fuse_epilogues_ &&
-      (g.epilogue == Epilogue::kBias || (aux.dtype == c.dtype && g.n % 8 == 0))) {
+      (g.epilogue == Epilogue::kBias || residual || (aux.dtype == c.dtype && g.n % 8 == 0))) {
     const void* aux_p = has_aux ? aux.data : nullptr;
-    if (Plan* p = plan_for(g, a, b, c, g.epilogue, bias.data, bias.dtype, aux_p)) {
-      matmul(*p, g, a, b, c, g.beta, bias.data, aux_p, stream);
+    const void* c_in = residual ? aux.data : nullptr;
+    if (Plan* p = plan_for(gr, a, b, c, g.epilogue, bias.data, bias.dtype, aux_p, c_in)) {
+      matmul(*p, gr, a, b, c, gr.beta, bias.data, aux_p, stream, c_in);
       return;
     }
   }
@@ -285,9 +296,12 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
     launch_gelu_forward(aux.data, c.data, c.dtype, c.numel(), stream);
     return;
   }
-  Plan* p = plan_for(g, a, b, c, Epilogue::kNone, nullptr, DType::kF32, nullptr);
-  matmul(*p, g, a, b, c, g.epilogue == Epilogue::kNone ? g.beta : 0.0f, nullptr, nullptr, stream);
-  if (g.epilogue == Epilogue::kBias)
+  // (The residual epilogues: C = A·B + aux by beta 1, then the bias: two roundings.)
+  const void* c_in = residual ? aux.data : nullptr;
+  Plan* p = plan_for(gr, a, b, c, Epilogue::kNone, nullptr, DType::kF32, nullptr, c_in);
+  matmul(*p, gr, a, b, c, g.epilogue == Epilogue::kNone || residual ? gr.beta : 0.0f, nullptr,
+         nullptr, stream, c_in);
+  if (g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasResidual)
     launch_bias_add(c.data, c.dtype, bias.data, bias.dtype, g.m, g.n, stream);
   if (g.epilogue == Epilogue::kDGelu)  // in place: C = C · gelu'(aux), C rounded once before
     launch_gelu_backward(c.data, aux.data, c.data, c.dtype, c.numel(), stream);

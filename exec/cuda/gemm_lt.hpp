@@ -1,5 +1,6 @@
 // LtGemm: row-major GEMMs C(m, n) = alpha·op(A)·op(B) + beta·C through cuBLASLt, with the bias,
-// bias+GeLU and GeLU-backward epilogues fused when cuBLASLt has an algorithm for them. Row-major C
+// bias+GeLU and GeLU-backward epilogues fused when cuBLASLt has an algorithm for them, and the
+// residual ones as cuBLASLt's C input (aux, beta 1) beside its D output (our C). Row-major C
 // is the column-major C^T = op(B)^T·op(A)^T, so A and B swap places in every cuBLASLt call.
 // Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
 // once: descriptors, layouts and the heuristic's algorithm are cached and reused, so a call after
@@ -46,12 +47,14 @@ class LtGemm {
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int,
                          int, int>;
   // The cached plan for a call, or nullptr when cuBLASLt has no algorithm for it.
+  // c_in: cuBLASLt's C where beta != 0 (null: our C; the residual epilogues: aux).
   Plan* plan_for(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c, Epilogue epi,
-                 const void* bias, DType bias_t, const void* aux);
+                 const void* bias, DType bias_t, const void* aux, const void* c_in = nullptr);
   void matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-              float beta, const void* bias, const void* aux, cudaStream_t stream);
+              float beta, const void* bias, const void* aux, cudaStream_t stream,
+              const void* c_in = nullptr);
   void tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-            float beta, cudaStream_t stream);
+            float beta, cudaStream_t stream, const void* c_in);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_;

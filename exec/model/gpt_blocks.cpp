@@ -94,16 +94,24 @@ Tensor GptBlocks::reduce_partial(Tensor partial, Tensor shard_out) {
   return shard_out;
 }
 
-Tensor GptBlocks::row_forward(Tensor x, int w, int b, const char* name) {
+void GptBlocks::row_forward(Tensor x, int w, int b, Tensor resid, Tensor out, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
+  if (d_.tp == 1) {  // nothing to reduce: the residual add is the GEMM's epilogue
+    const Epilogue e = b >= 0 ? Epilogue::kBiasResidual : Epilogue::kResidual;
+    be_.gemm(gemm_args(false, true, T, h, k, 0.0f, e), x, weight(w), out,
+             b >= 0 ? weight(b) : Tensor{}, resid);
+    op_done(name);
+    return;
+  }
   if (d_.tp_rank == 0 && b >= 0)
     be_.gemm(gemm_args(false, true, T, h, k, 0.0f, Epilogue::kBias), x, weight(w), ws_.partial,
              weight(b));
   else
     be_.gemm(gemm_args(false, true, T, h, k), x, weight(w), ws_.partial);
   op_done(name);
-  return reduce_partial(ws_.partial, ws_.reduced);
+  be_.add(out, resid, reduce_partial(ws_.partial, ws_.reduced));
+  op_done("residual_add");
 }
 
 void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int b,
@@ -234,9 +242,7 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
     op_done("rope");
   }
   attention_forward(m, w.ctx, m.lse.data != nullptr ? m.lse : ws_.att_lse);
-  Tensor attn = row_forward(w.ctx, p.proj_w, p.proj_b, "proj");
-  be_.add(m.x_mid, r.x, attn);
-  op_done("residual_add");
+  row_forward(w.ctx, p.proj_w, p.proj_b, r.x, m.x_mid, "proj");
   norm_forward(m.x_mid, p.ln2_w, p.ln2_b, w.y2, m.ln2_mean, m.ln2_rstd);
   op_done("pre_mlp_norm");
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
@@ -257,9 +263,7 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
     be_.gelu_forward(m.fc1_pre, w.fc1_act);
     op_done("activation");
   }
-  Tensor mlp = row_forward(w.fc1_act, p.fc2_w, p.fc2_b, "fc2");
-  be_.add(x_out, m.x_mid, mlp);
-  op_done("residual_add");
+  row_forward(w.fc1_act, p.fc2_w, p.fc2_b, m.x_mid, x_out, "fc2");
 }
 
 // fc2's input gradient through the activation: d_pre = dL/d(fc1 output) from the gathered

@@ -102,7 +102,10 @@ class GptBlocks {
   // Row-parallel output / column-parallel input-gradient: the TP sum of `partial` (s, b, h),
   // as this rank's sequence shard with SP (reduce-scatter into `shard_out`) or in place.
   Tensor reduce_partial(Tensor partial, Tensor shard_out);
-  Tensor row_forward(Tensor x, int w, int b, const char* name);
+  // out = resid + x·W^T (+ b) through a row-parallel linear (weight w, bias b or -1): at tensor
+  // parallel 1 one GEMM with the residual epilogue (the sum rounded once); else the GEMM's
+  // partial sums reduced over tensor parallel, then added ("residual_add").
+  void row_forward(Tensor x, int w, int b, Tensor resid, Tensor out, const char* name);
   // The norm of the model (LayerNorm or RMSNorm; b, mean unused with RMSNorm).
   void norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tensor rstd);
   void norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd, Tensor dres);

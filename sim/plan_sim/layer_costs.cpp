@@ -218,9 +218,10 @@ void norm_backward(const Ctx& c, Pass& p, const char* name) {
 // reads the branch and the residual, writes the sum (+ a 1-byte mask with dropout); unfused:
 // bias add, dropout and add as separate kernels.
 void bias_dropout_add_forward(const Ctx& c, Pass& p) {
-  if (c.d.exec) {  // the bias is the GEMM's epilogue; the residual add is one kernel
-    p.add("residual_add", Cat::kCompute,
-          c.kern(MemKernel::kAdd, c.tokens_r(), c.dbl(c.d.h), 3 * c.x_bytes()));
+  if (c.d.exec) {  // the bias is the GEMM's epilogue; so is the residual add at tensor parallel 1
+    if (c.d.t > 1)  // (else the sum of the tensor-parallel partials comes first)
+      p.add("residual_add", Cat::kCompute,
+            c.kern(MemKernel::kAdd, c.tokens_r(), c.dbl(c.d.h), 3 * c.x_bytes()));
     return;
   }
   const double x = c.x_bytes(), mask = c.tokens_r() * c.dbl(c.d.h);

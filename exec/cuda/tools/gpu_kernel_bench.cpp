@@ -142,6 +142,14 @@ void bench_gemms(Bench& b) {
             [&] { g.gemm(fwd, x, w, y, bias, aux); });
       g.set_fuse_gemm_epilogues(true);
     }
+    if (l.out == kH) {  // a row-parallel linear at tensor parallel 1: the residual add fused
+      Tensor resid = b.rand(bf, {kT, kH});
+      const GemmArgs res{
+          .trans_b = true, .m = kT, .n = l.out, .k = l.in, .epilogue = Epilogue::kBiasResidual};
+      b.add(mplan::cat("gemm ", l.name, " fwd +bias+residual"), shape, fl, 0,
+            [&] { g.gemm(res, x, w, y, bias, resid); });
+      g.release(resid);
+    }
     const GemmArgs dgrad{.m = kT, .n = l.in, .k = l.out};  // dx (T, in) = dy (T, out) · W (out, in)
     b.add(mplan::cat("gemm ", l.name, " bwd dx"), dims({kT, l.in, l.out}), fl, 0,
           [&] { g.gemm(dgrad, dy, w, dx); });

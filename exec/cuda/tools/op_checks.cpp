@@ -187,17 +187,22 @@ bool OpChecker::gemm_epilogue(Epilogue epi, int64_t m, int64_t n, int64_t k, boo
   Pair a = random_pair(act, {m, k});
   Pair b = random_pair(act, {n, k});  // (n, k) used transposed, as a Linear layer's weight
   Pair bias = random_pair(act, {n});
+  const bool residual = epi == Epilogue::kResidual || epi == Epilogue::kBiasResidual;
   Pair c = alloc(act, {m, n});
-  Pair aux = alloc(act, {m, n});
+  Pair aux = residual ? random_pair(act, {m, n}, -4, 4) : alloc(act, {m, n});  // read / written
   poison(c);
-  poison(aux);
+  if (!residual) poison(aux);
   const GemmArgs g{.trans_b = true, .m = m, .n = n, .k = k, .epilogue = epi};
   gpu_.set_fuse_gemm_epilogues(fused);
   gpu_.gemm(g, a.gpu, b.gpu, c.gpu, bias.gpu, aux.gpu);
   gpu_.set_fuse_gemm_epilogues(true);
   cpu_.gemm(g, a.cpu, b.cpu, c.cpu, bias.cpu, aux.cpu);
   std::ostringstream name;
-  name << "gemm NT+" << (epi == Epilogue::kBias ? "bias" : "bias+gelu")
+  name << "gemm NT+"
+       << (epi == Epilogue::kBias           ? "bias"
+           : epi == Epilogue::kBiasGelu     ? "bias+gelu"
+           : epi == Epilogue::kResidual     ? "residual"
+                                            : "bias+residual")
        << (fused ? " (fused)" : " (unfused)") << " m=" << m << " n=" << n << " k=" << k;
   bool ok = compare(name.str() + ": c", c, kBf16Tol);
   if (epi == Epilogue::kBiasGelu) ok = compare(name.str() + ": aux", aux, kBf16Tol) && ok;
@@ -708,6 +713,9 @@ bool OpChecker::run_all() {
   for (bool fused : {true, false}) {
     ok = gemm_epilogue(Epilogue::kBias, 64, 96, 48, fused) && ok;
     ok = gemm_epilogue(Epilogue::kBiasGelu, 64, 96, 48, fused) && ok;
+    ok = gemm_epilogue(Epilogue::kResidual, 64, 96, 48, fused) && ok;
+    ok = gemm_epilogue(Epilogue::kBiasResidual, 64, 96, 48, fused) && ok;
+    ok = gemm_epilogue(Epilogue::kBiasResidual, 300, 200, 72, fused) && ok;
     ok = gemm_dgelu(64, 96, 48, bf, fused) && ok;
     ok = gemm_dgelu(300, 200, 72, bf, fused) && ok;
     ok = gemm_dgelu(33, 50, 24, bf, fused) && ok;  // n % 8 != 0: never fused

@@ -197,6 +197,45 @@ TEST_P(CpuBackendTest, DGeluEpilogueIsGemmThenGeluBackward) {
       InternalError);
 }
 
+// kResidual / kBiasResidual: C = A·B^T [+ bias] + aux, rounded once, against an f64 reference;
+// aux may be C itself (in place); the contract's checks as kDGelu's.
+TEST_P(CpuBackendTest, ResidualEpiloguesAddAuxAndRoundOnce) {
+  const int64_t m = 6, n = 5, k = 8;
+  auto av = rounded(randn(m * k, 41), act()), bv = rounded(randn(n * k, 42), act());
+  auto rv = rounded(randn(m * n, 43, 3.0f), act()), biasv = rounded(randn(n, 44), act());
+  Tensor a = make(be, act(), {m, k}, av), b = make(be, act(), {n, k}, bv);
+  Tensor bias = make(be, act(), {n}, biasv);
+  for (Epilogue e : {Epilogue::kResidual, Epilogue::kBiasResidual}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "epilogue " << static_cast<int>(e) << " in place "
+                                        << in_place);
+      Tensor aux = make(be, act(), {m, n}, rv);
+      Tensor c = in_place ? aux : be.alloc(act(), {m, n}, "t");
+      be.gemm({.trans_b = true, .m = m, .n = n, .k = k, .epilogue = e}, a, b, c, bias, aux);
+      std::vector<double> want(m * n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; ++p) acc += double(av[i * k + p]) * bv[j * k + p];
+          if (e == Epilogue::kBiasResidual) acc += biasv[j];
+          want[i * n + j] = acc + rv[i * n + j];
+        }
+      // One rounding of the sum: within half an ulp of the exact value (plus f32 sums).
+      EXPECT_TRUE(all_close(read(be, c), want, rtol(), 1e-5));
+      if (!in_place) EXPECT_EQ(read(be, aux), rv);  // aux only read
+    }
+  }
+  Tensor c = be.alloc(act(), {m, n}, "t"), aux = be.alloc(act(), {m, n}, "t");
+  EXPECT_THROW(be.gemm({.trans_b = true, .m = m, .n = n, .k = k, .beta = 1.0f,
+                        .epilogue = Epilogue::kResidual},
+                       a, b, c, {}, aux),
+               InternalError);
+  Tensor aux_other = be.alloc(bf16() ? DType::kF32 : DType::kBF16, {m, n}, "t");
+  EXPECT_THROW(be.gemm({.trans_b = true, .m = m, .n = n, .k = k, .epilogue = Epilogue::kResidual},
+                       a, b, c, {}, aux_other),
+               InternalError);
+}
+
 TEST_P(CpuBackendTest, BiasGradAccumulatesColumnSums) {
   auto dy = rounded(randn(6 * 4, 3), act());
   Tensor t = make(be, act(), {6, 4}, dy);
