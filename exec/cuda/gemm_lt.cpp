@@ -283,8 +283,10 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
       (g.epilogue == Epilogue::kBias || residual || (aux.dtype == c.dtype && g.n % 8 == 0))) {
     const void* aux_p = has_aux ? aux.data : nullptr;
     const void* c_in = residual ? aux.data : nullptr;
-    if (Plan* p = plan_for(gr, a, b, c, g.epilogue, bias.data, bias.dtype, aux_p, c_in)) {
-      matmul(*p, gr, a, b, c, gr.beta, bias.data, aux_p, stream, c_in);
+    // (A bias pointer set where the epilogue adds none makes cuBLASLt refuse the call.)
+    const void* bias_p = epilogue_has_bias(g.epilogue) ? bias.data : nullptr;
+    if (Plan* p = plan_for(gr, a, b, c, g.epilogue, bias_p, bias.dtype, aux_p, c_in)) {
+      matmul(*p, gr, a, b, c, gr.beta, bias_p, aux_p, stream, c_in);
       return;
     }
   }
