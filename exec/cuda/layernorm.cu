@@ -201,12 +201,11 @@ __global__ void __launch_bounds__(kWarps * 32,
 #pragma unroll
         for (int i = 0; i < kVpl; ++i) {
           const int c = (glane + 32 * W * i) * 8;
-          if (c < h) {
+          if (c >= h) continue;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              sum_g[c + j] = (q == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
-              if constexpr (!kRms) sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
-            }
+          for (int j = 0; j < 8; ++j) {
+            sum_g[c + j] = (q == 0 ? 0.0f : sum_g[c + j]) + ag[i][j];
+            if constexpr (!kRms) sum_b[c + j] = (q == 0 ? 0.0f : sum_b[c + j]) + ab[i][j];
           }
         }
       }
