@@ -20,8 +20,12 @@ namespace {
 // Attention: the GPU rounds P and dS to bf16 (2^-9 relative) before the second GEMM of each
 // pair, as FlashAttention does; dK and dQ sum up to s such terms with cancellation, so single
 // elements near zero stray by a few percent of the rms while the relative L2 error stays ~3e-3.
-// Inputs are O(1); the floor covers gradients that are zero but for rounding noise (s = 1).
-constexpr Tolerance kAttnTol{2.5e-2, 5e-2, 1.5e-2, 1e-3};
+// The largest strays are dQ elements of the first query rows (a handful of keys whose dS terms
+// nearly cancel) in the checks of millions of elements: up to 7.4 % of the rms measured (s 520,
+// d 64), hence 10 %; a wrong tile or row moves the relative L2 error (bound 1.5e-2) and its
+// elements by the order of the rms. Inputs are O(1); the floor covers gradients that are zero
+// but for rounding noise (s = 1).
+constexpr Tolerance kAttnTol{2.5e-2, 1e-1, 1.5e-2, 1e-3};
 // Small-magnitude f32 results (loss sums, gradient norms) from long sums: f32 partials vs f64.
 constexpr Tolerance kSumTol{1e-5, 1e-6, 1e-5};
 // f32 outputs of GEMMs and of reductions over bf16 inputs.
