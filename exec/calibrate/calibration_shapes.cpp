@@ -1,6 +1,7 @@
 // Shapes of the calibration: the linear layers' GEMMs as sim/plan_sim/layer_costs.cpp lowers them
 // (column-parallel qkv and fc1: fwd (T, out/t, h), dx (T, h, out/t), dw (out/t, h, T); row-parallel
-// proj and fc2: fwd (T, h, in/t), dx (T, in/t, h), dw (in/t, h, T), GeLU's fc2 dx with the
+// proj and fc2: fwd (T, h, in/t; at t = 1 with the residual add in its epilogue, as the executor
+// runs it), dx (T, in/t, h), dw (in/t, h, T), GeLU's fc2 dx with the
 // GeLU-backward epilogue; the output layer as a column-parallel linear over the padded vocabulary)
 // and the attention shards.
 #include "exec/calibrate/calibration_shapes.hpp"
@@ -49,7 +50,7 @@ std::vector<GemmShape> linear_gemm_shapes(const ModelSpec& model, int64_t mbs, i
     out.push_back({width, d.h, d.tokens, "dw", layer, false});
   };
   auto row = [&](const char* layer, int64_t width, const char* dx_kind) {
-    out.push_back({d.tokens, d.h, width, "fwd", layer, bias});
+    out.push_back({d.tokens, d.h, width, "fwd", layer, bias, d.t == 1});
     out.push_back({d.tokens, width, d.h, dx_kind, layer, false});
     out.push_back({width, d.h, d.tokens, "dw", layer, false});
   };

@@ -13,14 +13,16 @@
 
 namespace mplan::exec::calibrate {
 
-// "fwd" (bias epilogue when the model has biases), "fwd_gelu" (bias + GeLU epilogue: GPT's fc1),
+// "fwd" (bias epilogue when the model has biases; a row-parallel one at tensor parallel 1 also
+// adds the residual, as the executor runs it), "fwd_gelu" (bias + GeLU epilogue: GPT's fc1),
 // "dx" (input gradient, bf16 out), "dx_dgelu" (input gradient with the GeLU-backward epilogue:
 // GPT's fc2), "dw" (weight gradient, accumulated into f32).
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   std::string kind;
   std::string layer;  // "qkv", "proj", "fc1", "fc2", "logits"
-  bool bias = false;  // a forward with a bias epilogue
+  bool bias = false;      // a forward with a bias epilogue
+  bool residual = false;  // a forward with the residual add as its epilogue (row-parallel, tp 1)
   double flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }

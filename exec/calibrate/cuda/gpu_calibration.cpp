@@ -145,13 +145,13 @@ GemmBuffers gemm_buffers(CudaBackend& g, const std::vector<GemmShape>& shapes) {
       c32 = std::max(c32, s.m * s.n);
     else
       c = std::max(c, s.m * s.n);
-    if (s.kind == "fwd_gelu" || s.kind == "dx_dgelu") aux = std::max(aux, s.m * s.n);
+    if (s.kind == "fwd_gelu" || s.kind == "dx_dgelu" || s.residual) aux = std::max(aux, s.m * s.n);
   }
   GemmBuffers bufs;
   bufs.a = rand(g, DType::kBF16, {a}, 11);
   bufs.b = rand(g, DType::kBF16, {b}, 12, -0.05f, 0.05f);
   bufs.c = g.alloc(DType::kBF16, {c}, "calibrate");
-  bufs.aux = rand(g, DType::kBF16, {aux}, 15, -3, 3);  // read by dx_dgelu as a pre-activation
+  bufs.aux = rand(g, DType::kBF16, {aux}, 15, -3, 3);  // a pre-activation, or the residual
   bufs.c32 = rand(g, DType::kF32, {c32}, 13);
   bufs.bias = rand(g, DType::kBF16, {n}, 14);
   return bufs;
@@ -181,13 +181,15 @@ void run_gemm(CudaBackend& g, const GemmBuffers& b, const GemmShape& s) {
     return;
   }
   const Epilogue epi = s.kind == "fwd_gelu" ? Epilogue::kBiasGelu
+                       : s.residual         ? (s.bias ? Epilogue::kBiasResidual : Epilogue::kResidual)
                        : s.bias             ? Epilogue::kBias
                                             : Epilogue::kNone;
   const GemmArgs args{.trans_b = true, .m = s.m, .n = s.n, .k = s.k, .epilogue = epi};
   const Tensor bias =
-      epi == Epilogue::kNone ? Tensor{} : make_tensor(b.bias.data, DType::kBF16, {s.n});
+      epilogue_has_bias(epi) ? make_tensor(b.bias.data, DType::kBF16, {s.n}) : Tensor{};
+  // aux: written by the GeLU epilogue, read as the residual
   const Tensor aux =
-      epi == Epilogue::kBiasGelu ? make_tensor(b.aux.data, DType::kBF16, {s.m * s.n}) : Tensor{};
+      epilogue_has_aux(epi) ? make_tensor(b.aux.data, DType::kBF16, {s.m * s.n}) : Tensor{};
   g.gemm(args, a, w, c, bias, aux);
 }
 

@@ -33,6 +33,9 @@ TEST(CalibrationShapes, GptLinearLayersAtMbs4Tp1) {
   EXPECT_TRUE(has(s, 8192, 2048, T, "dw"));        // fc1 and fc2 weight gradients
   EXPECT_TRUE(has(s, T, 32000, 2048, "fwd"));      // logits
   EXPECT_FALSE(s.back().bias);
+  // At tensor parallel 1 the row-parallel forwards (proj, fc2) add the residual in the epilogue.
+  for (const GemmShape& g : s)
+    EXPECT_EQ(g.residual, g.kind == "fwd" && (g.layer == "proj" || g.layer == "fc2")) << g.layer;
   EXPECT_DOUBLE_EQ(s[0].flops(), 2.0 * T * 6144 * 2048);
 }
 
@@ -42,6 +45,7 @@ TEST(CalibrationShapes, LlamaShardsAtTp2) {
   const int64_t T = 4096;
   EXPECT_TRUE(has(s, T, 1024 + 2 * 256, 2048, "fwd"));  // qkv: q 1024 + k, v 256 each
   EXPECT_TRUE(has(s, T, 2048, 1024, "fwd"));            // proj
+  for (const GemmShape& g : s) EXPECT_FALSE(g.residual) << g.layer;  // reduced over tp first
   EXPECT_TRUE(has(s, T, 2 * 4096, 2048, "fwd"));        // fc1: gate and up, no GeLU epilogue
   EXPECT_TRUE(has(s, T, 2048, 4096, "fwd"));            // fc2
   EXPECT_TRUE(has(s, T, 4096, 2048, "dx"));             // its input gradient (SwiGLU: no epilogue)
