@@ -222,6 +222,14 @@ class Backend {
   //    stats[1] = logit of the target when it is local, else 0.
   virtual void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
                                 Tensor stats) = 0;
+  // 1) and 2) together where nothing is reduced between them (tensor parallel 1: the local max is
+  //    the global one); a backend may do it in one pass over the logits (rounding may differ
+  //    from the two steps' by the order of the sum's terms).
+  virtual void xent_local_max_and_stats(Tensor logits, Tensor targets, int64_t vocab_start,
+                                        Tensor row_max, Tensor stats) {
+    xent_local_max(logits, row_max);
+    xent_local_stats(logits, targets, vocab_start, row_max, stats);
+  }
   // 3) with global stats: loss(T) f32 = log(sumexp) + max - target_logit; logits overwritten
   //    in place by dL/dlogits · grad_scale = (softmax - onehot(target)) · grad_scale. An empty
   //    (T, 0) logits view computes the loss alone (evaluation) and writes no gradient.

@@ -558,6 +558,19 @@ void CudaBackend::xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_
                           stats.as<float>(), compute_);
 }
 
+void CudaBackend::xent_local_max_and_stats(Tensor logits, Tensor targets, int64_t vocab_start,
+                                           Tensor row_max, Tensor stats) {
+  const int64_t rows = targets.numel();
+  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && targets.dtype == DType::kI32 &&
+                  row_max.numel() == rows && row_max.dtype == DType::kF32 &&
+                  stats.numel() == 2 * rows && stats.dtype == DType::kF32 && is_act(logits.dtype),
+              "xent_local_max_and_stats: logits ", shape_str(logits), " row_max ",
+              shape_str(row_max), " stats ", shape_str(stats));
+  launch_xent_local_max_and_stats(logits.data, logits.dtype, rows, logits.numel() / rows,
+                                  targets.as<int32_t>(), vocab_start, row_max.as<float>(),
+                                  stats.as<float>(), compute_);
+}
+
 void CudaBackend::xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
                                      Tensor row_max, Tensor stats, float grad_scale, Tensor loss) {
   const int64_t rows = targets.numel();

@@ -87,6 +87,8 @@ class CudaBackend final : public Backend {
   void xent_local_max(Tensor logits, Tensor row_max) override;
   void xent_local_stats(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
                         Tensor stats) override;
+  void xent_local_max_and_stats(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
+                                Tensor stats) override;
   void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
                           Tensor stats, float grad_scale, Tensor loss) override;
   void sum(Tensor x, Tensor out, bool accumulate) override;

@@ -116,6 +116,10 @@ void launch_xent_local_max(const void* logits, DType t, int64_t rows, int64_t co
 void launch_xent_local_stats(const void* logits, DType t, int64_t rows, int64_t cols,
                              const int32_t* targets, int64_t vocab_start, const float* row_max,
                              float* stats, cudaStream_t stream);
+// Both of the above in one pass where the local max is the global one (tensor parallel 1).
+void launch_xent_local_max_and_stats(const void* logits, DType t, int64_t rows, int64_t cols,
+                                     const int32_t* targets, int64_t vocab_start, float* row_max,
+                                     float* stats, cudaStream_t stream);
 void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols,
                                const int32_t* targets, int64_t vocab_start, const float* row_max,
                                const float* stats, float grad_scale, float* loss,

@@ -1,7 +1,11 @@
 // Vocab-parallel softmax cross-entropy in Megatron's three steps (the caller all-reduces between
 // them): local row max; local sum of exp(logit - max) and the target's logit when this shard
 // holds it; then the loss and, in place of the logits, (softmax - onehot) · grad_scale.
-// One block per row, 16-byte loads; block reductions in a fixed order.
+// One block per row, 16-byte loads; block reductions in a fixed order. Where nothing is reduced
+// between the first two steps (tensor parallel 1), one pass gives both: each thread keeps a
+// running max and its sum of exponents relative to it (rescaled when the max grows), then the
+// block takes the max and adds the rescaled sums (FlashAttention's online softmax), which saves a
+// pass over the logits.
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -48,6 +52,38 @@ __global__ void __launch_bounds__(kThreads)
   s = block_sum(s, scratch);
   if (threadIdx.x == 0) {
     const int64_t tl = static_cast<int64_t>(targets[r]) - vocab_start;
+    stats[r] = s;
+    stats[rows + r] = (tl >= 0 && tl < cols) ? to_f32(row[tl]) : 0.0f;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    xent_max_stats_kernel(const T* __restrict__ logits, int64_t rows, int64_t cols,
+                          const int32_t* __restrict__ targets, int64_t vocab_start, bool vec,
+                          float* __restrict__ row_max, float* __restrict__ stats) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const T* row = logits + r * cols;
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t c0 = static_cast<int64_t>(threadIdx.x) * 8; c0 < cols; c0 += kThreads * 8) {
+    float v[8];
+    load8_guarded(row, c0, cols, vec, v);
+    float cm = m;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (c0 + j < cols) cm = fmaxf(cm, v[j]);
+    s *= expf(m - cm);  // (m = -inf only before the first value: s is 0 then)
+    m = cm;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (c0 + j < cols) s += expf(v[j] - m);
+  }
+  const float bm = block_max(m, scratch);
+  s = block_sum(m == -INFINITY ? 0.0f : s * expf(m - bm), scratch);
+  if (threadIdx.x == 0) {
+    const int64_t tl = static_cast<int64_t>(targets[r]) - vocab_start;
+    row_max[r] = bm;
     stats[r] = s;
     stats[rows + r] = (tl >= 0 && tl < cols) ? to_f32(row[tl]) : 0.0f;
   }
@@ -103,6 +139,20 @@ void launch_xent_local_stats(const void* logits, DType t, int64_t rows, int64_t 
     using T = decltype(tag);
     xent_stats_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
         static_cast<const T*>(logits), rows, cols, targets, vocab_start, row_max, vec, stats);
+  });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void launch_xent_local_max_and_stats(const void* logits, DType t, int64_t rows, int64_t cols,
+                                     const int32_t* targets, int64_t vocab_start, float* row_max,
+                                     float* stats, cudaStream_t stream) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
+  const bool vec = aligned16(logits) && cols % 8 == 0;
+  dispatch_act(t, [&](auto tag) {
+    using T = decltype(tag);
+    xent_max_stats_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), rows, cols, targets, vocab_start, vec, row_max, stats);
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }

@@ -414,13 +414,16 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
   be_.gemm(gemm_args(false, true, d_.tokens(), d_.vocab_local(), d_.hidden), yf, weight(c.output),
            w.logits);
   op_done("logits");
-  // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit.
-  be_.xent_local_max(w.logits, hm.row_max);
-  if (d_.tp > 1)
+  // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit (one pass
+  // over the logits for both where the vocabulary is not split).
+  if (d_.tp == 1) {
+    be_.xent_local_max_and_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
+  } else {
+    be_.xent_local_max(w.logits, hm.row_max);
     traced("tp_all_reduce", [&] { tp_.all_reduce(hm.row_max, ReduceOp::kMax, Stream::kCompute); });
-  be_.xent_local_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
-  if (d_.tp > 1)
+    be_.xent_local_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
     traced("tp_all_reduce", [&] { tp_.all_reduce(hm.stats, ReduceOp::kSum, Stream::kCompute); });
+  }
   // Loss only: an empty (T, 0) view of the logits receives the (absent) gradient.
   const Tensor dlogits = loss_only ? w.logits.flat_slice(0, 0).view({d_.tokens(), 0}) : w.logits;
   be_.xent_loss_and_grad(dlogits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,

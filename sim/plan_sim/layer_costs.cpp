@@ -1061,10 +1061,16 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   // userbuffer overlap.
   column_forward(c, x.fwd, "tp_all_gather", "logits", d.tokens, d.vocab / d.t, c.groups.tp,
                  GemmPass::kForward, false);
-  // The executor computes the loss and dL/dlogits in place in the forward: three kernels.
-  x.fwd.add("cross_entropy", Cat::kCompute,
-            c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
-                   kCrossEntropyForwardBytesPerLogit * logits, d.exec ? 3 : 1));
+  // The executor computes the loss and dL/dlogits in place in the forward: three kernels over
+  // four passes of the logits (max; sum of exponentials; loss and gradient, read and written),
+  // as `mplan calibrate` times them; where the vocabulary is not split (tensor parallel 1) the max
+  // and the sum share one pass: two kernels, the time of three passes of the four.
+  const bool one_pass_stats = d.exec && d.t == 1;
+  int64_t xent = c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
+                        kCrossEntropyForwardBytesPerLogit * logits,
+                        d.exec ? (one_pass_stats ? 2 : 3) : 1);
+  if (one_pass_stats) xent = std::llround(0.75 * c.dbl(xent));
+  x.fwd.add("cross_entropy", Cat::kCompute, xent);
   // Megatron: three all-reduces of one fp32 value per token over tp (max, predicted logit,
   // sum). The executor: two (the max, then the sum of exponentials with the target's logit).
   const int64_t ar = c.coll(CollectiveKind::kAllReduce, 4.0 * c.dbl(d.tokens), c.groups.tp);

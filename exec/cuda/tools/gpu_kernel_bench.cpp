@@ -313,6 +313,8 @@ void bench_memory_bound(Bench& b) {
     b.add("xent 1: row max", dims({kT, kV}), 0, lb, [&] { g.xent_local_max(logits, mx); });
     b.add("xent 2: sum exp + target", dims({kT, kV}), 0, lb,
           [&] { g.xent_local_stats(logits, tgt, 0, mx, st); });
+    b.add("xent 1+2 in one pass (tp 1)", dims({kT, kV}), 0, lb,
+          [&] { g.xent_local_max_and_stats(logits, tgt, 0, mx, st); });
     // In place: every repeat turns the logits into gradients of the previous ones (same cost).
     b.add("xent 3: loss + grad (in place)", dims({kT, kV}), 0, 2 * lb,
           [&] { g.xent_loss_and_grad(logits, tgt, 0, mx, st, 1.0f / kT, loss); });

@@ -492,6 +492,17 @@ bool OpChecker::cross_entropy(int64_t rows, int64_t cols, int64_t vocab_start, i
   gpu_.xent_local_max(logits.gpu, row_max.gpu);
   cpu_.xent_local_max(logits.cpu, row_max.cpu);
   bool ok = compare(nm.str() + ": local max", row_max, kF32Tol);
+  // Both steps in one pass (tensor parallel 1) against the CPU's two.
+  {
+    Pair stats1 = alloc(DType::kF32, {2, rows});
+    poison(stats1);
+    poison(row_max);
+    gpu_.xent_local_max_and_stats(logits.gpu, targets.gpu, vocab_start, row_max.gpu, stats1.gpu);
+    cpu_.xent_local_max_and_stats(logits.cpu, targets.cpu, vocab_start, row_max.cpu, stats1.cpu);
+    ok = compare(nm.str() + ": one-pass max", row_max, kF32Tol) && ok;
+    ok = compare(nm.str() + ": one-pass stats", stats1, kF32AccTol) && ok;
+    release(stats1);
+  }
   // A "global" max a little above the local one, as after the all-reduce over shards.
   std::vector<float> gmax = read_cpu(row_max);
   for (auto& v : gmax) v += 0.75f;
@@ -783,6 +794,7 @@ bool OpChecker::run_all() {
   ok = cross_entropy(37, 1000, 1000, 3000, bf) && ok;
   ok = cross_entropy(11, 1001, 0, 2002, bf) && ok;  // cols % 8 != 0: the scalar path
   ok = cross_entropy(13, 256, 256, 512, f32) && ok;
+  ok = cross_entropy(9, 50257, 0, 50257, bf) && ok;  // GPT-2's vocabulary: many chunks a thread
   ok = sums(100003) && ok;
   ok = sums(5) && ok;
   ok = adamw(1003, true, 0.1f) && ok;
