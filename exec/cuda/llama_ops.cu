@@ -15,8 +15,10 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// One warp per row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · gamma.
-template <class T>
+// One warp per row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · gamma. kVpl > 0 (16-byte
+// aligned rows of h % 8 == 0, h <= kVpl·256): the row stays in registers as loaded, kVpl vectors
+// of 8 a lane; kVpl == 0: two passes over x. Both add the squares in the same order.
+template <class T, int kVpl>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     rmsnorm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ g, int64_t rows, int64_t h,
                        float eps, bool vec, T* __restrict__ y, float* __restrict__ rstd) {
@@ -25,22 +27,55 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   if (r >= rows) return;
   const T* xr = x + r * h;
   float ss = 0;
-  for (int64_t c = lane * 8; c < h; c += 32 * 8) {
-    float v[8];
-    load8_guarded(xr, c, h, vec, v);
+  if constexpr (kVpl > 0) {
+    Raw8<T> raw[kVpl];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
-  }
-  ss = warp_sum(ss);
-  const float rs = rsqrtf(ss / static_cast<float>(h) + eps);
-  if (lane == 0) rstd[r] = rs;
-  for (int64_t c = lane * 8; c < h; c += 32 * 8) {
-    float v[8], w[8];
-    load8_guarded(xr, c, h, vec, v);
-    load8_guarded(g, c, h, vec, w);
+    for (int i = 0; i < kVpl; ++i) {
+      const int64_t c = (lane + 32 * i) * 8;
+      if (c < h) raw[i] = ld_raw8(xr + c);
+    }
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = v[j] * rs * w[j];
-    store8_guarded(y + r * h, c, h, vec, v);
+    for (int i = 0; i < kVpl; ++i) {
+      if ((lane + 32 * i) * 8 < h) {
+        float v[8];
+        unpack8(raw[i], v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+      }
+    }
+    ss = warp_sum(ss);
+    const float rs = rsqrtf(ss / static_cast<float>(h) + eps);
+    if (lane == 0) rstd[r] = rs;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int64_t c = (lane + 32 * i) * 8;
+      if (c < h) {
+        float v[8], w[8];
+        unpack8(raw[i], v);
+        load8(g + c, w);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = v[j] * rs * w[j];
+        store8(y + r * h + c, v);
+      }
+    }
+  } else {
+    for (int64_t c = lane * 8; c < h; c += 32 * 8) {
+      float v[8];
+      load8_guarded(xr, c, h, vec, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+    }
+    ss = warp_sum(ss);
+    const float rs = rsqrtf(ss / static_cast<float>(h) + eps);
+    if (lane == 0) rstd[r] = rs;
+    for (int64_t c = lane * 8; c < h; c += 32 * 8) {
+      float v[8], w[8];
+      load8_guarded(xr, c, h, vec, v);
+      load8_guarded(g, c, h, vec, w);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = v[j] * rs * w[j];
+      store8_guarded(y + r * h, c, h, vec, v);
+    }
   }
 }
 
@@ -271,17 +306,39 @@ void launch_rmsnorm_forward(const void* x, const void* gamma, DType t, int64_t r
                             float eps, void* y, float* rstd, cudaStream_t stream) {
   if (rows <= 0) return;
   const bool vec = aligned16(x) && aligned16(gamma) && aligned16(y) && h % 8 == 0;
+  const int64_t need = (h + 255) / 256;  // vectors of 8 a lane
+  const int vpl = !vec ? 0 : need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 ? 4 : need <= 8 ? 8 : 0;
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    rmsnorm_fwd_kernel<T><<<blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(gamma), rows, h, eps, vec,
-        static_cast<T*>(y), rstd);
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(gamma), rows, h, eps, vec,
+          static_cast<T*>(y), rstd);
+    };
+    switch (vpl) {
+      case 1:
+        launch(rmsnorm_fwd_kernel<T, 1>);
+        break;
+      case 2:
+        launch(rmsnorm_fwd_kernel<T, 2>);
+        break;
+      case 4:
+        launch(rmsnorm_fwd_kernel<T, 4>);
+        break;
+      case 8:
+        launch(rmsnorm_fwd_kernel<T, 8>);
+        break;
+      default:
+        launch(rmsnorm_fwd_kernel<T, 0>);
+        break;
+    }
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 size_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t h) {
-  return std::max(column_sum_scratch_bytes(rows, h), rmsnorm_backward_one_pass_scratch_bytes(rows, h));
+  return std::max(column_sum_scratch_bytes(rows, h),
+                  rmsnorm_backward_one_pass_scratch_bytes(rows, h));
 }
 
 void launch_rmsnorm_backward(const void* dy, const void* x, const void* gamma, DType t,
