@@ -216,8 +216,8 @@ void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b
     tune(p, g, a, b, c, beta, stream, c_in);
   const float alpha = g.alpha;
   MPLAN_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta,
-                                    c_in, p.lc, c.data, p.lc, &p.algo, workspace_,
-                                    workspace_bytes_, stream));
+                                    c_in, p.lc, c.data, p.lc, &p.algo, workspace_, workspace_bytes_,
+                                    stream));
 }
 
 // MPLAN_GEMM_TUNE: each candidate runs on the call's own operands (beta is 0, so the call after

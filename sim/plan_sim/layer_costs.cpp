@@ -218,7 +218,7 @@ void norm_backward(const Ctx& c, Pass& p, const char* name) {
 // reads the branch and the residual, writes the sum (+ a 1-byte mask with dropout); unfused:
 // bias add, dropout and add as separate kernels.
 void bias_dropout_add_forward(const Ctx& c, Pass& p) {
-  if (c.d.exec) {  // the bias is the GEMM's epilogue; so is the residual add at tensor parallel 1
+  if (c.d.exec) {   // the bias is the GEMM's epilogue; so is the residual add at tensor parallel 1
     if (c.d.t > 1)  // (else the sum of the tensor-parallel partials comes first)
       p.add("residual_add", Cat::kCompute,
             c.kern(MemKernel::kAdd, c.tokens_r(), c.dbl(c.d.h), 3 * c.x_bytes()));
@@ -1066,9 +1066,9 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   // as `mplan calibrate` times them; where the vocabulary is not split (tensor parallel 1) the max
   // and the sum share one pass: two kernels, the time of three passes of the four.
   const bool one_pass_stats = d.exec && d.t == 1;
-  int64_t xent = c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
-                        kCrossEntropyForwardBytesPerLogit * logits,
-                        d.exec ? (one_pass_stats ? 2 : 3) : 1);
+  int64_t xent =
+      c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
+             kCrossEntropyForwardBytesPerLogit * logits, d.exec ? (one_pass_stats ? 2 : 3) : 1);
   if (one_pass_stats) xent = std::llround(0.75 * c.dbl(xent));
   x.fwd.add("cross_entropy", Cat::kCompute, xent);
   // Megatron: three all-reduces of one fp32 value per token over tp (max, predicted logit,

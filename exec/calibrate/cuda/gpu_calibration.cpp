@@ -181,9 +181,9 @@ void run_gemm(CudaBackend& g, const GemmBuffers& b, const GemmShape& s) {
     return;
   }
   const Epilogue epi = s.kind == "fwd_gelu" ? Epilogue::kBiasGelu
-                       : s.residual         ? (s.bias ? Epilogue::kBiasResidual : Epilogue::kResidual)
-                       : s.bias             ? Epilogue::kBias
-                                            : Epilogue::kNone;
+                       : s.residual ? (s.bias ? Epilogue::kBiasResidual : Epilogue::kResidual)
+                       : s.bias     ? Epilogue::kBias
+                                    : Epilogue::kNone;
   const GemmArgs args{.trans_b = true, .m = s.m, .n = s.n, .k = s.k, .epilogue = epi};
   const Tensor bias =
       epilogue_has_bias(epi) ? make_tensor(b.bias.data, DType::kBF16, {s.n}) : Tensor{};

@@ -203,10 +203,10 @@ bool OpChecker::gemm_epilogue(Epilogue epi, int64_t m, int64_t n, int64_t k, boo
   cpu_.gemm(g, a.cpu, b.cpu, c.cpu, bias.cpu, aux.cpu);
   std::ostringstream name;
   name << "gemm NT+"
-       << (epi == Epilogue::kBias           ? "bias"
-           : epi == Epilogue::kBiasGelu     ? "bias+gelu"
-           : epi == Epilogue::kResidual     ? "residual"
-                                            : "bias+residual")
+       << (epi == Epilogue::kBias       ? "bias"
+           : epi == Epilogue::kBiasGelu ? "bias+gelu"
+           : epi == Epilogue::kResidual ? "residual"
+                                        : "bias+residual")
        << (fused ? " (fused)" : " (unfused)") << " m=" << m << " n=" << n << " k=" << k;
   bool ok = compare(name.str() + ": c", c, kBf16Tol);
   if (epi == Epilogue::kBiasGelu) ok = compare(name.str() + ": aux", aux, kBf16Tol) && ok;

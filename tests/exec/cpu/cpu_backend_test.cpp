@@ -207,8 +207,8 @@ TEST_P(CpuBackendTest, ResidualEpiloguesAddAuxAndRoundOnce) {
   Tensor bias = make(be, act(), {n}, biasv);
   for (Epilogue e : {Epilogue::kResidual, Epilogue::kBiasResidual}) {
     for (bool in_place : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "epilogue " << static_cast<int>(e) << " in place "
-                                        << in_place);
+      SCOPED_TRACE(::testing::Message()
+                   << "epilogue " << static_cast<int>(e) << " in place " << in_place);
       Tensor aux = make(be, act(), {m, n}, rv);
       Tensor c = in_place ? aux : be.alloc(act(), {m, n}, "t");
       be.gemm({.trans_b = true, .m = m, .n = n, .k = k, .epilogue = e}, a, b, c, bias, aux);
@@ -226,10 +226,11 @@ TEST_P(CpuBackendTest, ResidualEpiloguesAddAuxAndRoundOnce) {
     }
   }
   Tensor c = be.alloc(act(), {m, n}, "t"), aux = be.alloc(act(), {m, n}, "t");
-  EXPECT_THROW(be.gemm({.trans_b = true, .m = m, .n = n, .k = k, .beta = 1.0f,
-                        .epilogue = Epilogue::kResidual},
-                       a, b, c, {}, aux),
-               InternalError);
+  EXPECT_THROW(
+      be.gemm(
+          {.trans_b = true, .m = m, .n = n, .k = k, .beta = 1.0f, .epilogue = Epilogue::kResidual},
+          a, b, c, {}, aux),
+      InternalError);
   Tensor aux_other = be.alloc(bf16() ? DType::kF32 : DType::kBF16, {m, n}, "t");
   EXPECT_THROW(be.gemm({.trans_b = true, .m = m, .n = n, .k = k, .epilogue = Epilogue::kResidual},
                        a, b, c, {}, aux_other),
