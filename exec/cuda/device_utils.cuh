@@ -3,6 +3,8 @@
 // fixed by thread indices only, so results are bitwise reproducible run to run.
 #pragma once
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -202,6 +204,25 @@ void dispatch_act(DType t, F&& f) {
     f(bf16{});
   } else {
     MPLAN_CHECK(false, "expected an f32 or bf16 tensor, got ", to_string(t));
+  }
+}
+
+// Rows of h columns held in registers by one warp, kVpl vectors of 8 a lane (h <= kVpl·256):
+// calls f(integral_constant<int, kVpl>) with the smallest of 1, 2, 4, 8 that fits, or with 0
+// (a generic loop) where the rows are not 16-byte aligned (vec_ok), h % 8 != 0 or h > 2048.
+template <class F>
+void dispatch_vpl(int64_t h, bool vec_ok, F&& f) {
+  const int64_t need = (h + 255) / 256;
+  if (!vec_ok || h % 8 != 0 || need > 8) {
+    f(std::integral_constant<int, 0>{});
+  } else if (need <= 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (need <= 2) {
+    f(std::integral_constant<int, 2>{});
+  } else if (need <= 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    f(std::integral_constant<int, 8>{});
   }
 }
 

@@ -481,23 +481,6 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
   }
 }
 
-// Calls f(integral_constant<kVpl>) with the register-cached variant that fits h, or 0.
-template <class T, class F>
-void dispatch_vpl(int64_t h, bool vec_ok, F&& f) {
-  const int64_t need = (h + 255) / 256;
-  if (!vec_ok || h % 8 != 0 || need > 8) {
-    f(std::integral_constant<int, 0>{});
-  } else if (need <= 1) {
-    f(std::integral_constant<int, 1>{});
-  } else if (need <= 2) {
-    f(std::integral_constant<int, 2>{});
-  } else if (need <= 4) {
-    f(std::integral_constant<int, 4>{});
-  } else {
-    f(std::integral_constant<int, 8>{});
-  }
-}
-
 }  // namespace
 
 void launch_layernorm_forward(const void* x, const void* gamma, const void* beta, DType t,
@@ -508,7 +491,7 @@ void launch_layernorm_forward(const void* x, const void* gamma, const void* beta
   const bool vec = aligned16(x) && aligned16(gamma) && aligned16(beta) && aligned16(y);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    dispatch_vpl<T>(h, vec, [&](auto vpl) {
+    dispatch_vpl(h, vec, [&](auto vpl) {
       ln_forward_kernel<T, decltype(vpl)::value>
           <<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(
               static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
@@ -572,7 +555,7 @@ void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DT
     using T = decltype(tag);
     dispatch_w(plan.w, [&](auto wc) {
       constexpr int W = decltype(wc)::value;
-      dispatch_vpl<T>(plan.h_per_warp, true, [&](auto vpl) {
+      dispatch_vpl(plan.h_per_warp, true, [&](auto vpl) {
         constexpr int kVpl = decltype(vpl)::value;
         if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4) && (W > 1 || kVpl <= 2)) {
           const auto kernel = ln_backward_fused_kernel<T, kVpl, W, kRms>;

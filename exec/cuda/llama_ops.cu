@@ -306,32 +306,14 @@ void launch_rmsnorm_forward(const void* x, const void* gamma, DType t, int64_t r
                             float eps, void* y, float* rstd, cudaStream_t stream) {
   if (rows <= 0) return;
   const bool vec = aligned16(x) && aligned16(gamma) && aligned16(y) && h % 8 == 0;
-  const int64_t need = (h + 255) / 256;  // vectors of 8 a lane
-  const int vpl = !vec ? 0 : need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 ? 4 : need <= 8 ? 8 : 0;
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    const auto launch = [&](auto kernel) {
-      kernel<<<blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const T*>(gamma), rows, h, eps, vec,
-          static_cast<T*>(y), rstd);
-    };
-    switch (vpl) {
-      case 1:
-        launch(rmsnorm_fwd_kernel<T, 1>);
-        break;
-      case 2:
-        launch(rmsnorm_fwd_kernel<T, 2>);
-        break;
-      case 4:
-        launch(rmsnorm_fwd_kernel<T, 4>);
-        break;
-      case 8:
-        launch(rmsnorm_fwd_kernel<T, 8>);
-        break;
-      default:
-        launch(rmsnorm_fwd_kernel<T, 0>);
-        break;
-    }
+    dispatch_vpl(h, vec, [&](auto vpl) {
+      rmsnorm_fwd_kernel<T, decltype(vpl)::value>
+          <<<blocks_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+              static_cast<const T*>(x), static_cast<const T*>(gamma), rows, h, eps, vec,
+              static_cast<T*>(y), rstd);
+    });
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }

@@ -125,63 +125,57 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One block per row: the launchers' shared checks and dtype dispatch; launch(tag, grid, vec).
+template <class Launch>
+void per_row(const void* logits, DType t, int64_t rows, int64_t cols, Launch&& launch) {
+  if (rows <= 0) return;
+  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
+  const bool vec = aligned16(logits) && cols % 8 == 0;
+  dispatch_act(t, [&](auto tag) { launch(tag, static_cast<unsigned>(rows), vec); });
+  MPLAN_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void launch_xent_local_max(const void* logits, DType t, int64_t rows, int64_t cols, float* row_max,
                            cudaStream_t stream) {
-  if (rows <= 0) return;
-  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
-  const bool vec = aligned16(logits) && cols % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
+  per_row(logits, t, rows, cols, [&](auto tag, unsigned grid, bool vec) {
     using T = decltype(tag);
-    xent_max_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(logits), cols, vec, row_max);
+    xent_max_kernel<T>
+        <<<grid, kThreads, 0, stream>>>(static_cast<const T*>(logits), cols, vec, row_max);
   });
-  MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 void launch_xent_local_stats(const void* logits, DType t, int64_t rows, int64_t cols,
                              const int32_t* targets, int64_t vocab_start, const float* row_max,
                              float* stats, cudaStream_t stream) {
-  if (rows <= 0) return;
-  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
-  const bool vec = aligned16(logits) && cols % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
+  per_row(logits, t, rows, cols, [&](auto tag, unsigned grid, bool vec) {
     using T = decltype(tag);
-    xent_stats_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(logits), rows, cols, targets, vocab_start, row_max, vec, stats);
+    xent_stats_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(logits), rows, cols,
+                                                        targets, vocab_start, row_max, vec, stats);
   });
-  MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 void launch_xent_local_max_and_stats(const void* logits, DType t, int64_t rows, int64_t cols,
                                      const int32_t* targets, int64_t vocab_start, float* row_max,
                                      float* stats, cudaStream_t stream) {
-  if (rows <= 0) return;
-  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
-  const bool vec = aligned16(logits) && cols % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
+  per_row(logits, t, rows, cols, [&](auto tag, unsigned grid, bool vec) {
     using T = decltype(tag);
-    xent_max_stats_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+    xent_max_stats_kernel<T><<<grid, kThreads, 0, stream>>>(
         static_cast<const T*>(logits), rows, cols, targets, vocab_start, vec, row_max, stats);
   });
-  MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols,
                                const int32_t* targets, int64_t vocab_start, const float* row_max,
                                const float* stats, float grad_scale, float* loss,
                                cudaStream_t stream) {
-  if (rows <= 0) return;
-  MPLAN_CHECK(rows < 0x7fffffff, "xent: rows=", rows);
-  const bool vec = aligned16(logits) && cols % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
+  per_row(logits, t, rows, cols, [&](auto tag, unsigned grid, bool vec) {
     using T = decltype(tag);
-    xent_grad_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<T*>(logits), rows, cols, targets, vocab_start, row_max, stats, grad_scale, vec,
-        loss);
+    xent_grad_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<T*>(logits), rows, cols, targets,
+                                                       vocab_start, row_max, stats, grad_scale, vec,
+                                                       loss);
   });
-  MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace mplan::exec::cuda
