@@ -24,7 +24,29 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
   const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * rows_per_part;
   const int64_t r_end = min(rows, r_begin + rows_per_part);
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (c0 < cols) {
+  if (c0 < cols && vec) {
+    // kBatch rows' 16-byte loads issued before any is added, kept packed as loaded (one load in
+    // flight a thread left the kernel waiting on memory latency); the additions keep the rows'
+    // order, so the sums are those of the plain loop below.
+    constexpr int kBatch = 8;
+    for (int64_t r0 = r_begin + threadIdx.y; r0 < r_end; r0 += kBatch * kRowLanes) {
+      Raw8<T> raw[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t r = r0 + k * kRowLanes;
+        if (r < r_end) raw[k] = ld_raw8(x + r * cols + c0);
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (r0 + k * kRowLanes < r_end) {
+          float v[8];
+          unpack8(raw[k], v);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[j] += v[j];
+        }
+      }
+    }
+  } else if (c0 < cols) {
     for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kRowLanes) {
       float v[8];
       load8_guarded(x + r * cols, c0, cols, vec, v);

@@ -266,6 +266,9 @@ void bench_memory_bound(Bench& b) {
     b.add("gelu bwd", dims({kT, kF}), 0, 3 * kT * kF * e, [&] { g.gelu_backward(dy, x, dx); });
     b.add("bias_grad (fc1)", dims({kT, kF}), 0, kT * kF * e,
           [&] { g.bias_grad_accumulate(dy, db); });
+    Tensor dyh = dy.flat_slice(0, kT * kH).view({kT, kH}), dbh = db.flat_slice(0, kH);
+    b.add("bias_grad (proj, fc2)", dims({kT, kH}), 0, kT * kH * e,
+          [&] { g.bias_grad_accumulate(dyh, dbh); });
     for (Tensor* t : {&x, &y, &dy, &dx, &db}) g.release(*t);
   }
   {

@@ -737,6 +737,7 @@ bool OpChecker::run_all() {
     ok = gemm_dgelu(40, 24, 56, f32, fused) && ok;
   }
   ok = bias_grad(300, 96, bf) && ok;
+  ok = bias_grad(20000, 264, bf) && ok;  // 157 rows a part: the batched loads' several rounds
   ok = bias_grad(77, 50, f32) && ok;
   ok = elementwise(1000, bf) && ok;
   ok = elementwise(1003, f32) && ok;
