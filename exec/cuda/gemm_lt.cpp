@@ -211,8 +211,9 @@ void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b
   if (aux != nullptr)
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
   if (c_in == nullptr) c_in = c.data;
-  // (Not where C is also an input: the trials would overwrite it before the call reads it.)
-  if (!p.settled && c.data != a.data && c.data != b.data && c.data != aux && c.data != c_in)
+  // (Not where C is also an input: the trials would overwrite it before the call reads it. Plans
+  // that read C, beta != 0, the residual ones too, are settled untuned.)
+  if (!p.settled && c.data != a.data && c.data != b.data && c.data != aux)
     tune(p, g, a, b, c, beta, stream, c_in);
   const float alpha = g.alpha;
   MPLAN_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta,
