@@ -129,6 +129,8 @@ class CudaBackend final : public Backend {
   // Time cuBLASLt's candidate algorithms per GEMM shape and keep the fastest (gemm_lt.hpp); on
   // with MPLAN_GEMM_TUNE=1, off by default.
   void set_tune_gemms(bool on);
+  // GEMM plans whose algorithm was chosen by timing (set_tune_gemms / MPLAN_GEMM_TUNE).
+  size_t timed_gemm_plans() const;
 
  private:
   void* device_alloc(size_t bytes, const std::string& tag);

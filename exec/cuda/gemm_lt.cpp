@@ -253,6 +253,7 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
   cudaEventDestroy(ev[0]);
   cudaEventDestroy(ev[1]);
   if (best < 0) best = 0;  // none ran: the heuristic's first, as untuned
+  ++timed_plans_;
   TunedChoices<Key>& t = tuned_choices<Key>();
   int dev = 0;
   MPLAN_CUDA_CHECK(cudaGetDevice(&dev));

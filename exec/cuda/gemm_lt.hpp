@@ -39,6 +39,8 @@ class LtGemm {
   // Shapes planned from now on (a plan keeps its choice).
   void set_tune(bool on) { tune_ = on; }
   size_t cached_plans() const { return plans_.size(); }
+  // Plans whose algorithm this LtGemm chose by timing (MPLAN_GEMM_TUNE).
+  size_t timed_plans() const { return timed_plans_; }
 
  private:
   struct Plan;
@@ -61,6 +63,7 @@ class LtGemm {
   size_t workspace_bytes_;
   bool fuse_epilogues_ = true;
   bool tune_ = false;  // MPLAN_GEMM_TUNE
+  size_t timed_plans_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 
