@@ -20,8 +20,8 @@ namespace mplan::exec::calibrate {
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   std::string kind;
-  std::string layer;  // "qkv", "proj", "fc1", "fc2", "logits"
-  bool bias = false;  // a forward with a bias epilogue
+  std::string layer;      // "qkv", "proj", "fc1", "fc2", "logits"
+  bool bias = false;      // a forward with a bias epilogue
   bool residual = false;  // a forward with the residual add as its epilogue (row-parallel, tp 1)
   double flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);

@@ -750,7 +750,7 @@ bool OpChecker::run_all() {
   // 282 row parts, more than the pipelined backward's resident blocks on a 132-SM GPU (264): a
   // block takes two parts, its pipeline running on from the first into the second.
   ok = layernorm(4500, 2048, bf) && ok;
-  ok = layernorm(20, 12288, bf) && ok;   // 8 warps per row, 96 KB of shared memory
+  ok = layernorm(20, 12288, bf) && ok;  // 8 warps per row, 96 KB of shared memory
   // RMSNorm's backward on LayerNorm's one-pass kernel: the same shapes' paths as above.
   ok = rmsnorm(64, 2048, bf) && ok;
   ok = rmsnorm(1000, 4096, bf) && ok;  // several row parts of the weight gradient

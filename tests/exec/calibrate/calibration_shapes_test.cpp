@@ -45,11 +45,12 @@ TEST(CalibrationShapes, LlamaShardsAtTp2) {
   const int64_t T = 4096;
   EXPECT_TRUE(has(s, T, 1024 + 2 * 256, 2048, "fwd"));  // qkv: q 1024 + k, v 256 each
   EXPECT_TRUE(has(s, T, 2048, 1024, "fwd"));            // proj
-  for (const GemmShape& g : s) EXPECT_FALSE(g.residual) << g.layer;  // reduced over tp first
-  EXPECT_TRUE(has(s, T, 2 * 4096, 2048, "fwd"));        // fc1: gate and up, no GeLU epilogue
-  EXPECT_TRUE(has(s, T, 2048, 4096, "fwd"));            // fc2
-  EXPECT_TRUE(has(s, T, 4096, 2048, "dx"));             // its input gradient (SwiGLU: no epilogue)
-  EXPECT_TRUE(has(s, T, 128256 / 2, 2048, "fwd"));      // logits over the padded vocabulary / tp
+  // tp 2: the row-parallel forwards are reduced over tp first, the residual added after.
+  for (const GemmShape& g : s) EXPECT_FALSE(g.residual) << g.layer;
+  EXPECT_TRUE(has(s, T, 2 * 4096, 2048, "fwd"));    // fc1: gate and up, no GeLU epilogue
+  EXPECT_TRUE(has(s, T, 2048, 4096, "fwd"));        // fc2
+  EXPECT_TRUE(has(s, T, 4096, 2048, "dx"));         // its input gradient (SwiGLU: no epilogue)
+  EXPECT_TRUE(has(s, T, 128256 / 2, 2048, "fwd"));  // logits over the padded vocabulary / tp
   for (const GemmShape& g : s) EXPECT_FALSE(g.bias) << g.layer;
 }
 
