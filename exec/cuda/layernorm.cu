@@ -276,6 +276,44 @@ __global__ void __launch_bounds__(kWarps * 32,
 #pragma unroll
     for (int j = 0; j < 8; ++j) o[j] = rv[j] + to_f32(from_f32<T>(o[j]));
   };
+  // One row on both loops: its sums, the row means (a block-wide barrier where W > 1, reached by
+  // every group: `valid` only masks the arithmetic), dx stored. xr, dr: the row's x and dy as
+  // loaded; gam(i, c, gv) and res(i, c, rv) give gamma's and resid's 8 columns at c.
+  const auto row_step = [&](int64_t row, bool valid, float mean, float rstd, int par,
+                            const Raw8<T>(&xr)[kVpl], const Raw8<T>(&dr)[kVpl], auto&& gam,
+                            auto&& res) {
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (glane + 32 * W * i) * 8;
+      if (valid && c < h) {
+        float xv[8], dv[8], gv[8];
+        unpack8(xr[i], xv);
+        unpack8(dr[i], dv);
+        gam(i, c, gv);
+        accumulate(i, xv, dv, gv, mean, rstd, s1, s2);
+      }
+    }
+    float c1, c2;
+    row_means(s1, s2, par, c1, c2);
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int c = (glane + 32 * W * i) * 8;
+      if (valid && c < h) {
+        float xv[8], dv[8], gv[8], o[8];
+        unpack8(xr[i], xv);
+        unpack8(dr[i], dv);
+        gam(i, c, gv);
+        dx8(xv, dv, gv, mean, rstd, c1, c2, o);
+        if (resid != nullptr) {
+          float rv[8];
+          res(i, c, rv);
+          add_resid(rv, o);
+        }
+        store8(dx + row * h + c, o);
+      }
+    }
+  };
 
   if constexpr (ln_fused_pipelined<T, kVpl>()) {
     // One row's inputs as this lane holds them: raw 16-byte words, unpacked where used.
@@ -324,40 +362,11 @@ __global__ void __launch_bounds__(kWarps * 32,
       if (np < parts) load_row(nxt, nbase + grp, n_end);
       if (base < r_end) {  // (false only for a part past the last row)
         const int64_t row = base + grp;
-        const bool valid = row < r_end;
-        const float mean = cur.mean, rstd = cur.rstd;
-        float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kVpl; ++i) {
-          const int c = (glane + 32 * W * i) * 8;
-          if (valid && c < h) {
-            float xv[8], dv[8], gv[8];
-            unpack8(cur.x[i], xv);
-            unpack8(cur.dy[i], dv);
-            unpack8(gam[i], gv);
-            accumulate(i, xv, dv, gv, mean, rstd, s1, s2);
-          }
-        }
-        float c1, c2;
-        row_means(s1, s2, par, c1, c2);
+        row_step(
+            row, row < r_end, cur.mean, cur.rstd, par, cur.x, cur.dy,
+            [&](int i, int, float(&gv)[8]) { unpack8(gam[i], gv); },
+            [&](int i, int, float(&rv)[8]) { unpack8(cur.res[i], rv); });
         par ^= 1;
-#pragma unroll
-        for (int i = 0; i < kVpl; ++i) {
-          const int c = (glane + 32 * W * i) * 8;
-          if (valid && c < h) {
-            float xv[8], dv[8], gv[8], o[8];
-            unpack8(cur.x[i], xv);
-            unpack8(cur.dy[i], dv);
-            unpack8(gam[i], gv);
-            dx8(xv, dv, gv, mean, rstd, c1, c2, o);
-            if (resid != nullptr) {
-              float rv[8];
-              unpack8(cur.res[i], rv);
-              add_resid(rv, o);
-            }
-            store8(dx + row * h + c, o);
-          }
-        }
       }
       if (np != p) {  // part p is done
         write_partials(p);
@@ -381,51 +390,21 @@ __global__ void __launch_bounds__(kWarps * 32,
     for (int64_t base = r_begin; base < r_end; base += G, par ^= 1) {
       const int64_t row = base + grp;
       const bool valid = row < r_end;
-      const T* xr = x + row * h;
-      const T* dyr = dy + row * h;
-      T* dxr = dx + row * h;
       const float mean = valid && !kRms ? mean_in[row] : 0.0f;
       const float rstd = valid ? rstd_in[row] : 0.0f;
-      Raw8<T> xraw[kVpl], graw[kVpl];
-      float s1 = 0.0f, s2 = 0.0f;
+      Raw8<T> xraw[kVpl], draw[kVpl];
 #pragma unroll
       for (int i = 0; i < kVpl; ++i) {
         const int c = (glane + 32 * W * i) * 8;
         if (valid && c < h) {
-          xraw[i] = ld_raw8(xr + c);
-          graw[i] = ld_raw8(dyr + c);
+          xraw[i] = ld_raw8(x + row * h + c);
+          draw[i] = ld_raw8(dy + row * h + c);
         }
       }
-#pragma unroll
-      for (int i = 0; i < kVpl; ++i) {
-        const int c = (glane + 32 * W * i) * 8;
-        if (valid && c < h) {
-          float xv[8], dv[8], gv[8];
-          unpack8(xraw[i], xv);
-          unpack8(graw[i], dv);
-          load8(gamma + c, gv);
-          accumulate(i, xv, dv, gv, mean, rstd, s1, s2);
-        }
-      }
-      float c1, c2;
-      row_means(s1, s2, par, c1, c2);
-#pragma unroll
-      for (int i = 0; i < kVpl; ++i) {
-        const int c = (glane + 32 * W * i) * 8;
-        if (valid && c < h) {
-          float xv[8], dv[8], gv[8], o[8];
-          unpack8(xraw[i], xv);
-          unpack8(graw[i], dv);
-          load8(gamma + c, gv);
-          dx8(xv, dv, gv, mean, rstd, c1, c2, o);
-          if (resid != nullptr) {
-            float rv[8];
-            load8(resid + row * h + c, rv);
-            add_resid(rv, o);
-          }
-          store8(dxr + c, o);
-        }
-      }
+      row_step(
+          row, valid, mean, rstd, par, xraw, draw,
+          [&](int, int c, float(&gv)[8]) { load8(gamma + c, gv); },
+          [&](int, int c, float(&rv)[8]) { load8(resid + row * h + c, rv); });
     }
     write_partials(blockIdx.x);
   }
