@@ -113,6 +113,34 @@ template <class T>
 __device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
   unpack8(ld_raw8(p), v);
 }
+
+// A row of h columns (16-byte aligned, h % 8 == 0, h <= kVpl·256) held by one warp as loaded:
+// lane l keeps the 16-byte words at columns (l + 32·i)·8, i < kVpl, those below h (16-bit values
+// packed two a register: half the registers of floats).
+template <class T, int kVpl>
+struct WarpRow {
+  Raw8<T> raw[kVpl];
+  __device__ __forceinline__ void load(const T* row, int64_t h, int lane) {
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int64_t c = (lane + 32 * i) * 8;
+      if (c < h) raw[i] = ld_raw8(row + c);
+    }
+  }
+  // f(c, v) for each of the lane's vectors in order: c its first column, v its values as f32.
+  template <class F>
+  __device__ __forceinline__ void each(int64_t h, int lane, F&& f) const {
+#pragma unroll
+    for (int i = 0; i < kVpl; ++i) {
+      const int64_t c = (lane + 32 * i) * 8;
+      if (c < h) {
+        float v[8];
+        unpack8(raw[i], v);
+        f(c, v);
+      }
+    }
+  }
+};
 __device__ __forceinline__ void store8(bf16* p, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(p) = pack(v);
 }

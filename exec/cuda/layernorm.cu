@@ -38,50 +38,29 @@ __global__ void __launch_bounds__(kWarps * 32)
   const float inv_h = 1.0f / static_cast<float>(h);
   float mean = 0.0f, var = 0.0f;
   if constexpr (kVpl > 0) {
-    // The row stays in registers as loaded (16-bit values packed two a register), unpacked where
-    // used: half the registers of floats, so more rows are in flight per SM.
-    Raw8<T> raw[kVpl];
-#pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) raw[i] = ld_raw8(xr + c);
-    }
+    WarpRow<T, kVpl> xw;  // the row as loaded: more rows in flight per SM than as floats
+    xw.load(xr, h, lane);
     float s = 0.0f;
+    xw.each(h, lane, [&](int64_t, const float(&v)[8]) {
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      if ((lane + 32 * i) * 8 < h) {
-        float v[8];
-        unpack8(raw[i], v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) s += v[j];
-      }
-    }
+      for (int j = 0; j < 8; ++j) s += v[j];
+    });
     mean = warp_sum(s) * inv_h;
     float q = 0.0f;
+    xw.each(h, lane, [&](int64_t, const float(&v)[8]) {
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      if ((lane + 32 * i) * 8 < h) {
-        float v[8];
-        unpack8(raw[i], v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) q += (v[j] - mean) * (v[j] - mean);
-      }
-    }
+      for (int j = 0; j < 8; ++j) q += (v[j] - mean) * (v[j] - mean);
+    });
     var = warp_sum(q) * inv_h;
     const float rstd = rsqrtf(var + eps);
+    xw.each(h, lane, [&](int64_t c, const float(&v)[8]) {
+      float g[8], b[8], o[8];
+      load8(gamma + c, g);
+      load8(beta + c, b);
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int c = (lane + 32 * i) * 8;
-      if (c < h) {
-        float v[8], g[8], b[8], o[8];
-        unpack8(raw[i], v);
-        load8(gamma + c, g);
-        load8(beta + c, b);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) o[j] = (v[j] - mean) * rstd * g[j] + b[j];
-        store8(yr + c, o);
-      }
-    }
+      for (int j = 0; j < 8; ++j) o[j] = (v[j] - mean) * rstd * g[j] + b[j];
+      store8(yr + c, o);
+    });
     if (lane == 0) {
       mean_out[row] = mean;
       rstd_out[row] = rstd;

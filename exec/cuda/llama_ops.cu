@@ -28,36 +28,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const T* xr = x + r * h;
   float ss = 0;
   if constexpr (kVpl > 0) {
-    Raw8<T> raw[kVpl];
+    WarpRow<T, kVpl> xw;
+    xw.load(xr, h, lane);
+    xw.each(h, lane, [&](int64_t, const float(&v)[8]) {
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int64_t c = (lane + 32 * i) * 8;
-      if (c < h) raw[i] = ld_raw8(xr + c);
-    }
-#pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      if ((lane + 32 * i) * 8 < h) {
-        float v[8];
-        unpack8(raw[i], v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
-      }
-    }
+      for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+    });
     ss = warp_sum(ss);
     const float rs = rsqrtf(ss / static_cast<float>(h) + eps);
     if (lane == 0) rstd[r] = rs;
+    xw.each(h, lane, [&](int64_t c, const float(&v)[8]) {
+      float w[8], o[8];
+      load8(g + c, w);
 #pragma unroll
-    for (int i = 0; i < kVpl; ++i) {
-      const int64_t c = (lane + 32 * i) * 8;
-      if (c < h) {
-        float v[8], w[8];
-        unpack8(raw[i], v);
-        load8(g + c, w);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = v[j] * rs * w[j];
-        store8(y + r * h + c, v);
-      }
-    }
+      for (int j = 0; j < 8; ++j) o[j] = v[j] * rs * w[j];
+      store8(y + r * h + c, o);
+    });
   } else {
     for (int64_t c = lane * 8; c < h; c += 32 * 8) {
       float v[8];
