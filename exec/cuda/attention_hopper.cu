@@ -449,8 +449,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // The SM count the backward's plan (hopper_bwd_chunks) assumes, an H100's or H200's, so that the
 // plan and the results depend on the shape only; another count changes only the speed.
 constexpr int64_t kHopperBwdSlots = 132;
-constexpr int kBwdN = 128;          // keys per key block (64 per warpgroup)
-constexpr int kBwdM = 64;           // queries per step
+constexpr int kBwdN = 128;  // keys per key block (64 per warpgroup)
+constexpr int kBwdM = 64;   // queries per step
+// Query steps of a sequence of s rows (the last one partial where kBwdM does not divide s).
+__host__ __device__ constexpr int bwd_query_steps(int s) { return (s + kBwdM - 1) / kBwdM; }
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
 constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
@@ -627,7 +629,7 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
                             const Dims& dm, int* counter, const float* lse, const float* dsum) {
   using S = BwdSmem<D>;
   const int lane = threadIdx.x & 31;
-  const int s = dm.s, n_q = (s + kBwdM - 1) / kBwdM;
+  const int s = dm.s, n_q = bwd_query_steps(s);
   int ctr = 0;
   for (int n = 0;; ++n) {
     int t = 0;
@@ -752,7 +754,7 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
   constexpr int kHalf = kBwdM * 64;  // floats of 64 columns of a tile
   const int ft = static_cast<int>(threadIdx.x) - 64;
   const bool leader = ft == 0;
-  const int n_q = (dm.s + kBwdM - 1) / kBwdM;
+  const int n_q = bwd_query_steps(dm.s);
   int loads = 0;
   for (int n = 0;; ++n) {
     mbar_wait(&bar.fin_full, n & 1);
@@ -800,7 +802,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
                             float scale) {
   using S = BwdSmem<D>;
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
-  const int s = dm.s, n_q = (s + kBwdM - 1) / kBwdM;
+  const int s = dm.s, n_q = bwd_query_steps(s);
   // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
   // alone) at D = 64.
   constexpr int kDqN = 64;
@@ -976,7 +978,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, tiles, work, dm,
                      counter, lse, dsum);
     } else if (warp == 1) {
-      bwd_write_dq<D>(sDq, bar, work.dq_part, sems, (dm.s + kBwdM - 1) / kBwdM);
+      bwd_write_dq<D>(sDq, bar, work.dq_part, sems, bwd_query_steps(dm.s));
     } else {
       bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale);
     }
@@ -1094,9 +1096,7 @@ int hopper_bwd_chunks(const AttentionShape& sh) {
 
 namespace {
 // The backward's dQ tiles: one per (batch, head, query step of kBwdM rows).
-int64_t bwd_dq_tiles(const AttentionShape& sh) {
-  return sh.b * sh.heads * ((sh.s + kBwdM - 1) / kBwdM);
-}
+int64_t bwd_dq_tiles(const AttentionShape& sh) { return sh.b * sh.heads * bwd_query_steps(sh.s); }
 }  // namespace
 
 int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
