@@ -379,7 +379,7 @@ void CudaBackend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tens
                                          Tensor rstd, Tensor dx, Tensor dgamma, Tensor dbeta,
                                          Tensor dres) {
   const int64_t h = gamma.numel();
-  if (!layernorm_backward_fuses_add(h, x.dtype, dy.data, x.data, gamma.data, dres.data)) {
+  if (!norm_backward_one_pass_fits(h, x.dtype, dy.data, x.data, gamma.data, dres.data)) {
     Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres);
     return;
   }

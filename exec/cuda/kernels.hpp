@@ -73,20 +73,20 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                const float* mean, const float* rstd, int64_t rows, int64_t h,
                                void* dx, float* dgamma, float* dbeta, void* scratch,
                                cudaStream_t stream);
-// Whether launch_layernorm_backward_add takes the one-pass path for this shape and these
-// pointers (else the caller runs launch_layernorm_backward and an add).
-bool layernorm_backward_fuses_add(int64_t h, DType t, const void* dy, const void* x,
-                                  const void* gamma, const void* dres);
-// dres = dres + bf16/f32-rounded dL/dx in the one-pass kernel (layernorm_backward_fuses_add).
+// Whether the one-pass backward (LayerNorm's or RMSNorm's) takes rows of h columns of t with
+// these pointers (out: dx or dres): 16-byte aligned, h % 8 == 0 and h within its register
+// budget. Else LayerNorm's add runs as launch_layernorm_backward and an add, and RMSNorm's
+// backward takes its two-kernel path.
+bool norm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
+                                 const void* gamma, const void* out);
+// dres = dres + bf16/f32-rounded dL/dx in the one-pass kernel (norm_backward_one_pass_fits).
 void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
                                    const float* mean, const float* rstd, int64_t rows, int64_t h,
                                    void* dres, float* dgamma, float* dbeta, void* scratch,
                                    cudaStream_t stream);
-// RMSNorm's backward on the same one-pass kernel (no mean, no dbeta), for the rows it takes:
-// 16-byte aligned pointers (out: dx or dres), h % 8 == 0 and h within its register budget.
-// dx = (resid ? resid + rounded dL/dx : dL/dx); resid may be dx itself. dgamma += its sums.
-bool rmsnorm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
-                                    const void* gamma, const void* out);
+// RMSNorm's backward on the same one-pass kernel (no mean, no dbeta), for the rows it takes
+// (norm_backward_one_pass_fits). dx = (resid ? resid + rounded dL/dx : dL/dx); resid may be dx
+// itself. dgamma += its sums.
 size_t rmsnorm_backward_one_pass_scratch_bytes(int64_t rows, int64_t h);
 void launch_rmsnorm_backward_one_pass(const void* dy, const void* x, const void* gamma, DType t,
                                       const float* rstd, int64_t rows, int64_t h, void* dx,

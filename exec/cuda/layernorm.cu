@@ -589,11 +589,11 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
                      stream);
 }
 
-bool layernorm_backward_fuses_add(int64_t h, DType t, const void* dy, const void* x,
-                                  const void* gamma, const void* dres) {
-  return ln_backward_plan(h, t,
-                          aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dres))
-      .fused;
+bool norm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
+                                 const void* gamma, const void* out) {
+  return h > 0 && h < (1 << 30) &&
+         ln_backward_plan(h, t, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(out))
+             .fused;
 }
 
 void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
@@ -608,21 +608,14 @@ size_t rmsnorm_backward_one_pass_scratch_bytes(int64_t rows, int64_t h) {
   return static_cast<size_t>(ln_parts(rows) * h) * sizeof(float);
 }
 
-bool rmsnorm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
-                                    const void* gamma, const void* out) {
-  return h > 0 && h < (1 << 30) &&
-         ln_backward_plan(h, t, aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(out))
-             .fused;
-}
-
 void launch_rmsnorm_backward_one_pass(const void* dy, const void* x, const void* gamma, DType t,
                                       const float* rstd, int64_t rows, int64_t h, void* dx,
                                       const void* resid, float* dgamma, void* scratch,
                                       cudaStream_t stream) {
   if (rows <= 0) return;
-  MPLAN_CHECK(rmsnorm_backward_one_pass_fits(h, t, dy, x, gamma, dx) &&
-                  (resid == nullptr || aligned16(resid)),
-              "rmsnorm: the one-pass backward does not take h=", h);
+  MPLAN_CHECK(
+      norm_backward_one_pass_fits(h, t, dy, x, gamma, dx) && (resid == nullptr || aligned16(resid)),
+      "rmsnorm: the one-pass backward does not take h=", h);
   const LnBackwardPlan plan = ln_backward_plan(h, t, true);
   norm_backward_one_pass<true>(dy, x, gamma, t, nullptr, rstd, rows, h, plan, dx, resid, dgamma,
                                nullptr, static_cast<float*>(scratch), nullptr, stream);

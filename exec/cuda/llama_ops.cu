@@ -314,7 +314,7 @@ void launch_rmsnorm_backward(const void* dy, const void* x, const void* gamma, D
                              float* dgamma, void* scratch, cudaStream_t stream) {
   if (rows <= 0) return;
   void* out = dres != nullptr ? dres : dx;
-  if (rmsnorm_backward_one_pass_fits(h, t, dy, x, gamma, out)) {
+  if (norm_backward_one_pass_fits(h, t, dy, x, gamma, out)) {
     launch_rmsnorm_backward_one_pass(dy, x, gamma, t, rstd, rows, h, out, dres, dgamma, scratch,
                                      stream);
     return;
