@@ -69,9 +69,13 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
 
 // out[c] += Σ_p partials[p][c]. A block takes 32 columns; its 8 warps sum fixed eighths of the
 // parts (each warp one column per lane, parts in order), then one lane per column adds the eight
-// eighths in order: a fixed order whatever the device, with every SM busy.
+// eighths in order: a fixed order whatever the device, with every SM busy. A lane issues
+// kFinBatch parts' loads before it adds any (in order, so the sums are those of the plain loop):
+// with one column per lane the grid is small (h / 32 blocks), and a load or two in flight a lane
+// left the pass waiting on memory latency.
 constexpr int kFinCols = 32;
 constexpr int kFinSlices = 8;
+constexpr int kFinBatch = 16;
 
 __global__ void __launch_bounds__(kFinCols* kFinSlices)
     column_finalize_kernel(const float* __restrict__ partials, int64_t parts, int64_t cols,
@@ -83,7 +87,15 @@ __global__ void __launch_bounds__(kFinCols* kFinSlices)
   const int64_t p0 = slice * per, p1 = min(parts, p0 + per);
   float s = 0.0f;
   if (c < cols) {
-    for (int64_t p = p0; p < p1; ++p) s += partials[p * cols + c];
+    int64_t p = p0;
+    for (; p + kFinBatch <= p1; p += kFinBatch) {
+      float v[kFinBatch];
+#pragma unroll
+      for (int k = 0; k < kFinBatch; ++k) v[k] = partials[(p + k) * cols + c];
+#pragma unroll
+      for (int k = 0; k < kFinBatch; ++k) s += v[k];
+    }
+    for (; p < p1; ++p) s += partials[p * cols + c];
   }
   slice_sum[slice][lane] = s;
   __syncthreads();
