@@ -17,7 +17,9 @@ int64_t Backend::attention_groups(const Tensor& qkv, int64_t s, int64_t b, int64
 }
 
 void Backend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
-                                     Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres) {
+                                     Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres,
+                                     Tensor dres_colsum) {
+  if (dres_colsum.data != nullptr) bias_grad_accumulate(dres, dres_colsum);
   layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   add(dres, dres, dx);
 }

@@ -157,9 +157,13 @@ class Backend {
                                   Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
   // dres = dres + dL/dx (the residual stream's gradient), dx rounded to the act dtype before the
   // add; dx: scratch of dres's shape, which a backend that fuses the add may leave untouched.
-  // The default runs layernorm_backward into dx, then add.
+  // With dres_colsum ((h) f32): also dres_colsum += the column sums of dres as it was before the
+  // add (the bias gradient of the row-parallel layer whose output gradient dres is), which a
+  // backend may take from the loads of its fused add. The default runs bias_grad_accumulate,
+  // layernorm_backward into dx, then add.
   virtual void layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
-                                      Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres);
+                                      Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres,
+                                      Tensor dres_colsum = {});
 
   // ---- Llama-family layers -------------------------------------------------------------------
   // RMSNorm: y = x · rstd · gamma with rstd(T) = 1 / sqrt(mean(x²) + eps) saved f32.

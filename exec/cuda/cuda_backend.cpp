@@ -377,19 +377,24 @@ void CudaBackend::layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor m
 
 void CudaBackend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean,
                                          Tensor rstd, Tensor dx, Tensor dgamma, Tensor dbeta,
-                                         Tensor dres) {
+                                         Tensor dres, Tensor dres_colsum) {
   const int64_t h = gamma.numel();
   if (!norm_backward_one_pass_fits(h, x.dtype, dy.data, x.data, gamma.data, dres.data)) {
-    Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres);
+    Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres,
+                                    dres_colsum);
     return;
   }
   // dL/dx goes into dres here: the checks take it in the place of dx.
   const int64_t rows = layernorm_backward_rows("layernorm_backward_add", dy, x, gamma, mean, rstd,
                                                dres, dgamma, dbeta);
+  const bool colsum = dres_colsum.data != nullptr;
+  MPLAN_CHECK(!colsum || (dres_colsum.numel() == h && dres_colsum.dtype == DType::kF32),
+              "layernorm_backward_add: dres_colsum ", shape_str(dres_colsum), " for h ", h);
   void* s = scratch(layernorm_backward_scratch_bytes(rows, h));
   launch_layernorm_backward_add(dy.data, x.data, gamma.data, x.dtype, mean.as<float>(),
                                 rstd.as<float>(), rows, h, dres.data, dgamma.as<float>(),
-                                dbeta.as<float>(), s, compute_);
+                                dbeta.as<float>(), colsum ? dres_colsum.as<float>() : nullptr, s,
+                                compute_);
 }
 
 // ---- Llama-family layers ------------------------------------------------------------------------

@@ -63,7 +63,8 @@ class CudaBackend final : public Backend {
   void layernorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd, Tensor dx,
                           Tensor dgamma, Tensor dbeta) override;
   void layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
-                              Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres) override;
+                              Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres,
+                              Tensor dres_colsum = {}) override;
 
   void rmsnorm_forward(Tensor x, Tensor gamma, float eps, Tensor y, Tensor rstd) override;
   void rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,

@@ -79,11 +79,13 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
 // backward takes its two-kernel path.
 bool norm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
                                  const void* gamma, const void* out);
-// dres = dres + bf16/f32-rounded dL/dx in the one-pass kernel (norm_backward_one_pass_fits).
+// dres = dres + bf16/f32-rounded dL/dx in the one-pass kernel (norm_backward_one_pass_fits);
+// with dres_colsum (h f32, may be null), also dres_colsum += the column sums of dres as it was
+// before the add, from the values the kernel loads anyway.
 void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
                                    const float* mean, const float* rstd, int64_t rows, int64_t h,
-                                   void* dres, float* dgamma, float* dbeta, void* scratch,
-                                   cudaStream_t stream);
+                                   void* dres, float* dgamma, float* dbeta, float* dres_colsum,
+                                   void* scratch, cudaStream_t stream);
 // RMSNorm's backward on the same one-pass kernel (no mean, no dbeta), for the rows it takes
 // (norm_backward_one_pass_fits). dx = (resid ? resid + rounded dL/dx : dL/dx); resid may be dx
 // itself. dgamma += its sums.

@@ -157,29 +157,42 @@ constexpr int kLnPipelinedBlocksPerSm = 2;
 //
 // kRms: RMSNorm's backward on the same loops (mean_in and pb unused): xhat = x·rstd, no c1 term,
 // no dbeta; dx = rstd·(g - xhat·c2), the same value as rstd·g - rstd³·x·mean(g·x).
-template <class T, int kVpl, int W, bool kRms>
+// kResSum (with resid): also the column sums of resid as loaded, before the add, into partials
+// pr (the bias gradient of the row-parallel layer whose output gradient resid is). Those sums
+// are kept in shared memory, one row of h per group (registers are full at 2 blocks per SM), and
+// added in group order at the end of a part.
+template <class T, int kVpl, int W, bool kRms, bool kResSum = false>
 __global__ void __launch_bounds__(kWarps * 32,
                                   ln_fused_pipelined<T, kVpl>() ? kLnPipelinedBlocksPerSm : 0)
     ln_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                              const T* __restrict__ gamma, const float* __restrict__ mean_in,
                              const float* __restrict__ rstd_in, T* dx, const T* resid, int64_t rows,
                              int h, int64_t rows_per_part, int64_t parts, float* __restrict__ pg,
-                             float* __restrict__ pb) {
+                             float* __restrict__ pb, float* __restrict__ pr) {
   constexpr int G = kWarps / W;  // row groups per block
   static_assert(kWarps % W == 0, "W must divide kWarps");
   extern __shared__ __align__(16) unsigned char smem[];
   float* sum_g = reinterpret_cast<float*>(smem);  // h
   float* sum_b = sum_g + h;                       // h (LayerNorm only)
+  float* res_acc = sum_g + (kRms ? 1 : 2) * h;    // G × h (kResSum only): resid's column sums
   __shared__ float red[2][G][W][2];               // per-row sums, double-buffered by parity
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int grp = warp / W, wi = warp % W;
   const int glane = wi * 32 + lane;
   const float inv_h = 1.0f / static_cast<float>(h);
   float ag[kVpl][8], ab[kVpl][8];
+  // (res_acc: each thread clears what it reads at the end of a part; a barrier follows.)
+  const auto clear_sums = [&] {
 #pragma unroll
-  for (int i = 0; i < kVpl; ++i)
+    for (int i = 0; i < kVpl; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
+      for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
+  };
+  clear_sums();
+  if constexpr (kResSum) {
+    for (int c = threadIdx.x; c < G * h; c += kWarps * 32) res_acc[c] = 0.0f;
+    __syncthreads();
+  }
   // Adds the groups' column sums in group order and writes them as part p's partials.
   const auto write_partials = [&](int64_t p) {
     for (int q = 0; q < G; ++q) {
@@ -200,6 +213,15 @@ __global__ void __launch_bounds__(kWarps * 32,
     for (int c = threadIdx.x; c < h; c += kWarps * 32) {
       pg[p * h + c] = sum_g[c];
       if constexpr (!kRms) pb[p * h + c] = sum_b[c];
+      if constexpr (kResSum) {
+        float r = res_acc[c];
+        res_acc[c] = 0.0f;
+        for (int q = 1; q < G; ++q) {
+          r += res_acc[q * h + c];
+          res_acc[q * h + c] = 0.0f;
+        }
+        pr[p * h + c] = r;
+      }
     }
   };
   // The arithmetic of a row, the same on both loops below. Over the 8 columns of the lane's
@@ -250,8 +272,16 @@ __global__ void __launch_bounds__(kWarps * 32,
       }
     }
   };
-  // With resid: dx = resid + dL/dx rounded to T.
-  const auto add_resid = [&](const float(&rv)[8], float(&o)[8]) {
+  // With resid: dx = resid + dL/dx rounded to T (kResSum: resid's 8 columns at c added into
+  // this group's row of res_acc; the group's lanes own distinct columns).
+  const auto add_resid = [&](int c, const float(&rv)[8], float(&o)[8]) {
+    if constexpr (kResSum) {
+      float4* a = reinterpret_cast<float4*>(res_acc + grp * h + c);
+      float4 lo = a[0], hi = a[1];
+      lo.x += rv[0], lo.y += rv[1], lo.z += rv[2], lo.w += rv[3];
+      hi.x += rv[4], hi.y += rv[5], hi.z += rv[6], hi.w += rv[7];
+      a[0] = lo, a[1] = hi;
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) o[j] = rv[j] + to_f32(from_f32<T>(o[j]));
   };
@@ -287,7 +317,7 @@ __global__ void __launch_bounds__(kWarps * 32,
         if (resid != nullptr) {
           float rv[8];
           res(i, c, rv);
-          add_resid(rv, o);
+          add_resid(c, rv, o);
         }
         store8(dx + row * h + c, o);
       }
@@ -350,10 +380,7 @@ __global__ void __launch_bounds__(kWarps * 32,
       if (np != p) {  // part p is done
         write_partials(p);
         if (np >= parts) break;
-#pragma unroll
-        for (int i = 0; i < kVpl; ++i)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) ag[i][j] = ab[i][j] = 0.0f;
+        clear_sums();
         __syncthreads();  // the next part's write_partials overwrites sum_g, sum_b
       }
       cur = nxt;
@@ -482,7 +509,7 @@ void dispatch_w(int w, F&& f) {
 }  // namespace
 
 size_t layernorm_backward_scratch_bytes(int64_t rows, int64_t h) {
-  return 2 * static_cast<size_t>(ln_parts(rows) * h) * sizeof(float);
+  return 3 * static_cast<size_t>(ln_parts(rows) * h) * sizeof(float);  // dgamma, dbeta, resid's
 }
 
 namespace {
@@ -501,12 +528,16 @@ LnBackwardPlan ln_backward_plan(int64_t h, DType t, bool vec) {
 }
 
 // The one-pass kernel over rows the plan takes (plan.fused): LayerNorm with mean and dbeta, or
-// RMSNorm (kRms: mean and dbeta null). Its partials: pg, pb of ln_parts(rows) × h floats.
+// RMSNorm (kRms: mean and dbeta null). Its partials: pg, pb, pr of ln_parts(rows) × h floats.
+// With dres_colsum (LayerNorm with resid only), also dres_colsum += the column sums of resid.
 template <bool kRms>
 void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DType t,
                             const float* mean, const float* rstd, int64_t rows, int64_t h,
                             const LnBackwardPlan& plan, void* dx, const void* resid, float* dgamma,
-                            float* dbeta, float* pg, float* pb, cudaStream_t stream) {
+                            float* dbeta, float* dres_colsum, float* pg, float* pb, float* pr,
+                            cudaStream_t stream) {
+  MPLAN_CHECK(dres_colsum == nullptr || (!kRms && resid != nullptr),
+              "norm backward: resid's column sums need LayerNorm with a residual");
   const int64_t parts = ln_parts(rows);
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   dispatch_act(t, [&](auto tag) {
@@ -516,8 +547,12 @@ void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DT
       dispatch_vpl(plan.h_per_warp, true, [&](auto vpl) {
         constexpr int kVpl = decltype(vpl)::value;
         if constexpr (kVpl > 0 && (sizeof(T) == 2 || kVpl <= 4) && (W > 1 || kVpl <= 2)) {
-          const auto kernel = ln_backward_fused_kernel<T, kVpl, W, kRms>;
-          const int smem = static_cast<int>((kRms ? 1 : 2) * h * sizeof(float));
+          auto kernel = ln_backward_fused_kernel<T, kVpl, W, kRms, false>;
+          if constexpr (!kRms) {
+            if (dres_colsum != nullptr) kernel = ln_backward_fused_kernel<T, kVpl, W, kRms, true>;
+          }
+          const int smem = static_cast<int>(
+              ((kRms ? 1 : 2) + (dres_colsum != nullptr ? kWarps / W : 0)) * h * sizeof(float));
           if (smem > 48 * 1024) {
             MPLAN_CUDA_CHECK(
                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -534,7 +569,7 @@ void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DT
           kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
               static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
               mean, rstd, static_cast<T*>(dx), static_cast<const T*>(resid), rows,
-              static_cast<int>(h), rows_per_part, parts, pg, pb);
+              static_cast<int>(h), rows_per_part, parts, pg, pb, pr);
         }
       });
     });
@@ -542,12 +577,13 @@ void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DT
   MPLAN_CUDA_LAUNCH_CHECK();
   launch_column_partials_finalize(pg, parts, h, dgamma, stream);
   if (!kRms) launch_column_partials_finalize(pb, parts, h, dbeta, stream);
+  if (dres_colsum != nullptr) launch_column_partials_finalize(pr, parts, h, dres_colsum, stream);
 }
 
 void layernorm_backward(const void* dy, const void* x, const void* gamma, DType t,
                         const float* mean, const float* rstd, int64_t rows, int64_t h, void* dx,
-                        const void* resid, float* dgamma, float* dbeta, void* scratch,
-                        cudaStream_t stream) {
+                        const void* resid, float* dgamma, float* dbeta, float* dres_colsum,
+                        void* scratch, cudaStream_t stream) {
   if (rows <= 0) return;
   MPLAN_CHECK(h > 0 && h < (1 << 30), "layernorm: h=", h);
   const bool vec = aligned16(dy) && aligned16(x) && aligned16(gamma) && aligned16(dx) &&
@@ -556,11 +592,12 @@ void layernorm_backward(const void* dy, const void* x, const void* gamma, DType 
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* pg = static_cast<float*>(scratch);
   float* pb = pg + parts * h;
+  float* pr = pb + parts * h;
   const LnBackwardPlan plan = ln_backward_plan(h, t, vec);
   MPLAN_CHECK(plan.fused || resid == nullptr, "layernorm: the residual add needs the fused path");
   if (plan.fused) {
     norm_backward_one_pass<false>(dy, x, gamma, t, mean, rstd, rows, h, plan, dx, resid, dgamma,
-                                  dbeta, pg, pb, stream);
+                                  dbeta, dres_colsum, pg, pb, pr, stream);
     return;
   }
   dispatch_act(t, [&](auto tag) {
@@ -585,8 +622,8 @@ void launch_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                const float* mean, const float* rstd, int64_t rows, int64_t h,
                                void* dx, float* dgamma, float* dbeta, void* scratch,
                                cudaStream_t stream) {
-  layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dx, nullptr, dgamma, dbeta, scratch,
-                     stream);
+  layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dx, nullptr, dgamma, dbeta, nullptr,
+                     scratch, stream);
 }
 
 bool norm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void* x,
@@ -598,10 +635,10 @@ bool norm_backward_one_pass_fits(int64_t h, DType t, const void* dy, const void*
 
 void launch_layernorm_backward_add(const void* dy, const void* x, const void* gamma, DType t,
                                    const float* mean, const float* rstd, int64_t rows, int64_t h,
-                                   void* dres, float* dgamma, float* dbeta, void* scratch,
-                                   cudaStream_t stream) {
-  layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dres, dres, dgamma, dbeta, scratch,
-                     stream);
+                                   void* dres, float* dgamma, float* dbeta, float* dres_colsum,
+                                   void* scratch, cudaStream_t stream) {
+  layernorm_backward(dy, x, gamma, t, mean, rstd, rows, h, dres, dres, dgamma, dbeta, dres_colsum,
+                     scratch, stream);
 }
 
 size_t rmsnorm_backward_one_pass_scratch_bytes(int64_t rows, int64_t h) {
@@ -618,7 +655,8 @@ void launch_rmsnorm_backward_one_pass(const void* dy, const void* x, const void*
       "rmsnorm: the one-pass backward does not take h=", h);
   const LnBackwardPlan plan = ln_backward_plan(h, t, true);
   norm_backward_one_pass<true>(dy, x, gamma, t, nullptr, rstd, rows, h, plan, dx, resid, dgamma,
-                               nullptr, static_cast<float*>(scratch), nullptr, stream);
+                               nullptr, nullptr, static_cast<float*>(scratch), nullptr, nullptr,
+                               stream);
 }
 
 }  // namespace mplan::exec::cuda

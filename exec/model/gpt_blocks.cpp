@@ -196,11 +196,15 @@ void GptBlocks::norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tens
 }
 
 void GptBlocks::norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd,
-                                  Tensor dres) {
-  if (d_.rmsnorm)
+                                  Tensor dres, int dres_bias) {
+  const Tensor colsum = dres_bias >= 0 ? grad(dres_bias) : Tensor{};
+  if (d_.rmsnorm) {
+    if (dres_bias >= 0) be_.bias_grad_accumulate(dres, colsum);
     be_.rmsnorm_backward_add(dy, x, weight(w), rstd, ws_.d_norm, grad(w), dres);
-  else
-    be_.layernorm_backward_add(dy, x, weight(w), mean, rstd, ws_.d_norm, grad(w), grad(b), dres);
+  } else {
+    be_.layernorm_backward_add(dy, x, weight(w), mean, rstd, ws_.d_norm, grad(w), grad(b), dres,
+                               colsum);
+  }
 }
 
 Tensor GptBlocks::gemm_bias(int b) const { return b >= 0 ? weight(b) : Tensor{}; }
@@ -295,12 +299,13 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   op_start();
   // d_res holds dL/d(output). MLP: out = x_mid + fc2(act(fc1(norm2(x_mid)))).
   Tensor d_out = gather_sequence(d_res, ws_.d_gathered);  // (s, b, h), once for both GEMMs
+  // (Unsplit, fc2's and proj's bias gradients are taken by the next norm's backward, which
+  // reads d_res anyway.)
   if (split) {
     be_.copy(dy.d_fc2, d_res);
     op_done("copy");
   } else {
-    row_weight_grad(d_res, d_out, w.fc1_act, p.fc2_w, p.fc2_b, "fc2_wgrad");
-    mark(sync, p.fc2_b);
+    row_weight_grad(d_res, d_out, w.fc1_act, p.fc2_w, -1, "fc2_wgrad");
     mark(sync, p.fc2_w);
   }
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
@@ -315,10 +320,11 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   be_.gemm(gemm_args(false, false, T, h, d_.fc1_local()), d_pre, weight(p.fc1_w), ws_.partial);
   op_done("fc1_dgrad");
   Tensor dy2 = reduce_partial(ws_.partial, ws_.reduced);
-  norm_backward_add(dy2, m.x_mid, p.ln2_w, p.ln2_b, m.ln2_mean, m.ln2_rstd,
-                    d_res);  // d_res: dL/dx_mid
+  norm_backward_add(dy2, m.x_mid, p.ln2_w, p.ln2_b, m.ln2_mean, m.ln2_rstd, d_res,
+                    split ? -1 : p.fc2_b);  // d_res: dL/dx_mid
   op_done("pre_mlp_norm_bwd");
   if (!split) {
+    mark(sync, p.fc2_b);
     mark(sync, p.ln2_b);
     mark(sync, p.ln2_w);
   }
@@ -328,8 +334,7 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     be_.copy(dy.d_proj, d_res);
     op_done("copy");
   } else {
-    row_weight_grad(d_res, d_out, w.ctx, p.proj_w, p.proj_b, "proj_wgrad");
-    mark(sync, p.proj_b);
+    row_weight_grad(d_res, d_out, w.ctx, p.proj_w, -1, "proj_wgrad");
     mark(sync, p.proj_w);
   }
   row_input_grad(d_out, p.proj_w, ws_.d_ctx, "proj_dgrad");
@@ -357,10 +362,11 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   be_.gemm(gemm_args(false, false, T, h, qkv_cols), d_qkv, weight(p.qkv_w), ws_.partial);
   op_done("qkv_dgrad");
   Tensor dy1 = reduce_partial(ws_.partial, ws_.reduced);
-  norm_backward_add(dy1, r.x, p.ln1_w, p.ln1_b, m.ln1_mean, m.ln1_rstd,
-                    d_res);  // d_res: dL/dx
+  norm_backward_add(dy1, r.x, p.ln1_w, p.ln1_b, m.ln1_mean, m.ln1_rstd, d_res,
+                    split ? -1 : p.proj_b);  // d_res: dL/dx
   op_done("input_norm_bwd");
   if (!split) {
+    mark(sync, p.proj_b);
     mark(sync, p.ln1_b);
     mark(sync, p.ln1_w);
   }

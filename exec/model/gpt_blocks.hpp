@@ -108,7 +108,11 @@ class GptBlocks {
   void row_forward(Tensor x, int w, int b, Tensor resid, Tensor out, const char* name);
   // The norm of the model (LayerNorm or RMSNorm; b, mean unused with RMSNorm).
   void norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tensor rstd);
-  void norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd, Tensor dres);
+  // dres += the norm's input gradient; with dres_bias >= 0, that bias's gradient += the column
+  // sums of dres as it came in (the row-parallel layer before the norm's output gradient), which
+  // the fused LayerNorm backward takes from its own loads.
+  void norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd, Tensor dres,
+                         int dres_bias = -1);
   Tensor gemm_bias(int b) const;  // the bias view, or empty without biases
   // Core attention on the layer's packed QKV (grouped-query: over K, V expanded per head), and
   // its backward into d_qkv, the gradient of the QKV GEMM's output (RoPE undone).

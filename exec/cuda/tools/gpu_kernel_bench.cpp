@@ -240,6 +240,9 @@ void bench_memory_bound(Bench& b) {
     Tensor dres = b.rand(bf, {kT, kH});
     b.add("layernorm bwd + residual add (fused)", dims({kT, kH}), 0, 4 * kT * kH * e,
           [&] { g.layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dg, db, dres); });
+    Tensor dbias = b.rand(DType::kF32, {kH});
+    b.add("layernorm bwd + residual add + its column sums", dims({kT, kH}), 0, 4 * kT * kH * e,
+          [&] { g.layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dg, db, dres, dbias); });
     // RMSNorm (the Llama-family norm) at the same shape: its backward on the same one-pass kernel.
     b.add("rmsnorm fwd", dims({kT, kH}), 0, 2 * kT * kH * e,
           [&] { g.rmsnorm_forward(x, gamma, 1e-5f, y, rstd); });
@@ -247,7 +250,7 @@ void bench_memory_bound(Bench& b) {
           [&] { g.rmsnorm_backward(dy, x, gamma, rstd, dx, dg); });
     b.add("rmsnorm bwd + residual add (fused)", dims({kT, kH}), 0, 4 * kT * kH * e,
           [&] { g.rmsnorm_backward_add(dy, x, gamma, rstd, dx, dg, dres); });
-    for (Tensor* t : {&x, &y, &gamma, &beta, &mean, &rstd, &dy, &dx, &dg, &db, &dres})
+    for (Tensor* t : {&x, &y, &gamma, &beta, &mean, &rstd, &dy, &dx, &dg, &db, &dres, &dbias})
       g.release(*t);
   }
   {

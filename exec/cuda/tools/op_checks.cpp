@@ -376,7 +376,26 @@ bool OpChecker::layernorm(int64_t rows, int64_t h, DType act) {
   ok = bitwise_same("layernorm_backward_add" + sfx + ": dgamma = unfused", fused_dg,
                     read_gpu(dgamma)) &&
        ok;
-  for (Pair* p : {&x, &gamma, &beta, &y, &mean, &rstd, &dy, &dx, &dgamma, &dbeta, &dres})
+
+  // With dres's column sums (the row-parallel bias gradient) from the same pass: against the CPU
+  // (bias_grad_accumulate, then the backward) and, for dres and dgamma, the same bits as without.
+  Pair dbias = random_pair(DType::kF32, {h});
+  set(dres, dres0);
+  set(dgamma, dg0);
+  set(dbeta, db0);
+  gpu_.layernorm_backward_add(dy.gpu, x.gpu, gamma.gpu, mean.gpu, rstd.gpu, dx.gpu, dgamma.gpu,
+                              dbeta.gpu, dres.gpu, dbias.gpu);
+  cpu_.layernorm_backward_add(dy.cpu, x.cpu, gamma.cpu, mean.cpu, rstd.cpu, dx.cpu, dgamma.cpu,
+                              dbeta.cpu, dres.cpu, dbias.cpu);
+  ok = compare("layernorm_backward_add + colsum" + sfx + ": dbias", dbias, kF32AccTol) && ok;
+  ok = compare("layernorm_backward_add + colsum" + sfx + ": dbeta", dbeta, kF32AccTol) && ok;
+  ok = bitwise_same("layernorm_backward_add + colsum" + sfx + ": dres = without", fused,
+                    read_gpu(dres)) &&
+       ok;
+  ok = bitwise_same("layernorm_backward_add + colsum" + sfx + ": dgamma = without", fused_dg,
+                    read_gpu(dgamma)) &&
+       ok;
+  for (Pair* p : {&x, &gamma, &beta, &y, &mean, &rstd, &dy, &dx, &dgamma, &dbeta, &dres, &dbias})
     release(*p);
   return ok;
 }
