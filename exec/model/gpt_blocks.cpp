@@ -114,14 +114,9 @@ void GptBlocks::row_forward(Tensor x, int w, int b, Tensor resid, Tensor out, co
   op_done("residual_add");
 }
 
-void GptBlocks::row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int b,
-                                const char* name) {
+void GptBlocks::row_weight_grad(Tensor dy, Tensor x, int w, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
-  if (b >= 0) {
-    be_.bias_grad_accumulate(dy_shard, grad(b));
-    op_done("bias_grad");
-  }
   be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
   op_done(name);
 }
@@ -299,13 +294,14 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   op_start();
   // d_res holds dL/d(output). MLP: out = x_mid + fc2(act(fc1(norm2(x_mid)))).
   Tensor d_out = gather_sequence(d_res, ws_.d_gathered);  // (s, b, h), once for both GEMMs
-  // (Unsplit, fc2's and proj's bias gradients are taken by the next norm's backward, which
-  // reads d_res anyway.)
+  // fc2's and proj's bias gradients are taken by the next norm's backward, which reads d_res
+  // anyway (also when B and W are split: the same sums, so the split run stays bitwise the plain
+  // one).
   if (split) {
     be_.copy(dy.d_fc2, d_res);
     op_done("copy");
   } else {
-    row_weight_grad(d_res, d_out, w.fc1_act, p.fc2_w, -1, "fc2_wgrad");
+    row_weight_grad(d_out, w.fc1_act, p.fc2_w, "fc2_wgrad");
     mark(sync, p.fc2_w);
   }
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
@@ -321,7 +317,7 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   op_done("fc1_dgrad");
   Tensor dy2 = reduce_partial(ws_.partial, ws_.reduced);
   norm_backward_add(dy2, m.x_mid, p.ln2_w, p.ln2_b, m.ln2_mean, m.ln2_rstd, d_res,
-                    split ? -1 : p.fc2_b);  // d_res: dL/dx_mid
+                    p.fc2_b);  // d_res: dL/dx_mid
   op_done("pre_mlp_norm_bwd");
   if (!split) {
     mark(sync, p.fc2_b);
@@ -334,7 +330,7 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     be_.copy(dy.d_proj, d_res);
     op_done("copy");
   } else {
-    row_weight_grad(d_res, d_out, w.ctx, p.proj_w, -1, "proj_wgrad");
+    row_weight_grad(d_out, w.ctx, p.proj_w, "proj_wgrad");
     mark(sync, p.proj_w);
   }
   row_input_grad(d_out, p.proj_w, ws_.d_ctx, "proj_dgrad");
@@ -363,7 +359,7 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   op_done("qkv_dgrad");
   Tensor dy1 = reduce_partial(ws_.partial, ws_.reduced);
   norm_backward_add(dy1, r.x, p.ln1_w, p.ln1_b, m.ln1_mean, m.ln1_rstd, d_res,
-                    split ? -1 : p.proj_b);  // d_res: dL/dx
+                    p.proj_b);  // d_res: dL/dx
   op_done("input_norm_bwd");
   if (!split) {
     mark(sync, p.proj_b);
@@ -379,8 +375,8 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   layer_ = r.layer;
   op_start();
-  row_weight_grad(dy.d_fc2, gather_sequence(dy.d_fc2, ws_.d_gathered), w.fc1_act, p.fc2_w, p.fc2_b,
-                  "fc2_wgrad");
+  // (fc2's and proj's bias gradients came with B's norm backwards.)
+  row_weight_grad(gather_sequence(dy.d_fc2, ws_.d_gathered), w.fc1_act, p.fc2_w, "fc2_wgrad");
   if (p.fc1_b >= 0) {
     be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
     op_done("bias_grad");
@@ -388,8 +384,7 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
   op_done("fc1_wgrad");
-  row_weight_grad(dy.d_proj, gather_sequence(dy.d_proj, ws_.d_gathered), w.ctx, p.proj_w, p.proj_b,
-                  "proj_wgrad");
+  row_weight_grad(gather_sequence(dy.d_proj, ws_.d_gathered), w.ctx, p.proj_w, "proj_wgrad");
   if (p.qkv_b >= 0) {
     be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
     op_done("bias_grad");

@@ -120,9 +120,10 @@ class GptBlocks {
   void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
   void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
                       bool bias_grad);
-  // Row-parallel weight gradients from the output gradient: its shard dy_shard (s_l, b, h) for
-  // the bias, the gathered dy (s, b, h; the shard itself without sequence parallelism).
-  void row_weight_grad(Tensor dy_shard, Tensor dy, Tensor x, int w, int b, const char* name);
+  // A row-parallel weight gradient from the gathered output gradient dy (s, b, h; the shard
+  // itself without sequence parallelism). (Its bias gradient comes with the next norm's backward:
+  // norm_backward_add.)
+  void row_weight_grad(Tensor dy, Tensor x, int w, const char* name);
   // Row-parallel input gradient: dx = dy · W, dy gathered; the epilogue (kDGelu: with aux) per
   // Backend::gemm.
   void row_input_grad(Tensor dy, int w, Tensor dx, const char* name, Epilogue e = Epilogue::kNone,

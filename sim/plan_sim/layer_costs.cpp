@@ -299,11 +299,8 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
     b_pass.add(dgrad_name, Cat::kCompute, dgrad);
   }
   if (split && c.d.exec && c.d.sp) w_pass.add(ag_name, Cat::kTp, ag, true);
-  // The bias gradient, column sums of this rank's output gradient: a kernel of its own when B
-  // and W are split; else the next norm's backward sums the residual gradient it reads anyway.
-  if (c.d.exec && c.d.bias && split)
-    w_pass.add("bias_grad", Cat::kCompute,
-               c.kern(MemKernel::kBiasGrad, c.tokens_r(), c.dbl(c.d.h), c.x_bytes()));
+  // (The executor's bias gradient, column sums of this rank's output gradient, comes with the
+  // next norm's backward, which reads that gradient anyway.)
   w_pass.add(wgrad_name, Cat::kCompute, c.gemm(in_width, c.d.h, tokens, GemmPass::kWeightGrad));
 }
 
