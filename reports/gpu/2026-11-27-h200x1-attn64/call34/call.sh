@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The head-dim-64 forward on 192-row tiles (three consumer warpgroups): build; every gpu test;
 # checks; the attention bench with this tree and with b9bf2a4's attention_hopper.cu (carry/base),
-# each rebuilt into the same build, twice alternating; GPT and Llama beside torch.compile.
+# each rebuilt into the same build, twice alternating; Nsight Compute on the head-dim-64 kernels
+# (the first launch of each, at b4 s2048 h32 d64); GPT and Llama beside torch.compile.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPLAN_EXEC_GOLDEN="$PWD/tests/exec/oracle/golden.json"
@@ -30,6 +31,11 @@ done
 cat $o/attention.txt
 cp /tmp/attn_tree.cu exec/cuda/attention_hopper.cu
 cmake --build build-gpu -j16 --target mplan mplan_gpu_bench > /tmp/l/b2.log 2>&1 || tail -5 /tmp/l/b2.log
+ncu=/usr/local/cuda/bin/ncu; [ -x $ncu ] || ncu=$(command -v ncu)
+for k in fwd bwd; do
+  timeout 150 $ncu --kernel-name-base demangled -k "regex:hopper_${k}_kernel<64>" --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy $b --no-checks --only attention > $o/ncu-$k.txt 2>&1
+  echo "ncu $k rc $?: $(grep -c . $o/ncu-$k.txt) lines"
+done
 cp build-gpu/cli/mplan build-gpu/bin/
 nvidia-smi dmon -s pc -d 1 -o T > /tmp/l/dmon.txt 2>&1 &
 dm=$!
