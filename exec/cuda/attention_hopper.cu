@@ -7,8 +7,8 @@
 // dims 64 and 128. Compiled for sm_90a only; attention.cu calls it on devices of compute
 // capability 9.0 and keeps its mma.sync kernels for the others (and as MPLAN_ATTENTION=flash2).
 //
-// Forward: a persistent grid; a tile is 64 query rows per consumer (two consumers at head dim
-// 128, three at 64: FwdCfg) that walk key blocks of 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
+// Forward: a persistent grid; a tile is 128 query rows (64 per consumer) that walk key blocks of
+// 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
 // O += P·V with P as the register A operand and V read N-major. Tiles go in sections of heads
 // whose K and V fit in L2 (fwd_tile).
 // Backward: a persistent grid whose blocks take tiles from a counter, in sections of head sets
@@ -51,8 +51,7 @@ using attention_layout::FwdTileOrder;
 using attention_layout::kLn2;
 using attention_layout::kLog2e;
 using attention_layout::Plane;
-// The backward (and the forward at head dim 128): a producer warpgroup and two consumer
-// warpgroups per block, one block per SM.
+// Both kernels: a producer warpgroup and two consumer warpgroups per block, one block per SM.
 constexpr int kThreads = 384;
 constexpr int kConsumerWarps = 8;  // what the "empty" barriers count
 
@@ -98,44 +97,29 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 
 // ------------------------------------------------------------------------------------------
 // Forward, warp-specialised and persistent (FlashAttention-3's structure). min(tiles, SMs)
-// blocks of FwdCfg::kThreads walk the tiles (b·heads × query blocks of FwdCfg::kM, in fwd_tile's
-// order, dealt in snake order: fwd_tile_index). Warpgroup 0 is the producer: one
+// blocks of 384 threads walk the tiles (b·heads × query blocks of 128, in fwd_tile's order, dealt
+// in snake order: fwd_tile_index). Warpgroup 0 is the producer: one
 // thread issues the tensor-memory-accelerator loads of Q and of every key block's K and V into
 // two stages each, each load completing on a "full" mbarrier; it waits on the matching "empty"
-// barrier, which the consumer warps arrive on when their tensor-core reads of that stage are
-// done. Warpgroups 1.. are the consumers (64 query rows each): S = Q·K^T (K-major operands),
+// barrier, which the 8 consumer warps arrive on when their tensor-core reads of that stage are
+// done. Warpgroups 1 and 2 are the consumers (64 query rows each): S = Q·K^T (K-major operands),
 // an online softmax in registers, O += P·V with P as the register A operand and V read N-major.
 // Each consumer issues S_j and the previous step's P·V back to back and then runs its softmax
-// while they execute (intra-warpgroup overlap); the consumers take turns at issuing through
-// named barriers (ping-pong), so that one's softmax runs while the others' products occupy
-// the tensor cores. Registers move from the producer (24) to the consumers.
-// At head dim 64 a tile is 192 rows over three consumer warpgroups (FlashAttention-3's choice
-// there): a step's products are half as long as at 128 while its softmax is as long, so with two
-// consumers the tensor cores waited on softmaxes; with three, two warpgroups' products cover each
-// softmax. The issuing turn then passes round the three; registers 160 a consumer, 24 the producer.
-template <int D>
-struct FwdCfg {
-  static constexpr int kWgs = D == 64 ? 3 : 2;  // consumer warpgroups
-  static constexpr int kThreads = 128 * (1 + kWgs);
-  static constexpr int kConsumerRegs = kWgs == 3 ? 160 : 240;
-  static constexpr int kM = 64 * kWgs;  // query rows per tile
-};
-constexpr int kFwdN = 128;  // keys per step
+// while they execute (intra-warpgroup overlap); the two consumers take turns at issuing through
+// two named barriers (ping-pong), so that one's softmax runs while the other's products occupy
+// the tensor cores. Registers move from the producer (24) to the consumers (240).
+constexpr int kFwdM = 128;  // query rows per tile
+constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 2;
 constexpr int kFwdQBuffers = 2;  // the next tile's Q loads while this tile runs
-constexpr int kFwdRegionK = kFwdN * 128;  // one 64-column block of a K or V tile (bytes)
 
 template <int D>
-constexpr int fwd_q_bytes() {
-  return FwdCfg<D>::kM * D * 2;
+constexpr int fwd_tile_bytes() {
+  return kFwdM * D * 2;
 }
 template <int D>
-constexpr int fwd_kv_bytes() {
-  return kFwdN * D * 2;
-}
-template <int D>
-constexpr int fwd_smem_bytes() {  // alignment, Q, K, V
-  return 1024 + kFwdQBuffers * fwd_q_bytes<D>() + 2 * kFwdStages * fwd_kv_bytes<D>();
+constexpr int fwd_smem_bytes() {
+  return 1024 + (kFwdQBuffers + 2 * kFwdStages) * fwd_tile_bytes<D>();  // alignment, Q, K, V
 }
 
 struct FwdBarriers {
@@ -149,18 +133,15 @@ struct FwdBarriers {
 // heads per K/V group sized on the host so that a section's K and V stay in L2, so that the
 // blocks of one wave share a few heads' K and V instead of reading every head's from memory
 // (FlashAttention-3's L2 swizzle of its tile scheduler).
-// A tile's key blocks reach its last row's diagonal; at 192 rows the first warpgroup's rows may
-// have none live in the last block (its softmax then leaves them as they were).
 struct FwdTile {
   int bh, q0, n_kb;
 };
-template <int kM>
 __device__ __forceinline__ FwdTile fwd_tile(int t, int n_bh, int n_qb, int sec, int s) {
   FwdTile r;
   int qb;
   FwdTileOrder{n_bh, n_qb, sec}.at(t, r.bh, qb);
-  r.q0 = qb * kM;
-  r.n_kb = (min(s, r.q0 + kM) + kFwdN - 1) / kFwdN;
+  r.q0 = qb * kFwdM;
+  r.n_kb = (min(s, r.q0 + kFwdM) + kFwdN - 1) / kFwdN;
   return r;
 }
 
@@ -179,46 +160,41 @@ __device__ __forceinline__ void warp_release(uint64_t* bar, bool pred = true) {
   mbar_arrive_if(bar, pred && (threadIdx.x & 31) == 0);
 }
 
-// The producer thread: Q of each tile (64-row boxes, map_q), then K_j and V_j of its key blocks
-// (kFwdN-row boxes, map_kv; the head's K/V group), in the consumers' order. The tensor maps'
-// planes are qkv's (Dims::qkv_plane_index).
+// The producer thread: Q of each tile, then K_j and V_j of its key blocks (the head's K/V group),
+// in the consumers' order. The tensor map's planes are qkv's (Dims::qkv_plane_index).
 template <int D>
-__device__ void fwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
-                            unsigned char* sQ, unsigned char* sK, unsigned char* sV,
-                            FwdBarriers& bar, const Dims& dm, int n_tiles, int n_qb, int sec) {
-  using C = FwdCfg<D>;
-  constexpr int kQ = fwd_q_bytes<D>(), kKV = fwd_kv_bytes<D>();
-  constexpr int kRegionQ = C::kM * 128;  // one 64-column block of a Q tile
+__device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned char* sK,
+                            unsigned char* sV, FwdBarriers& bar, const Dims& dm, int n_tiles,
+                            int n_qb, int sec) {
+  constexpr int kTile = fwd_tile_bytes<D>();
+  constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
   int kv = 0;
   for (int tile_i = 0;; ++tile_i) {
     const int t = fwd_tile_index(tile_i);
     if (t >= n_tiles) break;
-    const FwdTile tl = fwd_tile<C::kM>(t, dm.b * dm.heads, n_qb, sec, dm.s);
+    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, sec, dm.s);
     const int bi = tl.bh / dm.heads, hh = tl.bh % dm.heads;
     const int plane_q = dm.qkv_plane_index(bi, hh, 0), plane_k = dm.qkv_plane_index(bi, hh, 1);
     const int qb = tile_i % kFwdQBuffers;
     mbar_wait(&bar.q_empty[qb], ((tile_i / kFwdQBuffers) & 1) ^ 1);
-    mbar_arrive_expect_tx(&bar.q_full[qb], kQ);
+    mbar_arrive_expect_tx(&bar.q_full[qb], kTile);
 #pragma unroll
     for (int c = 0; c < D / 64; ++c)
-#pragma unroll
-      for (int r = 0; r < C::kWgs; ++r)
-        tma_load_3d(sQ + qb * kQ + c * kRegionQ + r * 64 * 128, map_q, &bar.q_full[qb], c * 64,
-                    plane_q, tl.q0 + 64 * r);
+      tma_load_3d(sQ + qb * kTile + c * kRegion, map, &bar.q_full[qb], c * 64, plane_q, tl.q0);
     for (int j = 0; j < tl.n_kb; ++j, ++kv) {
       const int st = kv % kFwdStages;
       const uint32_t ph = (kv / kFwdStages) & 1;
       mbar_wait(&bar.k_empty[st], ph ^ 1);
-      mbar_arrive_expect_tx(&bar.k_full[st], kKV);
+      mbar_arrive_expect_tx(&bar.k_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_load_3d(sK + st * kKV + c * kFwdRegionK, map_kv, &bar.k_full[st], c * 64, plane_k,
+        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64, plane_k,
                     j * kFwdN);
       mbar_wait(&bar.v_empty[st], ph ^ 1);
-      mbar_arrive_expect_tx(&bar.v_full[st], kKV);
+      mbar_arrive_expect_tx(&bar.v_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_load_3d(sV + st * kKV + c * kFwdRegionK, map_kv, &bar.v_full[st], c * 64,
+        tma_load_3d(sV + st * kTile + c * kRegion, map, &bar.v_full[st], c * 64,
                     plane_k + dm.groups, j * kFwdN);
     }
   }
@@ -296,21 +272,22 @@ __device__ __forceinline__ void fwd_store(const float (&o)[D / 2], const float (
 template <int D>
 __device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], uint32_t q_addr,
                                             uint32_t k_addr) {
-  constexpr int kRegionQ = FwdCfg<D>::kM * 128;
+  constexpr int kRegion = kFwdM * 128;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t kcol = (kk & 3) * 32;
-    mma_ss<kFwdN, 0, 0>(sc, sw128_desc(q_addr + (kk >> 2) * kRegionQ + kcol, 16, 1024),
-                        sw128_desc(k_addr + (kk >> 2) * kFwdRegionK + kcol, 16, 1024), kk > 0);
+    const uint32_t koff = (kk >> 2) * kRegion + (kk & 3) * 32;
+    mma_ss<kFwdN, 0, 0>(sc, sw128_desc(q_addr + koff, 16, 1024),
+                        sw128_desc(k_addr + koff, 16, 1024), kk > 0);
   }
 }
 // O += P·V for one step: P the register A fragments, V (kFwdN keys × D) read N-major.
 template <int D>
 __device__ __forceinline__ void fwd_issue_pv(float (&o)[D / 2], const uint32_t (&pa)[kFwdN / 16][4],
                                              uint32_t v_addr) {
+  constexpr int kRegion = kFwdM * 128;
 #pragma unroll
   for (int kk = 0; kk < kFwdN / 16; ++kk)
-    mma_rs<D, 1>(o, pa[kk], sw128_desc(v_addr + kk * 16 * 128, kFwdRegionK, 1024), true);
+    mma_rs<D, 1>(o, pa[kk], sw128_desc(v_addr + kk * 16 * 128, kRegion, 1024), true);
 }
 // P (f32, in S's registers) packed as the A fragments of P·V: key chunk j is half (j & 1) of the
 // fragment of k-step j / 2.
@@ -323,27 +300,25 @@ __device__ __forceinline__ void fwd_pack_p(const float (&sc)[kFwdN / 2],
   }
 }
 
-// Consumer warpgroup cw (0 .. kWgs - 1): rows q0 + 64 cw .. + 63 of each tile. Named barrier 1 + cw
-// is this warpgroup's turn to issue; it passes when the previous warpgroup in the ring has issued
-// (bar.arrive), so the consumers issue in turn: 0, 1, (2,) 0, ...
+// Consumer warpgroup cw (0 or 1): rows q0 + 64 cw .. + 63 of each tile. Named barrier 1 + cw is
+// this warpgroup's turn to issue; it passes when the other warpgroup has issued (bar.arrive).
 // The first step of a tile (no P·V yet) is peeled off the loop, so that every step of the loop
 // commits the same two wgmma groups (a data-dependent count makes the compiler serialise them).
 template <int D>
 __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsigned char* sV,
                             FwdBarriers& bar, bf16* out, float* lse, const Dims& dm, int n_tiles,
                             int n_qb, int sec, float scale_log2) {
-  using C = FwdCfg<D>;
-  constexpr int kQ = fwd_q_bytes<D>(), kKV = fwd_kv_bytes<D>();
+  constexpr int kTile = fwd_tile_bytes<D>();
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s;
   const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
-  const int my_turn = 1 + cw, other_turn = 1 + (cw + 1) % C::kWgs;
-  if (cw == C::kWgs - 1) named_bar_arrive(1, 256);  // warpgroup 0 issues first
+  const int my_turn = 1 + cw, other_turn = 2 - cw;
+  if (cw == 1) named_bar_arrive(1, 256);  // warpgroup 0 issues first
   int kv = 0;
   for (int tile_i = 0;; ++tile_i) {
     const int t = fwd_tile_index(tile_i);
     if (t >= n_tiles) break;
-    const FwdTile tl = fwd_tile<C::kM>(t, dm.b * dm.heads, n_qb, sec, s);
+    const FwdTile tl = fwd_tile(t, dm.b * dm.heads, n_qb, sec, s);
     const int wg_row0 = tl.q0 + cw * 64;       // this warpgroup's first query row
     const int row0 = wg_row0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
     float o[D / 2];
@@ -353,7 +328,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
     uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
     float alpha[2];
     const int qb = tile_i % kFwdQBuffers;
-    const uint32_t q_addr = smem_addr(sQ + qb * kQ) + cw * 64 * 128;
+    const uint32_t q_addr = smem_addr(sQ + qb * kTile) + cw * 64 * 128;
     mbar_wait(&bar.q_full[qb], (tile_i / kFwdQBuffers) & 1);
 
     // Step 0: S_0 only.
@@ -363,7 +338,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       float sc[kFwdN / 2];
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      fwd_issue_s<D>(sc, q_addr, k_base + st * kKV);
+      fwd_issue_s<D>(sc, q_addr, k_base + st * kTile);
       wgmma_commit();
       named_bar_arrive(other_turn, 256);
       wgmma_wait<0>();
@@ -383,9 +358,9 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       float sc[kFwdN / 2];
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      fwd_issue_s<D>(sc, q_addr, k_base + st * kKV);
+      fwd_issue_s<D>(sc, q_addr, k_base + st * kTile);
       wgmma_commit();
-      fwd_issue_pv<D>(o, pa, v_base + pst * kKV);
+      fwd_issue_pv<D>(o, pa, v_base + pst * kTile);
       wgmma_commit();
       named_bar_arrive(other_turn, 256);
       wgmma_wait<1>();  // S is done; the P·V may still run
@@ -413,7 +388,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       const int pst = (kv + kFwdStages - 1) % kFwdStages;
       mbar_wait(&bar.v_full[pst], ((kv - 1) / kFwdStages) & 1);
       wgmma_fence();
-      fwd_issue_pv<D>(o, pa, v_base + pst * kKV);
+      fwd_issue_pv<D>(o, pa, v_base + pst * kTile);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(o);
@@ -424,37 +399,33 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
     fwd_store<D>(o, row_m, row_l, dm.out_plane(out, bi, hh), lse + static_cast<int64_t>(tl.bh) * s,
                  row0, s);
   }
-  if (cw == 0) named_bar_sync(1, 256);  // the last warpgroup's last arrival
+  if (cw == 0) named_bar_sync(1, 256);  // warpgroup 1's last arrival
 }
 
 template <int D>
-__global__ void __launch_bounds__(FwdCfg<D>::kThreads, 1)
-    hopper_fwd_kernel(const __grid_constant__ CUtensorMap map_q,
-                      const __grid_constant__ CUtensorMap map_kv, bf16* __restrict__ out,
+__global__ void __launch_bounds__(kThreads, 1)
+    hopper_fwd_kernel(const __grid_constant__ CUtensorMap qkv_map, bf16* __restrict__ out,
                       float* __restrict__ lse, Dims dm, float scale_log2, int n_tiles, int n_qb,
                       int sec) {
-  using C = FwdCfg<D>;
-  constexpr int kQ = fwd_q_bytes<D>(), kKV = fwd_kv_bytes<D>();
-  constexpr int kConsumers = 4 * C::kWgs;  // warps: what the "empty" barriers count
+  constexpr int kTile = fwd_tile_bytes<D>();
   extern __shared__ unsigned char smem_raw[];
   __shared__ FwdBarriers bar;
   unsigned char* sQ = align1024(smem_raw);
-  unsigned char* sK = sQ + kFwdQBuffers * kQ;  // kFwdStages tiles
-  unsigned char* sV = sK + kFwdStages * kKV;   // kFwdStages tiles
+  unsigned char* sK = sQ + kFwdQBuffers * kTile;  // kFwdStages tiles
+  unsigned char* sV = sK + kFwdStages * kTile;    // kFwdStages tiles
   if (threadIdx.x == 0) {
-    prefetch_tensormap(&map_q);
-    prefetch_tensormap(&map_kv);
+    prefetch_tensormap(&qkv_map);
 #pragma unroll
     for (int i = 0; i < kFwdQBuffers; ++i) {
       mbar_init(&bar.q_full[i], 1);
-      mbar_init(&bar.q_empty[i], kConsumers);
+      mbar_init(&bar.q_empty[i], kConsumerWarps);
     }
 #pragma unroll
     for (int i = 0; i < kFwdStages; ++i) {
       mbar_init(&bar.k_full[i], 1);
-      mbar_init(&bar.k_empty[i], kConsumers);
+      mbar_init(&bar.k_empty[i], kConsumerWarps);
       mbar_init(&bar.v_full[i], 1);
-      mbar_init(&bar.v_empty[i], kConsumers);
+      mbar_init(&bar.v_empty[i], kConsumerWarps);
     }
     mbar_init_fence();
   }
@@ -462,10 +433,9 @@ __global__ void __launch_bounds__(FwdCfg<D>::kThreads, 1)
   const int wg = uniform_warpgroup();
   if (wg == 0) {
     setmaxnreg_dec<24>();
-    if (threadIdx.x == 0)
-      fwd_produce<D>(&map_q, &map_kv, sQ, sK, sV, bar, dm, n_tiles, n_qb, sec);
+    if (threadIdx.x == 0) fwd_produce<D>(&qkv_map, sQ, sK, sV, bar, dm, n_tiles, n_qb, sec);
   } else {
-    setmaxnreg_inc<C::kConsumerRegs>();
+    setmaxnreg_inc<240>();
     fwd_consume<D>(wg - 1, sQ, sK, sV, bar, out, lse, dm, n_tiles, n_qb, sec, scale_log2);
   }
 }
@@ -1087,7 +1057,7 @@ Dims dims_of(const AttentionShape& sh) {
 bool hopper_attention_shape_ok(const AttentionShape& sh) {
   // The forward's tile indices (b·heads × query blocks, walked in steps of the grid) stay in int.
   // So do the backward's (head set × key block) and its dQ tiles' indices (b·heads × query steps).
-  const int64_t tiles = sh.b * sh.heads * ((sh.s + 127) / 128);  // (the most: 128-row tiles)
+  const int64_t tiles = sh.b * sh.heads * ((sh.s + kFwdM - 1) / kFwdM);
   return (sh.d == 64 || sh.d == 128) && sh.s >= 1 && sh.s < (1 << 30) &&
          sh.b * sh.heads < (int64_t{1} << 31) && tiles < (int64_t{1} << 30) &&
          hopper_bwd_sem_count(sh) < (int64_t{1} << 30);
@@ -1096,24 +1066,21 @@ bool hopper_attention_shape_ok(const AttentionShape& sh) {
 void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, bf16* out,
                                      float* lse, float scale_log2, cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  const CUtensorMap map_q = qkv_tensor_map(sh, qkv, 64);
-  const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kFwdN);
+  const int n_qb = static_cast<int>((sh.s + kFwdM - 1) / kFwdM);
+  const int n_tiles = static_cast<int>(sh.b * sh.heads) * n_qb;
+  const CUtensorMap map = qkv_tensor_map(sh, qkv, kFwdN);
+  const unsigned grid = static_cast<unsigned>(
+      std::min(n_tiles, current_device_attribute<cudaDevAttrMultiProcessorCount>()));
   // A section's K and V: s rows of d bf16 each, per K/V group.
   const int sec = l2_section(sh.b * sh.heads, sh.heads / sh.groups, sh.s * sh.d * 2 * 2);
-  auto run = [&](auto cfg, auto kernel, int smem) {
-    using C = decltype(cfg);
-    const int n_qb = static_cast<int>((sh.s + C::kM - 1) / C::kM);
-    const int n_tiles = static_cast<int>(sh.b * sh.heads) * n_qb;
-    const unsigned grid = static_cast<unsigned>(
-        std::min(n_tiles, current_device_attribute<cudaDevAttrMultiProcessorCount>()));
+  auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
-    kernel<<<grid, C::kThreads, smem, stream>>>(map_q, map_kv, out, lse, dm, scale_log2, n_tiles,
-                                                n_qb, sec);
+    kernel<<<grid, kThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb, sec);
   };
   if (sh.d == 64) {
-    run(FwdCfg<64>{}, hopper_fwd_kernel<64>, fwd_smem_bytes<64>());
+    run(hopper_fwd_kernel<64>, fwd_smem_bytes<64>());
   } else {
-    run(FwdCfg<128>{}, hopper_fwd_kernel<128>, fwd_smem_bytes<128>());
+    run(hopper_fwd_kernel<128>, fwd_smem_bytes<128>());
   }
   MPLAN_CUDA_LAUNCH_CHECK();
 }
