@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "exec/cuda/attention_layout.cuh"
 #include "exec/cuda/cuda_check.hpp"
@@ -203,11 +204,14 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
 // Online softmax of one step in log2 units over S (64 rows × kFwdN keys of the warpgroup; this
 // thread's rows row0, row0 + 8): P = exp2(S·scale − m) left in f32 in sc, the running max m (of
 // the scaled scores) and sum updated, alpha the factor for O. The max is taken over the raw
-// scores (scale > 0) and S·scale − m is one fused multiply-add. Only the diagonal block and the
-// sequence tail are masked.
+// scores (scale > 0) and S·scale − m is one fused multiply-add. kMask: keys past the row or past
+// s are masked (the blocks that reach the diagonal or the sequence's end: fwd_first_masked);
+// a run-time flag instead left the compares and selects in every step, if-converted, the ALU
+// pipe's largest load at head dim 64.
+template <bool kMask>
 __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_m)[2],
                                             float (&row_l)[2], float (&alpha)[2], float scale_log2,
-                                            bool need_mask, int k0, int row0, int s) {
+                                            int k0, int row0, int s) {
   const int t = threadIdx.x & 3;
   float base[2];
 #pragma unroll
@@ -218,7 +222,7 @@ __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float v = sc[4 * j + 2 * r + e];
-        if (need_mask) {
+        if constexpr (kMask) {
           const int key = k0 + 8 * j + 2 * t + e;
           if (key > row0 + 8 * r || key >= s) v = -INFINITY;
         }
@@ -266,6 +270,13 @@ __device__ __forceinline__ void fwd_store(const float (&o)[D / 2], const float (
                        live);
     }
   }
+}
+
+// The first key block from which a warpgroup's steps need the mask (at least 1: step 0 is
+// always masked): the first that holds a key past the warpgroup's first row wg_row0, or past s.
+__device__ __forceinline__ int fwd_first_masked(int wg_row0, int s) {
+  const auto first_above = [](int x) { return x >= 0 ? x / kFwdN + 1 : 0; };  // kFwdN·i > x
+  return max(1, min(first_above(wg_row0 - (kFwdN - 1)), first_above(s - kFwdN)));
 }
 
 // S = Q·K^T over the head dim for one warpgroup (64 rows × kFwdN keys), issued, not waited for.
@@ -345,13 +356,14 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       fence_regs(sc);
       warp_release(&bar.k_empty[st]);
       warp_release(&bar.q_empty[qb], tl.n_kb == 1);
-      fwd_softmax(sc, row_m, row_l, alpha, scale_log2, true, 0, row0, s);
+      fwd_softmax<true>(sc, row_m, row_l, alpha, scale_log2, 0, row0, s);
       fwd_pack_p(sc, pa);
       ++kv;
     }
     // Steps 1..: S_it and P_{it-1}·V_{it-1} issued together; the softmax of S_it runs while the
-    // P·V executes; O is rescaled and P_it packed once it is done.
-    for (int it = 1; it < tl.n_kb; ++it, ++kv) {
+    // P·V executes; O is rescaled and P_it packed once it is done. The steps before
+    // fwd_first_masked run the softmax without the mask, the rest with it.
+    const auto step = [&](int it, auto masked) {
       const int st = kv % kFwdStages, pst = (kv + kFwdStages - 1) % kFwdStages;
       mbar_wait(&bar.k_full[st], (kv / kFwdStages) & 1);
       mbar_wait(&bar.v_full[pst], ((kv - 1) / kFwdStages) & 1);
@@ -367,9 +379,8 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       fence_regs(sc);
       warp_release(&bar.k_empty[st]);
       warp_release(&bar.q_empty[qb], it == tl.n_kb - 1);
-      const int k0 = it * kFwdN;
-      fwd_softmax(sc, row_m, row_l, alpha, scale_log2, k0 + kFwdN - 1 > wg_row0 || k0 + kFwdN > s,
-                  k0, row0, s);
+      fwd_softmax<decltype(masked)::value>(sc, row_m, row_l, alpha, scale_log2, it * kFwdN, row0,
+                                           s);
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);
@@ -382,7 +393,12 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
         o[4 * j + 3] *= alpha[1];
       }
       fwd_pack_p(sc, pa);
-    }
+    };
+    int it = 1;
+    for (const int unmasked_end = fwd_first_masked(wg_row0, s); it < unmasked_end && it < tl.n_kb;
+         ++it, ++kv)
+      step(it, std::false_type{});
+    for (; it < tl.n_kb; ++it, ++kv) step(it, std::true_type{});
     // The last step's O += P·V.
     {
       const int pst = (kv + kFwdStages - 1) % kFwdStages;
@@ -457,11 +473,13 @@ constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
 constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
 // P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × 16
-// queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s, packed as
-// the A fragments (k = queries) of dV += P^T·dO. cL: the step's lse.
+// queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s (kMask: the
+// steps that reach the diagonal or the sequence's end, BwdMaskedSteps), packed as the A fragments
+// (k = queries) of dV += P^T·dO. cL: the step's lse.
+template <bool kMask>
 __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const float* cL,
-                                                float scale_log2, bool need_mask, int key0, int q0,
-                                                int s, uint32_t (&pa)[4][4]) {
+                                                float scale_log2, int key0, int q0, int s,
+                                                uint32_t (&pa)[4][4]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -474,7 +492,7 @@ __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const flo
       const float lse_log2 = (c ? l2.y : l2.x) * kLog2e;
       float p = exp2_ftz(sc[4 * j + e] * scale_log2 - lse_log2);
       const int key = key0 + 8 * (e >> 1), query = q0 + qc + c;
-      if (need_mask && (key > query || query >= s)) p = 0.0f;
+      if (kMask && (key > query || query >= s)) p = 0.0f;
       pv[e] = p;
     }
     pa[j >> 1][2 * (j & 1)] = pack_bf16(pv[0], pv[1]);
@@ -618,6 +636,19 @@ struct BwdSteps {
   __device__ static int last_key_block(int q_step) { return q_step / (kBwdN / kBwdM); }
   __device__ int q_step(int i) const { return n_q - 1 - i / heads; }
   __device__ int head(int i) const { return i % heads; }
+};
+
+// Which of a tile's steps (BwdSteps) a consumer's 64 keys from wg_key0 need masked: the first
+// `tail_end` (the last query step, where kBwdM does not divide s) and those from `diag_begin` on
+// (query steps that hold a query before one of the keys). The others run without the mask's
+// compares and selects, which a run-time flag left in every step, if-converted.
+struct BwdMaskedSteps {
+  int tail_end, diag_begin;
+  __device__ BwdMaskedSteps(const BwdSteps& st, int n_steps, int wg_key0, int s) {
+    tail_end = s % kBwdM != 0 ? min(st.heads, n_steps) : 0;
+    const int diag_q = (wg_key0 + 63) / kBwdM;  // query steps up to it hold a query before a key
+    diag_begin = max(tail_end, min(n_steps, (st.n_q - 1 - diag_q) * st.heads));
+  }
 };
 
 // The producer warp. map_q / map_kv: qkv with boxes of kBwdM / kBwdN rows; map_do: dout.
@@ -833,7 +864,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     // dQ part goes out and this step's operands are awaited.
     uint32_t da[4][4];
     const int n_steps = steps.count(kb);
-    for (int i = 0; i < n_steps; ++i, ++ctr) {
+    const auto step = [&](int i, auto masked) {
       const int st = ctr % kBwdStages;
       mbar_wait(&bar.full[st], (ctr / kBwdStages) & 1);
       const int q_step = steps.q_step(i);
@@ -843,7 +874,6 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       const float* cL = sL + st * kBwdM;
       const float* cD = sD + st * kBwdM;
       unsigned char* ds_tile = sdS + (ctr & 1) * S::kDs;
-      const bool need_mask = wg_key0 + 63 > q0 || q0 + kBwdM > s;
 
       // S^T = K·Q^T and dP^T = V·dO^T issued together; P^T from S^T while dP^T runs; dV += P^T·dO
       // issued; dS^T = P^T ∘ (dP^T − dsum) into registers and shared memory.
@@ -861,7 +891,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         fence_regs(da);
         // The previous step's stage: its Q was the last operand read, by that dK.
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
-        bwd_p_fragments(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
+        bwd_p_fragments<decltype(masked)::value>(sc, cL, scale_log2, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
         for (int kq = 0; kq < kBwdM / 16; ++kq)
@@ -908,6 +938,15 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       }
       fence_proxy_async_shared();
       mbar_arrive(&bar.dq_full);
+    };
+    if constexpr (D == 64) {
+      const BwdMaskedSteps ms(steps, n_steps, wg_key0, s);
+      int i = 0;
+      for (; i < ms.tail_end; ++i, ++ctr) step(i, std::true_type{});
+      for (; i < ms.diag_begin; ++i, ++ctr) step(i, std::false_type{});
+      for (; i < n_steps; ++i, ++ctr) step(i, std::true_type{});
+    } else {  // (three copies of the step spill at head dim 128; the mask is right everywhere)
+      for (int i = 0; i < n_steps; ++i, ++ctr) step(i, std::true_type{});
     }
     wgmma_wait<0>();  // the last step's dK
     fence_regs(dk);
