@@ -473,13 +473,14 @@ constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
 constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
 // P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × 16
-// queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s (kMask: the
-// steps that reach the diagonal or the sequence's end, BwdMaskedSteps), packed as the A fragments
-// (k = queries) of dV += P^T·dO. cL: the step's lse.
+// queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s (kMask and
+// need_mask: the steps that reach the diagonal or the sequence's end; at head dim 64 the caller
+// knows them at compile time, BwdMaskedSteps), packed as the A fragments (k = queries) of
+// dV += P^T·dO. cL: the step's lse.
 template <bool kMask>
 __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const float* cL,
-                                                float scale_log2, int key0, int q0, int s,
-                                                uint32_t (&pa)[4][4]) {
+                                                float scale_log2, bool need_mask, int key0, int q0,
+                                                int s, uint32_t (&pa)[4][4]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -492,7 +493,7 @@ __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const flo
       const float lse_log2 = (c ? l2.y : l2.x) * kLog2e;
       float p = exp2_ftz(sc[4 * j + e] * scale_log2 - lse_log2);
       const int key = key0 + 8 * (e >> 1), query = q0 + qc + c;
-      if (kMask && (key > query || query >= s)) p = 0.0f;
+      if (kMask && need_mask && (key > query || query >= s)) p = 0.0f;
       pv[e] = p;
     }
     pa[j >> 1][2 * (j & 1)] = pack_bf16(pv[0], pv[1]);
@@ -874,6 +875,8 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       const float* cL = sL + st * kBwdM;
       const float* cD = sD + st * kBwdM;
       unsigned char* ds_tile = sdS + (ctr & 1) * S::kDs;
+      // (Head dim 128: a run-time flag; its step copied three times spilled.)
+      const bool need_mask = D == 64 || wg_key0 + 63 > q0 || q0 + kBwdM > s;
 
       // S^T = K·Q^T and dP^T = V·dO^T issued together; P^T from S^T while dP^T runs; dV += P^T·dO
       // issued; dS^T = P^T ∘ (dP^T − dsum) into registers and shared memory.
@@ -891,7 +894,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         fence_regs(da);
         // The previous step's stage: its Q was the last operand read, by that dK.
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
-        bwd_p_fragments<decltype(masked)::value>(sc, cL, scale_log2, key0, q0, s, pa);
+        bwd_p_fragments<decltype(masked)::value>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
         for (int kq = 0; kq < kBwdM / 16; ++kq)
@@ -945,7 +948,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       for (; i < ms.tail_end; ++i, ++ctr) step(i, std::true_type{});
       for (; i < ms.diag_begin; ++i, ++ctr) step(i, std::false_type{});
       for (; i < n_steps; ++i, ++ctr) step(i, std::true_type{});
-    } else {  // (three copies of the step spill at head dim 128; the mask is right everywhere)
+    } else {
       for (int i = 0; i < n_steps; ++i, ++ctr) step(i, std::true_type{});
     }
     wgmma_wait<0>();  // the last step's dK
