@@ -906,8 +906,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         // The previous step's stage: its Q was the last operand read, by that dK.
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
         bwd_step_row(sD + st * kBwdM, dsum_v);
-        bwd_p_fragments<decltype(masked)::value>(sc, lse_v, scale_log2, need_mask, key0, q0, s,
-                                                 pa);
+        bwd_p_fragments<decltype(masked)::value>(sc, lse_v, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
         for (int kq = 0; kq < kBwdM / 16; ++kq)

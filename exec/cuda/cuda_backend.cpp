@@ -380,8 +380,7 @@ void CudaBackend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tens
                                          Tensor dres, Tensor dres_colsum) {
   const int64_t h = gamma.numel();
   if (!norm_backward_one_pass_fits(h, x.dtype, dy.data, x.data, gamma.data, dres.data)) {
-    Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres,
-                                    dres_colsum);
+    Backend::layernorm_backward_add(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, dres, dres_colsum);
     return;
   }
   // dL/dx goes into dres here: the checks take it in the place of dx.
