@@ -476,16 +476,16 @@ constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 // queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s (kMask and
 // need_mask: the steps that reach the diagonal or the sequence's end; at head dim 64 the caller
 // knows them at compile time, BwdMaskedSteps), packed as the A fragments (k = queries) of
-// dV += P^T·dO. lv: the step's lse at those columns (bwd_step_row).
+// dV += P^T·dO. cL: the step's lse.
 template <bool kMask>
-__device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const float2 (&lv)[8],
+__device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const float* cL,
                                                 float scale_log2, bool need_mask, int key0, int q0,
                                                 int s, uint32_t (&pa)[4][4]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int qc = 8 * j + 2 * t;  // this thread's query columns qc, qc + 1 of the step
-    const float2 l2 = lv[j];
+    const float2 l2 = *reinterpret_cast<const float2*>(cL + qc);
     float pv[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -502,16 +502,15 @@ __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const flo
 }
 
 // dS^T = P^T ∘ (dP^T − dsum) as the A fragments of dK += dS^T·Q, and into the shared dS^T tile
-// (keys × queries, swizzled) at key rows kl, kl + 8 of the block. dv: the step's dsum at this
-// thread's query columns (bwd_step_row).
+// (keys × queries, swizzled) at key rows kl, kl + 8 of the block. cD: the step's dsum.
 __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], const float (&dp)[32],
-                                                 const float2 (&dv)[8], int kl, unsigned char* sdS,
+                                                 const float* cD, int kl, unsigned char* sdS,
                                                  uint32_t (&da)[4][4]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int qc = 8 * j + 2 * t;
-    const float2 dd = dv[j];
+    const float2 dd = *reinterpret_cast<const float2*>(cD + qc);
     const uint32_t lo = pa[j >> 1][2 * (j & 1)], hi = pa[j >> 1][2 * (j & 1) + 1];
     const float pv[4] = {bf16_lo(lo), bf16_hi(lo), bf16_lo(hi), bf16_hi(hi)};
     float dsv[4];
@@ -523,16 +522,6 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], con
     *reinterpret_cast<uint32_t*>(sdS + sw128_offset(kBwdN, kl + 8, qc)) =
         da[j >> 1][2 * (j & 1) + 1];
   }
-}
-
-// A step's lse or dsum (the stage's shared row c) at this thread's query columns 8 j + 2 t, + 1,
-// read ahead of the wait for the product that needs them, so that the reads' latency passes under
-// it: the lse before the step's products are issued, the dsum before dP^T is awaited (read after
-// the waits, they stalled the softmax: Nsight Compute's samples).
-__device__ __forceinline__ void bwd_step_row(const float* c, float2 (&v)[8]) {
-  const int t = threadIdx.x & 3;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) v[j] = *reinterpret_cast<const float2*>(c + 8 * j + 2 * t);
 }
 
 // One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) into the staged dQ tile in
@@ -883,8 +872,8 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       const int q0 = q_step * kBwdM;
       const uint32_t q_addr = smem_addr(sQ + st * S::kTileQ);
       const uint32_t do_addr = smem_addr(sdO + st * S::kTileQ);
-      float2 lse_v[8], dsum_v[8];
-      bwd_step_row(sL + st * kBwdM, lse_v);
+      const float* cL = sL + st * kBwdM;
+      const float* cD = sD + st * kBwdM;
       unsigned char* ds_tile = sdS + (ctr & 1) * S::kDs;
       // (Head dim 128: a run-time flag; its step copied three times spilled.)
       const bool need_mask = D == 64 || wg_key0 + 63 > q0 || q0 + kBwdM > s;
@@ -905,8 +894,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         fence_regs(da);
         // The previous step's stage: its Q was the last operand read, by that dK.
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
-        bwd_step_row(sD + st * kBwdM, dsum_v);
-        bwd_p_fragments<decltype(masked)::value>(sc, lse_v, scale_log2, need_mask, key0, q0, s, pa);
+        bwd_p_fragments<decltype(masked)::value>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
         for (int kq = 0; kq < kBwdM / 16; ++kq)
@@ -914,7 +902,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         wgmma_commit();
         wgmma_wait<1>();  // dP^T is done; dV may still run
         fence_regs(dp);
-        bwd_ds_fragments(pa, dp, dsum_v, cw * 64 + warp * 16 + g, ds_tile, da);
+        bwd_ds_fragments(pa, dp, cD, cw * 64 + warp * 16 + g, ds_tile, da);
       }
       fence_proxy_async_shared();
       named_bar_sync(3, 256);  // both warpgroups' dS^T are in shared memory
