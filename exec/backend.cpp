@@ -25,7 +25,8 @@ void Backend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor m
 }
 
 void Backend::rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
-                                   Tensor dgamma, Tensor dres) {
+                                   Tensor dgamma, Tensor dres, Tensor dres_colsum) {
+  if (dres_colsum.data != nullptr) bias_grad_accumulate(dres, dres_colsum);
   rmsnorm_backward(dy, x, gamma, rstd, dx, dgamma);
   add(dres, dres, dx);
 }

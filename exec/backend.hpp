@@ -171,9 +171,10 @@ class Backend {
   // dx = dL/dx (overwrites); dgamma (h) f32 accumulated (+=).
   virtual void rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
                                 Tensor dgamma) = 0;
-  // dres = dres + dL/dx, dx rounded to the act dtype before the add (as layernorm_backward_add).
+  // dres = dres + dL/dx, dx rounded to the act dtype before the add; dres_colsum as
+  // layernorm_backward_add's.
   virtual void rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
-                                    Tensor dgamma, Tensor dres);
+                                    Tensor dgamma, Tensor dres, Tensor dres_colsum = {});
   // SwiGLU: x (T, 2F) holds [gate | up] in each row (fc1's output, Megatron's layout);
   // y (T, F) = silu(gate) · up.
   virtual void swiglu_forward(Tensor x, Tensor y) = 0;

@@ -437,7 +437,10 @@ void CudaBackend::rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rst
 }
 
 void CudaBackend::rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor,
-                                       Tensor dgamma, Tensor dres) {
+                                       Tensor dgamma, Tensor dres, Tensor dres_colsum) {
+  // (The one-pass kernel sums resid's columns for LayerNorm only: no Llama-family preset has
+  // biases.)
+  if (dres_colsum.data != nullptr) bias_grad_accumulate(dres, dres_colsum);
   const int64_t rows = rmsnorm_rows("rmsnorm_backward_add", x, gamma, rstd);
   const int64_t h = gamma.numel();
   MPLAN_CHECK(dy.numel() == x.numel() && dres.numel() == x.numel() && dy.dtype == x.dtype &&

@@ -70,7 +70,7 @@ class CudaBackend final : public Backend {
   void rmsnorm_backward(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
                         Tensor dgamma) override;
   void rmsnorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor rstd, Tensor dx,
-                            Tensor dgamma, Tensor dres) override;
+                            Tensor dgamma, Tensor dres, Tensor dres_colsum = {}) override;
   void swiglu_forward(Tensor x, Tensor y) override;
   void swiglu_backward(Tensor dy, Tensor x, Tensor dx) override;
   void rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,

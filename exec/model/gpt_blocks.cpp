@@ -193,13 +193,11 @@ void GptBlocks::norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tens
 void GptBlocks::norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd,
                                   Tensor dres, int dres_bias) {
   const Tensor colsum = dres_bias >= 0 ? grad(dres_bias) : Tensor{};
-  if (d_.rmsnorm) {
-    if (dres_bias >= 0) be_.bias_grad_accumulate(dres, colsum);
-    be_.rmsnorm_backward_add(dy, x, weight(w), rstd, ws_.d_norm, grad(w), dres);
-  } else {
+  if (d_.rmsnorm)
+    be_.rmsnorm_backward_add(dy, x, weight(w), rstd, ws_.d_norm, grad(w), dres, colsum);
+  else
     be_.layernorm_backward_add(dy, x, weight(w), mean, rstd, ws_.d_norm, grad(w), grad(b), dres,
                                colsum);
-  }
 }
 
 Tensor GptBlocks::gemm_bias(int b) const { return b >= 0 ? weight(b) : Tensor{}; }
