@@ -524,21 +524,6 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], con
   }
 }
 
-// Adds a dQ part staged by bwd_stage_dq (column block 0 of `tile`) into this thread's
-// accumulators: the same fragment positions, so thread tw of one warpgroup reads what thread tw
-// of the other wrote.
-__device__ __forceinline__ void bwd_add_dq(float (&dq)[32], const float* tile) {
-  const int tw = threadIdx.x & 127;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const float4 v = *reinterpret_cast<const float4*>(tile + (k * 128 + tw) * 4);
-    dq[4 * k] += v.x;
-    dq[4 * k + 1] += v.y;
-    dq[4 * k + 2] += v.z;
-    dq[4 * k + 3] += v.w;
-  }
-}
-
 // One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) into the staged dQ tile in
 // the accumulators' own order ("fragment order"): float4 k of thread tw of column block cb at
 // ((cb · 8 + k) · 128 + tw) · 4, so that a warp writes 512 consecutive bytes (no bank conflicts)
@@ -620,10 +605,8 @@ struct BwdSmem {
   static constexpr int kDq = kBwdM * D * 4;       // the staged dQ tile (f32, fragment order)
   static constexpr int kFinIn = kBwdM * 64 * 4;   // the finalizer's 64 columns of a tile, f32
   static constexpr int kFinOut = kBwdM * 64 * 2;  // the same as bf16 (swizzled rows)
-  // Head dim 64: consumer 1's dQ part over its 64 keys, for consumer 0 to add (two buffers).
-  static constexpr int kDqPart = D == 64 ? kBwdM * 64 * 4 : 0;
   static constexpr int kBytes = 1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq +
-                                kFinOut + kFinIn + 2 * kBwdStages * kBwdM * 4 + 2 * kDqPart;
+                                kFinOut + kFinIn + 2 * kBwdStages * kBwdM * 4;
 };
 
 struct BwdBarriers {
@@ -631,7 +614,6 @@ struct BwdBarriers {
   uint64_t full[kBwdStages], empty[kBwdStages];
   uint64_t dq_full, dq_empty;
   uint64_t fin_full, fin_empty, fin_load;
-  uint64_t part_full[2], part_empty[2];  // head dim 64: consumer 1's dQ parts
   int tile;             // the tile whose K and V kv_full announces; -1: no more
   int dq_index, dq_kb;  // the staged dQ tile's accumulator index and key block; -1: no more
   int fin_index;        // the complete dQ tile fin_full announces; -1: no more
@@ -844,30 +826,20 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
 }
 
 // Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each tile's key block.
-// dQ: at head dim 128 each consumer takes a half of the columns over the block's 128 keys, so
-// both wait for each other's dS^T at every step (named barrier 3). At head dim 64 each takes all
-// 64 columns over its own 64 keys and needs only its own dS^T (barriers 5 and 6): consumer 1
-// hands its part to consumer 0 through shared memory (two buffers, the part barriers), which adds
-// it to its own and stages the sum; so the two run decoupled, one's softmax beside the other's
-// products, up to a step apart.
 template <int D>
 __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsigned char* sQ,
-                            unsigned char* sdO, unsigned char* sdS, float* sDq, float* sDqPart,
-                            const float* sL,
+                            unsigned char* sdO, unsigned char* sdS, float* sDq, const float* sL,
                             const float* sD, BwdBarriers& bar, const BwdTiles& tiles,
                             const BwdWork& work, const Dims& dm, bf16* dqkv, float scale_log2,
                             float scale) {
   using S = BwdSmem<D>;
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s, n_q = bwd_query_steps(s);
-  // dQ columns of this warpgroup: a half of the head dim over all 128 keys at D = 128, all of
-  // it over its own 64 keys (k-steps kDqK0 ..) at D = 64.
+  // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
+  // alone) at D = 64.
   constexpr int kDqN = 64;
-  constexpr int kDqSteps = D == 64 ? 4 : kBwdN / 16;
-  const int kDqK0 = D == 64 ? 4 * cw : 0;
+  const bool dq_worker = D == 128 || cw == 0;
   const int dq_block = D == 128 ? cw : 0;
-  // The warpgroups that stage dQ for the writer: both at D = 128, 0 at D = 64.
-  const bool dq_stager = D == 128 || cw == 0;
   const bool recorder = cw == 0 && (threadIdx.x & 127) == 0;
   const uint32_t k_addr = smem_addr(sK) + cw * 64 * 128;
   const uint32_t v_addr = smem_addr(sV) + cw * 64 * 128;
@@ -933,25 +905,19 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         bwd_ds_fragments(pa, dp, cD, cw * 64 + warp * 16 + g, ds_tile, da);
       }
       fence_proxy_async_shared();
-      // The dS^T rows dQ reads are in shared memory: both warpgroups' (D = 128), its own (D = 64).
-      if constexpr (D == 64) {
-        named_bar_sync(5 + cw, 128);
-      } else {
-        named_bar_sync(3, 256);
-      }
+      named_bar_sync(3, 256);  // both warpgroups' dS^T are in shared memory
 
       // dQ_part (64 queries × kDqN) = dS·K: dS (M-major, from dS^T) and K (N-major); then
-      // dK += dS^T·Q. Every step commits the same groups.
+      // dK += dS^T·Q. Every step commits the same groups (an empty one for warpgroup 1 at D = 64).
       float dq[kDqN / 2];
-      {
+      if (dq_worker) {
         wgmma_fence();
         const uint32_t ds_addr = smem_addr(ds_tile);
         const uint32_t kcol_addr = smem_addr(sK) + dq_block * kRegK;
 #pragma unroll
-        for (int k = 0; k < kDqSteps; ++k) {
-          const int kk = kDqK0 + k;
+        for (int kk = 0; kk < kBwdN / 16; ++kk) {
           mma_ss<kDqN, 1, 1>(dq, sw128_desc(ds_addr + kk * 16 * 128, kRegK, 1024),
-                             sw128_desc(kcol_addr + kk * 16 * 128, kRegK, 1024), k > 0);
+                             sw128_desc(kcol_addr + kk * 16 * 128, kRegK, 1024), kk > 0);
         }
       }
       wgmma_commit();
@@ -963,24 +929,12 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       wgmma_wait<1>();  // dQ is done, and dV; dK runs on
       fence_regs(dv);
       fence_regs(pa);
-      if constexpr (D == 64) {  // consumer 1's part into consumer 0's sum
-        fence_regs(dq);
-        const int b = ctr & 1;
-        float* part = sDqPart + b * (kBwdM * 64);
-        if (cw == 1) {
-          mbar_wait(&bar.part_empty[b], ((ctr >> 1) & 1) ^ 1);
-          bwd_stage_dq(dq, part, 0);
-          mbar_arrive(&bar.part_full[b]);
-          return;
-        }
-        mbar_wait(&bar.part_full[b], (ctr >> 1) & 1);
-        bwd_add_dq(dq, part);
-        mbar_arrive(&bar.part_empty[b]);
-      }
       // The dQ part to the writer, once it has read the previous one.
       mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
-      fence_regs(dq);
-      bwd_stage_dq(dq, sDq, dq_block);
+      if (dq_worker) {
+        fence_regs(dq);
+        bwd_stage_dq(dq, sDq, dq_block);
+      }
       if (recorder) {
         bar.dq_index = (blk.bi * dm.heads + blk.h0 + steps.head(i)) * n_q + q_step;
         bar.dq_kb = kb;
@@ -1010,7 +964,6 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
                     scale);
   }
   // No more tiles: the writer stops.
-  if (!dq_stager) return;
   mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
   if (recorder) bar.dq_index = -1;
   mbar_arrive(&bar.dq_full);
@@ -1038,7 +991,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* sFinIn = reinterpret_cast<float*>(sFinOut + S::kFinOut);
   float* sL = sFinIn + kBwdM * 64;      // kBwdStages stages of lse
   float* sD = sL + kBwdStages * kBwdM;  // kBwdStages stages of dsum
-  float* sDqPart = sD + kBwdStages * kBwdM;  // D = 64: two of consumer 1's dQ parts
 
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
@@ -1052,16 +1004,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&bar.full[i], 1 + 32);  // the expected bytes, and the producer warp's lanes
       mbar_init(&bar.empty[i], kConsumerWarps);
     }
-    mbar_init(&bar.dq_full, D == 64 ? 128 : 2 * 128);  // every stager thread, after its stores
+    mbar_init(&bar.dq_full, 2 * 128);  // every consumer thread, after its stores
     mbar_init(&bar.dq_empty, 1);
     mbar_init(&bar.fin_full, 1);
     mbar_init(&bar.fin_empty, 64);  // every finalizer thread, once it has read the index
     mbar_init(&bar.fin_load, 1);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(&bar.part_full[i], 128);   // consumer 1's threads, after their stores
-      mbar_init(&bar.part_empty[i], 128);  // consumer 0's threads, after their reads
-    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -1079,7 +1026,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     setmaxnreg_inc<240>();
-    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sDqPart, sL, sD, bar, tiles, work, dm, dqkv,
+    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
                    scale_log2, scale);
   }
 }
