@@ -211,12 +211,14 @@ TEST_F(ImportExport, ExportFormats) {
 
 // `mplan export --megatron X | mplan import --megatron -` gives X back for the best plans of
 // sweeps — the cluster (read from the script's "# mplan:" line) and so the prediction included.
+// (The two larger sweeps pin cp = 1: their best plans are those of the whole space, in a quarter
+// of the time.)
 TEST_F(ImportExport, SweepBestPlansSurviveExportImport) {
   const std::string import_again = "' import --megatron - --out again.json";
   for (const char* sweep : {"--gpus 8 --model gpt3-1.3b --cluster dgx-h100",
-                            "--gpus 32 --model mixtral-8x7b --cluster dgx-h100",
+                            "--gpus 32 --model mixtral-8x7b --cluster dgx-h100 --fix cp=1",
                             "--gpus 4 --model llama2-7b --cluster h200x4",
-                            "--gpus 64 --model llama3-70b --cluster dgx-h100"}) {
+                            "--gpus 64 --model llama3-70b --cluster dgx-h100 --fix cp=1"}) {
     SCOPED_TRACE(sweep);
     Result best = run(std::string("sweep ") + sweep + " --out best.json");
     ASSERT_EQ(best.code, 0) << best.err;
