@@ -17,7 +17,6 @@
 #include "exec/cuda/device_attribute.hpp"
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
-#include "exec/cuda/mma_utils.cuh"
 
 namespace mplan::exec::cuda {
 namespace {
@@ -127,13 +126,6 @@ constexpr bool ln_fused_pipelined() {
   return sizeof(T) == 2 && kVpl == 2;
 }
 constexpr int kLnPipelinedBlocksPerSm = 2;
-// The pipelined loop's ring in shared memory: kLnStages row steps, each thread's own 16-byte
-// vectors (x, dy, resid: 3 · kVpl slots) and its row's mean and rstd (8 bytes) per step.
-constexpr int kLnStages = 3;
-template <int kVpl>
-constexpr int ln_ring_bytes() {
-  return kLnStages * kWarps * 32 * (3 * kVpl * 16 + 8);
-}
 
 // dx, and the dgamma/dbeta partials of row parts (the register path: kVpl > 0, 16-byte aligned).
 // Part p is rows [p·rows_per_part, ...) ∩ [0, rows). The block's kWarps warps form kWarps / W
@@ -152,13 +144,10 @@ constexpr int ln_ring_bytes() {
 // the bytes it keeps in flight. The plain loop (block p takes part p; a grid of `parts` blocks)
 // loads a row's x and dy, reduces them, waits at the barrier, then loads resid and stores dx:
 // about two memory latencies per row with little in flight. Where ln_fused_pipelined (the
-// training shape h = 2048 bf16) the loop is software-pipelined instead: each thread copies its
-// own vectors of the group's rows (x, dy, resid, and the row's mean and rstd) by cp.async into a
-// ring of kLnStages steps in shared memory, kLnStages − 1 steps ahead of the row it reduces,
-// waits at the barrier and stores (gamma stays in registers), so every lane has two rows of loads
-// in flight all the time (a second set of registers held one, at half the memory's rate). A
-// thread reads only what it copied, so the ring needs no barrier; a slot is refilled one step
-// after its values were used. And the blocks are persistent: the launcher starts only
+// training shape h = 2048 bf16) the loop is software-pipelined instead: the group's next row's
+// x, dy, resid, mean and rstd are loaded into a second set of registers before the current row
+// is reduced, waits at the barrier and is stored (gamma stays in registers), so every lane has a
+// row of loads in flight all the time. And the blocks are persistent: the launcher starts only
 // as many as run at once (kLnPipelinedBlocksPerSm per SM, fewer so that each takes the same
 // number of parts), block b takes parts b, b + gridDim.x, ... and its pipeline runs on from one
 // part into the next, so a part's first loads are not exposed. The arithmetic and its order are
@@ -336,90 +325,69 @@ __global__ void __launch_bounds__(kWarps * 32,
   };
 
   if constexpr (ln_fused_pipelined<T, kVpl>()) {
-    constexpr int kSlots = 3 * kVpl;  // x, dy, resid
-    constexpr int kThreads = kWarps * 32;
-    uint4* ring = reinterpret_cast<uint4*>(res_acc + (kResSum ? G * h : 0));
-    float2* stats = reinterpret_cast<float2*>(ring + kLnStages * kSlots * kThreads);
-    const int tid = threadIdx.x;
-    const auto slot = [&](int stage, int k) { return ring + (stage * kSlots + k) * kThreads + tid; };
+    // One row's inputs as this lane holds them: raw 16-byte words, unpacked where used.
+    struct RowIn {
+      Raw8<T> x[kVpl], dy[kVpl], res[kVpl];
+      float mean, rstd;
+    };
+    // Issues the loads of `row` (none past `end`, nor of columns past h).
+    const auto load_row = [&](RowIn& in, int64_t row, int64_t end) {
+      const bool valid = row < end;
+      in.mean = valid && !kRms ? mean_in[row] : 0.0f;
+      in.rstd = valid ? rstd_in[row] : 0.0f;
+#pragma unroll
+      for (int i = 0; i < kVpl; ++i) {
+        const int c = (glane + 32 * W * i) * 8;
+        if (valid && c < h) {
+          in.x[i] = ld_raw8(x + row * h + c);
+          in.dy[i] = ld_raw8(dy + row * h + c);
+          if (resid != nullptr) in.res[i] = ld_raw8(resid + row * h + c);
+        }
+      }
+    };
     Raw8<T> gam[kVpl];
 #pragma unroll
     for (int i = 0; i < kVpl; ++i) {
       const int c = (glane + 32 * W * i) * 8;
       if (c < h) gam[i] = ld_raw8(gamma + c);
     }
-    // A step of the block: part p, its group rows from base (rows below end). Block b takes parts
-    // b, b + gridDim.x, ..., G rows of a part a step; the same sequence on every thread, so all
-    // reach the barriers equally often.
-    struct Step {
-      int64_t p, base, end;
-    };
-    const auto part_step = [&](int64_t p) {
-      const int64_t base = p * rows_per_part;
-      return Step{p, base, min(rows, base + rows_per_part)};
-    };
-    const auto next = [&](const Step& c) {
-      return c.base + G < c.end ? Step{c.p, c.base + G, c.end} : part_step(c.p + gridDim.x);
-    };
-    // Copies this thread's part of step c's row into `stage` (nothing past the last part, nor
-    // for a row past the part's end or columns past h); one commit group a step either way.
-    const auto issue = [&](int stage, const Step& c) {
-      const int64_t row = c.base + grp;
-      if (c.p < parts && row < c.end) {
-#pragma unroll
-        for (int i = 0; i < kVpl; ++i) {
-          const int col = (glane + 32 * W * i) * 8;
-          if (col < h) {
-            cp_async16(slot(stage, i), x + row * h + col, true);
-            cp_async16(slot(stage, kVpl + i), dy + row * h + col, true);
-            if (resid != nullptr) cp_async16(slot(stage, 2 * kVpl + i), resid + row * h + col, true);
-          }
-        }
-        float2* st = stats + stage * kThreads + tid;
-        if constexpr (!kRms) cp_async4(&st->x, mean_in + row, true);
-        cp_async4(&st->y, rstd_in + row, true);
-      }
-      cp_async_commit();
-    };
-    Step cur = part_step(blockIdx.x), ahead = cur;
-#pragma unroll
-    for (int k = 0; k < kLnStages - 1; ++k) {
-      issue(k, ahead);
-      ahead = next(ahead);
-    }
-    int par = 0, stage = 0;
+    // The block's current part p (rows below r_end) and step base (its group's row: base + grp),
+    // the same for every thread of the block, so all reach the barriers equally often.
+    int64_t p = blockIdx.x;
+    int64_t base = p * rows_per_part;
+    int64_t r_end = min(rows, base + rows_per_part);
+    RowIn cur, nxt;
+    load_row(cur, base + grp, r_end);
+    int par = 0;
     for (;;) {
-      // Step cur + kLnStages − 1 into the stage the previous step used (its values are used).
-      issue((stage + kLnStages - 1) % kLnStages, ahead);
-      ahead = next(ahead);
-      cp_async_wait<kLnStages - 1>();  // this step's copies are in
-      if (cur.base < cur.end) {        // (false only for a part past the last row)
-        Raw8<T> xr[kVpl], dr[kVpl], rr[kVpl];
-#pragma unroll
-        for (int i = 0; i < kVpl; ++i) {
-          xr[i].w[0] = *slot(stage, i);
-          dr[i].w[0] = *slot(stage, kVpl + i);
-          rr[i].w[0] = *slot(stage, 2 * kVpl + i);
-        }
-        const float2 st = stats[stage * kThreads + tid];
-        const int64_t row = cur.base + grp;
+      // The next step: G rows on in this part, else the first rows of the block's next part.
+      int64_t np = p, nbase = base + G, n_end = r_end;
+      if (nbase >= r_end) {
+        np = p + gridDim.x;
+        nbase = np * rows_per_part;
+        n_end = min(rows, nbase + rows_per_part);
+      }
+      // In flight while the current row is reduced, waits and is stored.
+      if (np < parts) load_row(nxt, nbase + grp, n_end);
+      if (base < r_end) {  // (false only for a part past the last row)
+        const int64_t row = base + grp;
         row_step(
-            row, row < cur.end, kRms ? 0.0f : st.x, st.y, par, xr, dr,
+            row, row < r_end, cur.mean, cur.rstd, par, cur.x, cur.dy,
             [&](int i, int, float(&gv)[8]) { unpack8(gam[i], gv); },
-            [&](int i, int, float(&rv)[8]) { unpack8(rr[i], rv); });
+            [&](int i, int, float(&rv)[8]) { unpack8(cur.res[i], rv); });
         par ^= 1;
       }
-      const Step nx = next(cur);
-      if (nx.p != cur.p) {  // part cur.p is done
-        write_partials(cur.p);
-        if (nx.p >= parts) break;
+      if (np != p) {  // part p is done
+        write_partials(p);
+        if (np >= parts) break;
         clear_sums();
         __syncthreads();  // the next part's write_partials overwrites sum_g, sum_b
       }
-      cur = nx;
-      stage = (stage + 1) % kLnStages;
+      cur = nxt;
+      p = np;
+      base = nbase;
+      r_end = n_end;
     }
-    cp_async_wait<0>();  // (only empty groups are left)
   } else {
     const int64_t r_begin = static_cast<int64_t>(blockIdx.x) * rows_per_part;
     const int64_t r_end = min(rows, r_begin + rows_per_part);
@@ -584,15 +552,10 @@ void norm_backward_one_pass(const void* dy, const void* x, const void* gamma, DT
             if (dres_colsum != nullptr) kernel = ln_backward_fused_kernel<T, kVpl, W, kRms, true>;
           }
           const int smem = static_cast<int>(
-              ((kRms ? 1 : 2) + (dres_colsum != nullptr ? kWarps / W : 0)) * h * sizeof(float) +
-              (ln_fused_pipelined<T, kVpl>() ? ln_ring_bytes<kVpl>() : 0));
+              ((kRms ? 1 : 2) + (dres_colsum != nullptr ? kWarps / W : 0)) * h * sizeof(float));
           if (smem > 48 * 1024) {
             MPLAN_CUDA_CHECK(
                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-            // The pipelined loop's two blocks per SM need the largest shared-memory carveout.
-            MPLAN_CUDA_CHECK(cudaFuncSetAttribute(kernel,
-                                                  cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                  cudaSharedmemCarveoutMaxShared));
           }
           // Pipelined: as many blocks as run at once, each taking the same number of parts.
           int64_t grid = parts;
