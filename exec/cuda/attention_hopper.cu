@@ -96,6 +96,28 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
   }
 }
 
+// This thread's A fragments (wgmma.cuh's layout) of the 64 rows row0 .. + 63 of a tile stored
+// swizzled (sw128_offset, `rows` rows a 64-column region), over its D columns: k-step kk holds
+// columns 16 kk .. + 15. A tile the products read every step is read once this way, so that
+// they take it from registers (wgmma's RS form) and shared memory serves only their B operand.
+template <int D>
+__device__ __forceinline__ void load_a_fragments(const unsigned char* tile, int rows, int row0,
+                                                 uint32_t (&f)[D / 16][4]) {
+  const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int r = row0 + warp * 16 + g;
+  const auto word = [&](int row, int col) {
+    return *reinterpret_cast<const uint32_t*>(tile + sw128_offset(rows, row, col));
+  };
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const int c = 16 * kk + 2 * t;
+    f[kk][0] = word(r, c);
+    f[kk][1] = word(r + 8, c);
+    f[kk][2] = word(r, c + 8);
+    f[kk][3] = word(r + 8, c + 8);
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Forward, warp-specialised and persistent (FlashAttention-3's structure). min(tiles, SMs)
 // blocks of 384 threads walk the tiles (b·heads × query blocks of 128, in fwd_tile's order, dealt
@@ -279,16 +301,16 @@ __device__ __forceinline__ int fwd_first_masked(int wg_row0, int s) {
   return max(1, min(first_above(wg_row0 - (kFwdN - 1)), first_above(s - kFwdN)));
 }
 
-// S = Q·K^T over the head dim for one warpgroup (64 rows × kFwdN keys), issued, not waited for.
+// S = Q·K^T over the head dim for one warpgroup (64 rows × kFwdN keys), issued, not waited for:
+// Q from this thread's A fragments (load_a_fragments, once a tile), K read K-major.
 template <int D>
-__device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], uint32_t q_addr,
+__device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], const uint32_t (&qf)[D / 16][4],
                                             uint32_t k_addr) {
   constexpr int kRegion = kFwdM * 128;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t koff = (kk >> 2) * kRegion + (kk & 3) * 32;
-    mma_ss<kFwdN, 0, 0>(sc, sw128_desc(q_addr + koff, 16, 1024),
-                        sw128_desc(k_addr + koff, 16, 1024), kk > 0);
+    mma_rs<kFwdN, 0>(sc, qf[kk], sw128_desc(k_addr + koff, 16, 1024), kk > 0);
   }
 }
 // O += P·V for one step: P the register A fragments, V (kFwdN keys × D) read N-major.
@@ -339,8 +361,9 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
     uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
     float alpha[2];
     const int qb = tile_i % kFwdQBuffers;
-    const uint32_t q_addr = smem_addr(sQ + qb * kTile) + cw * 64 * 128;
     mbar_wait(&bar.q_full[qb], (tile_i / kFwdQBuffers) & 1);
+    uint32_t qf[D / 16][4];  // this warpgroup's 64 rows of Q (the previous tile's products are done)
+    load_a_fragments<D>(sQ + qb * kTile, kFwdM, cw * 64, qf);
 
     // Step 0: S_0 only.
     {
@@ -349,7 +372,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       float sc[kFwdN / 2];
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      fwd_issue_s<D>(sc, q_addr, k_base + st * kTile);
+      fwd_issue_s<D>(sc, qf, k_base + st * kTile);
       wgmma_commit();
       named_bar_arrive(other_turn, 256);
       wgmma_wait<0>();
@@ -370,7 +393,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       float sc[kFwdN / 2];
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      fwd_issue_s<D>(sc, q_addr, k_base + st * kTile);
+      fwd_issue_s<D>(sc, qf, k_base + st * kTile);
       wgmma_commit();
       fwd_issue_pv<D>(o, pa, v_base + pst * kTile);
       wgmma_commit();
@@ -409,6 +432,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);
+      fence_regs(qf);
       warp_release(&bar.v_empty[pst]);
     }
     const int bi = tl.bh / dm.heads, hh = tl.bh % dm.heads;
@@ -573,6 +597,8 @@ __device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const floa
 
 // acc (64 keys × 64 queries of a warpgroup) = A·B^T over the head dim, A a K or V tile and B a Q
 // or dO tile, each in 64-column blocks of 128-byte swizzled rows (kBwdN and kBwdM rows a block).
+// (K's fragments in registers, as the forward holds Q's, leave the head-dim-64 backward too few
+// registers: ptxas serialises its wgmma, C7512.)
 template <int D>
 __device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_addr,
                                                    uint32_t b_addr) {
