@@ -301,16 +301,28 @@ __device__ __forceinline__ int fwd_first_masked(int wg_row0, int s) {
   return max(1, min(first_above(wg_row0 - (kFwdN - 1)), first_above(s - kFwdN)));
 }
 
+// Whether the forward holds Q in registers: at head dim 128 S = Q·K^T then reads only K from
+// shared memory (reference shape 530 -> 535-539 TFLOP/s on an H200); at head dim 64 it was
+// slower (Llama's shape 432 -> 413), so there both operands stay in shared memory.
+template <int D>
+constexpr bool kFwdQInRegs = D == 128;
+
 // S = Q·K^T over the head dim for one warpgroup (64 rows × kFwdN keys), issued, not waited for:
-// Q from this thread's A fragments (load_a_fragments, once a tile), K read K-major.
+// Q from this thread's A fragments qf (load_a_fragments, once a tile) where kFwdQInRegs, else
+// from shared memory at q_addr; K read K-major.
 template <int D>
 __device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], const uint32_t (&qf)[D / 16][4],
-                                            uint32_t k_addr) {
+                                            uint32_t q_addr, uint32_t k_addr) {
   constexpr int kRegion = kFwdM * 128;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t koff = (kk >> 2) * kRegion + (kk & 3) * 32;
-    mma_rs<kFwdN, 0>(sc, qf[kk], sw128_desc(k_addr + koff, 16, 1024), kk > 0);
+    if constexpr (kFwdQInRegs<D>) {
+      mma_rs<kFwdN, 0>(sc, qf[kk], sw128_desc(k_addr + koff, 16, 1024), kk > 0);
+    } else {
+      mma_ss<kFwdN, 0, 0>(sc, sw128_desc(q_addr + koff, 16, 1024),
+                          sw128_desc(k_addr + koff, 16, 1024), kk > 0);
+    }
   }
 }
 // O += P·V for one step: P the register A fragments, V (kFwdN keys × D) read N-major.
@@ -361,9 +373,10 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
     uint32_t pa[kFwdN / 16][4];  // P of the previous step, the A operand of its P·V
     float alpha[2];
     const int qb = tile_i % kFwdQBuffers;
+    const uint32_t q_addr = smem_addr(sQ + qb * kTile) + cw * 64 * 128;
     mbar_wait(&bar.q_full[qb], (tile_i / kFwdQBuffers) & 1);
     uint32_t qf[D / 16][4];  // this warpgroup's 64 rows of Q (the previous tile's products are done)
-    load_a_fragments<D>(sQ + qb * kTile, kFwdM, cw * 64, qf);
+    if constexpr (kFwdQInRegs<D>) load_a_fragments<D>(sQ + qb * kTile, kFwdM, cw * 64, qf);
 
     // Step 0: S_0 only.
     {
@@ -372,7 +385,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       float sc[kFwdN / 2];
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      fwd_issue_s<D>(sc, qf, k_base + st * kTile);
+      fwd_issue_s<D>(sc, qf, q_addr, k_base + st * kTile);
       wgmma_commit();
       named_bar_arrive(other_turn, 256);
       wgmma_wait<0>();
@@ -393,7 +406,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       float sc[kFwdN / 2];
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      fwd_issue_s<D>(sc, qf, k_base + st * kTile);
+      fwd_issue_s<D>(sc, qf, q_addr, k_base + st * kTile);
       wgmma_commit();
       fwd_issue_pv<D>(o, pa, v_base + pst * kTile);
       wgmma_commit();
@@ -432,7 +445,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pa);
-      fence_regs(qf);
+      if constexpr (kFwdQInRegs<D>) fence_regs(qf);
       warp_release(&bar.v_empty[pst]);
     }
     const int bi = tl.bh / dm.heads, hh = tl.bh % dm.heads;
