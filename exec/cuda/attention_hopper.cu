@@ -8,9 +8,9 @@
 // capability 9.0 and keeps its mma.sync kernels for the others (and as MPLAN_ATTENTION=flash2).
 //
 // Forward: a persistent grid; a tile is 128 query rows (64 per consumer) that walk key blocks of
-// 128 up to their diagonal: S = Q·K^T (K-major operands), an online softmax in registers,
-// O += P·V with P as the register A operand and V read N-major. Tiles go in sections of heads
-// whose K and V fit in L2 (fwd_tile).
+// 128 up to their diagonal: S = Q·K^T (K-major operands; at head dim 128 Q is the register A
+// operand, kFwdQInRegs), an online softmax in registers, O += P·V with P as the register A
+// operand and V read N-major. Tiles go in sections of heads whose K and V fit in L2 (fwd_tile).
 // Backward: a persistent grid whose blocks take tiles from a counter, in sections of head sets
 // whose Q, dO and dQ fit in L2, heaviest first within a section (BwdTiles); a tile is a
 // key block of 128 (64 keys per consumer) of one K/V group and a chunk of its heads
@@ -375,7 +375,8 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
     const int qb = tile_i % kFwdQBuffers;
     const uint32_t q_addr = smem_addr(sQ + qb * kTile) + cw * 64 * 128;
     mbar_wait(&bar.q_full[qb], (tile_i / kFwdQBuffers) & 1);
-    uint32_t qf[D / 16][4];  // this warpgroup's 64 rows of Q (the previous tile's products are done)
+    // This warpgroup's 64 rows of Q where kFwdQInRegs (the previous tile's products are done).
+    uint32_t qf[D / 16][4];
     if constexpr (kFwdQInRegs<D>) load_a_fragments<D>(sQ + qb * kTile, kFwdM, cw * 64, qf);
 
     // Step 0: S_0 only.
