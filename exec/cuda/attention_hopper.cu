@@ -135,6 +135,7 @@ constexpr int kFwdM = 128;  // query rows per tile
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 2;
 constexpr int kFwdQBuffers = 2;  // the next tile's Q loads while this tile runs
+constexpr int kFwdRegion = kFwdM * 128;  // one 64-column block of a 128-row Q, K or V tile
 
 template <int D>
 constexpr int fwd_tile_bytes() {
@@ -190,7 +191,6 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
                             unsigned char* sV, FwdBarriers& bar, const Dims& dm, int n_tiles,
                             int n_qb, int sec) {
   constexpr int kTile = fwd_tile_bytes<D>();
-  constexpr int kRegion = kFwdM * 128;  // one 64-column block of a 128-row tile
   int kv = 0;
   for (int tile_i = 0;; ++tile_i) {
     const int t = fwd_tile_index(tile_i);
@@ -203,7 +203,7 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
     mbar_arrive_expect_tx(&bar.q_full[qb], kTile);
 #pragma unroll
     for (int c = 0; c < D / 64; ++c)
-      tma_load_3d(sQ + qb * kTile + c * kRegion, map, &bar.q_full[qb], c * 64, plane_q, tl.q0);
+      tma_load_3d(sQ + qb * kTile + c * kFwdRegion, map, &bar.q_full[qb], c * 64, plane_q, tl.q0);
     for (int j = 0; j < tl.n_kb; ++j, ++kv) {
       const int st = kv % kFwdStages;
       const uint32_t ph = (kv / kFwdStages) & 1;
@@ -211,13 +211,13 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
       mbar_arrive_expect_tx(&bar.k_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_load_3d(sK + st * kTile + c * kRegion, map, &bar.k_full[st], c * 64, plane_k,
+        tma_load_3d(sK + st * kTile + c * kFwdRegion, map, &bar.k_full[st], c * 64, plane_k,
                     j * kFwdN);
       mbar_wait(&bar.v_empty[st], ph ^ 1);
       mbar_arrive_expect_tx(&bar.v_full[st], kTile);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_load_3d(sV + st * kTile + c * kRegion, map, &bar.v_full[st], c * 64,
+        tma_load_3d(sV + st * kTile + c * kFwdRegion, map, &bar.v_full[st], c * 64,
                     plane_k + dm.groups, j * kFwdN);
     }
   }
@@ -313,10 +313,9 @@ constexpr bool kFwdQInRegs = D == 128;
 template <int D>
 __device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], const uint32_t (&qf)[D / 16][4],
                                             uint32_t q_addr, uint32_t k_addr) {
-  constexpr int kRegion = kFwdM * 128;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t koff = (kk >> 2) * kRegion + (kk & 3) * 32;
+    const uint32_t koff = (kk >> 2) * kFwdRegion + (kk & 3) * 32;
     if constexpr (kFwdQInRegs<D>) {
       mma_rs<kFwdN, 0>(sc, qf[kk], sw128_desc(k_addr + koff, 16, 1024), kk > 0);
     } else {
@@ -329,10 +328,9 @@ __device__ __forceinline__ void fwd_issue_s(float (&sc)[kFwdN / 2], const uint32
 template <int D>
 __device__ __forceinline__ void fwd_issue_pv(float (&o)[D / 2], const uint32_t (&pa)[kFwdN / 16][4],
                                              uint32_t v_addr) {
-  constexpr int kRegion = kFwdM * 128;
 #pragma unroll
   for (int kk = 0; kk < kFwdN / 16; ++kk)
-    mma_rs<D, 1>(o, pa[kk], sw128_desc(v_addr + kk * 16 * 128, kRegion, 1024), true);
+    mma_rs<D, 1>(o, pa[kk], sw128_desc(v_addr + kk * 16 * 128, kFwdRegion, 1024), true);
 }
 // P (f32, in S's registers) packed as the A fragments of P·V: key chunk j is half (j & 1) of the
 // fragment of k-step j / 2.
