@@ -74,11 +74,6 @@ enum class Epilogue : uint8_t {
   // sum rounded once; alpha must be 1 and beta 0.
   kResidual,
   kBiasResidual,
-  // A weight gradient with its layer's bias gradient: C = alpha·op(A)·op(B) + beta·C as kNone
-  // (beta 1 with an f32 C accumulates), and bias ((m) f32) += the sums of op(A)'s rows over k,
-  // i.e. the column sums of A, which must be stored (k, m) (trans_a): A is the layer's output
-  // gradient dY (tokens, out) and C its weight's gradient dY^T·X. alpha must be 1.
-  kBiasGradA,
 };
 // Whether the epilogue adds a bias (n, act dtype), and whether it reads or writes aux.
 constexpr bool epilogue_has_bias(Epilogue e) {

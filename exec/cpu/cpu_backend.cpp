@@ -242,12 +242,6 @@ void CpuBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bi
     check_float(aux, "gemm aux");
     check_numel(aux, g.m * g.n, "gemm aux");
   }
-  if (g.epilogue == Epilogue::kBiasGradA) {
-    MPLAN_CHECK(g.trans_a && g.alpha == 1.0f,
-                "gemm: the bias-gradient epilogue needs A stored (k, m) (trans_a) and alpha 1");
-    check_dtype(bias, DType::kF32, "gemm bias gradient");
-    check_numel(bias, g.m, "gemm bias gradient");
-  }
   if (g.epilogue == Epilogue::kDGelu || g.epilogue == Epilogue::kResidual ||
       g.epilogue == Epilogue::kBiasResidual) {
     MPLAN_CHECK(g.alpha == 1.0f && g.beta == 0.0f,
@@ -274,13 +268,11 @@ void CpuBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bi
   const int64_t total = g.m * g.n;
   switch (g.epilogue) {
     case Epilogue::kNone:
-    case Epilogue::kBiasGradA:
       for (int64_t i = 0; i < total; ++i) {
         float v = g.alpha * p.data()[i];
         if (g.beta != 0.0f) v += g.beta * load(c, i);
         store(c, i, v);
       }
-      if (g.epilogue == Epilogue::kBiasGradA) bias_grad_accumulate(a, bias);  // A: (k, m)
       break;
     case Epilogue::kBias: {
       F32View bs(bias);

@@ -288,17 +288,6 @@ void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor b
   MPLAN_CHECK(
       a.dtype == b.dtype && is_act(a.dtype) && (c.dtype == a.dtype || c.dtype == DType::kF32),
       "gemm dtypes: a ", to_string(a.dtype), " b ", to_string(b.dtype), " c ", to_string(c.dtype));
-  if (g.epilogue == Epilogue::kBiasGradA) {
-    MPLAN_CHECK(g.trans_a && g.alpha == 1.0f && bias.dtype == DType::kF32 && bias.numel() == g.m,
-                "gemm bias-gradient epilogue: trans_a ", g.trans_a, " alpha ", g.alpha, " bias ",
-                shape_str(bias));
-    // The staging for the bias gradient: cuBLASLt's (m floats) or the column-sum kernel's.
-    const size_t bytes = std::max(static_cast<size_t>(g.m) * sizeof(float),
-                                  column_sum_scratch_bytes(g.k, g.m));
-    Tensor staging{scratch(bytes), DType::kF32, {static_cast<int64_t>(bytes / sizeof(float))}, 1};
-    gemm_->run(g, a, b, c, bias, staging, compute_);
-    return;
-  }
   if (g.epilogue != Epilogue::kNone)
     MPLAN_CHECK(g.beta == 0.0f && g.alpha == 1.0f, "gemm epilogue needs alpha 1 and beta 0");
   if (epilogue_has_bias(g.epilogue))

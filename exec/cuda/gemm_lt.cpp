@@ -140,11 +140,8 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
   if (epi == Epilogue::kBias || epi == Epilogue::kBiasResidual) lt_epi = CUBLASLT_EPILOGUE_BIAS;
   if (epi == Epilogue::kBiasGelu) lt_epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   if (epi == Epilogue::kDGelu) lt_epi = CUBLASLT_EPILOGUE_DGELU;
-  // Our A (dY, stored (k, m), used transposed) is cuBLASLt's B: BGRADB sums it over k into the
-  // bias pointer, one value per column of cuBLASLt's D (our m), written, not accumulated.
-  if (epi == Epilogue::kBiasGradA) lt_epi = CUBLASLT_EPILOGUE_BGRADB;
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epi, sizeof(lt_epi));
-  if (epilogue_has_bias(epi) || epi == Epilogue::kBiasGradA) {
+  if (epi == Epilogue::kBias || epi == Epilogue::kBiasGelu || epi == Epilogue::kBiasResidual) {
     const int32_t bt = static_cast<int32_t>(cuda_type(bias_t));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
@@ -270,13 +267,8 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
 void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
                  const Tensor& bias, const Tensor& aux, cudaStream_t stream) {
   if (g.m == 0 || g.n == 0) return;
-  if (g.epilogue == Epilogue::kBiasGradA && g.k > 0) {
-    run_bias_grad(g, a, b, c, bias.as<float>(), aux.data, stream);
-    return;
-  }
-  if (g.k == 0) {  // C = beta·C (no product; a bias gradient over no rows adds nothing)
-    MPLAN_CHECK(g.epilogue == Epilogue::kNone || g.epilogue == Epilogue::kBiasGradA,
-                "gemm: k = 0 with an epilogue");
+  if (g.k == 0) {  // C = beta·C (no product)
+    MPLAN_CHECK(g.epilogue == Epilogue::kNone, "gemm: k = 0 with an epilogue");
     if (g.beta == 0.0f) {
       launch_fill(c.data, c.dtype, c.numel(), 0.0f, stream);
     } else if (g.beta != 1.0f) {
@@ -317,23 +309,6 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
     launch_bias_add(c.data, c.dtype, bias.data, bias.dtype, g.m, g.n, stream);
   if (g.epilogue == Epilogue::kDGelu)  // in place: C = C · gelu'(aux), C rounded once before
     launch_gelu_backward(c.data, aux.data, c.data, c.dtype, c.numel(), stream);
-}
-
-// kBiasGradA: cuBLASLt's BGRADB writes the bias gradient into `staging`, which is then added
-// to db; without a fused algorithm, the plain GEMM and the column-sum kernel (its partials in
-// `staging`).
-void LtGemm::run_bias_grad(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                           float* db, void* staging, cudaStream_t stream) {
-  if (fuse_epilogues_) {
-    if (Plan* p = plan_for(g, a, b, c, Epilogue::kBiasGradA, staging, DType::kF32, nullptr)) {
-      matmul(*p, g, a, b, c, g.beta, staging, nullptr, stream);
-      launch_add(db, db, staging, DType::kF32, g.m, stream);
-      return;
-    }
-  }
-  Plan* p = plan_for(g, a, b, c, Epilogue::kNone, nullptr, DType::kF32, nullptr);
-  matmul(*p, g, a, b, c, g.beta, nullptr, nullptr, stream);
-  launch_column_sum_accumulate(a.data, a.dtype, g.k, g.m, db, staging, stream);
 }
 
 }  // namespace mplan::exec::cuda

@@ -1,6 +1,5 @@
 // LtGemm: row-major GEMMs C(m, n) = alpha·op(A)·op(B) + beta·C through cuBLASLt, with the bias,
-// bias+GeLU, GeLU-backward and bias-gradient (BGRADB) epilogues fused when cuBLASLt has an
-// algorithm for them, and the
+// bias+GeLU and GeLU-backward epilogues fused when cuBLASLt has an algorithm for them, and the
 // residual ones as cuBLASLt's C input (aux, beta 1) beside its D output (our C). Row-major C
 // is the column-major C^T = op(B)^T·op(A)^T, so A and B swap places in every cuBLASLt call.
 // Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
@@ -56,8 +55,6 @@ class LtGemm {
   void matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
               float beta, const void* bias, const void* aux, cudaStream_t stream,
               const void* c_in = nullptr);
-  void run_bias_grad(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                     float* db, void* staging, cudaStream_t stream);
   void tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
             float beta, cudaStream_t stream, const void* c_in);
 

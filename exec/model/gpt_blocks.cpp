@@ -121,16 +121,6 @@ void GptBlocks::row_weight_grad(Tensor dy, Tensor x, int w, const char* name) {
   op_done(name);
 }
 
-// A column-parallel linear's weight gradient dW += dY^T·X (f32, accumulated over micro-batches),
-// its bias gradient (if it has one: the column sums of dY) taken by the same GEMM's epilogue.
-void GptBlocks::column_weight_grad(Tensor dy, Tensor x, int w, int b, int64_t out_cols,
-                                   const char* name) {
-  const Epilogue e = b >= 0 ? Epilogue::kBiasGradA : Epilogue::kNone;
-  be_.gemm(gemm_args(true, false, out_cols, d_.hidden, d_.tokens(), 1.0f, e), dy, x, grad(w),
-           b >= 0 ? grad(b) : Tensor{});
-  op_done(name);
-}
-
 void GptBlocks::row_input_grad(Tensor dy, int w, Tensor dx, const char* name, Epilogue e,
                                Tensor aux) {
   const int64_t T = d_.tokens(), h = d_.hidden;
@@ -274,16 +264,20 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
 }
 
 // fc2's input gradient through the activation: d_pre = dL/d(fc1 output) from the gathered
-// d_out. GeLU's backward runs in the GEMM's epilogue (kDGelu, on the pre-activation the forward
-// saved); SwiGLU's is a kernel of its own on d_h.
-void GptBlocks::mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out,
-                               Tensor d_pre) {
+// d_out; with `bias_grad`, fc1's bias gradient too. GeLU's backward runs in the GEMM's epilogue
+// (kDGelu, on the pre-activation the forward saved); SwiGLU's is a kernel of its own on d_h.
+void GptBlocks::mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
+                               bool bias_grad) {
   if (d_.gated) {
     row_input_grad(d_out, p.fc2_w, ws_.d_h, "fc2_dgrad");
     be_.swiglu_backward(ws_.d_h, m.fc1_pre, d_pre);
     op_done("activation_bwd");
   } else {
     row_input_grad(d_out, p.fc2_w, d_pre, "fc2_dgrad", Epilogue::kDGelu, m.fc1_pre);
+  }
+  if (bias_grad && p.fc1_b >= 0) {
+    be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+    op_done("bias_grad");
   }
 }
 
@@ -309,10 +303,11 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     mark(sync, p.fc2_w);
   }
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
-  mlp_input_grad(m, p, d_out, d_pre);
+  mlp_input_grad(m, p, d_out, d_pre, !split);
   if (!split) {
-    column_weight_grad(d_pre, gather_sequence(w.y2, ws_.gathered), p.fc1_w, p.fc1_b,
-                       d_.fc1_local(), "fc1_wgrad");
+    Tensor y2 = gather_sequence(w.y2, ws_.gathered);
+    be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
+    op_done("fc1_wgrad");
     mark(sync, p.fc1_b);
     mark(sync, p.fc1_w);
   }
@@ -348,8 +343,13 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   Tensor d_qkv = split ? dy.d_qkv : ws_.d_qkv;
   attention_backward(m, ctx, lse, d_qkv);
   if (!split) {
-    column_weight_grad(d_qkv, gather_sequence(w.y1, ws_.gathered), p.qkv_w, p.qkv_b, qkv_cols,
-                       "qkv_wgrad");
+    if (p.qkv_b >= 0) {
+      be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
+      op_done("bias_grad");
+    }
+    Tensor y1 = gather_sequence(w.y1, ws_.gathered);
+    be_.gemm(gemm_args(true, false, qkv_cols, h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
+    op_done("qkv_wgrad");
     mark(sync, p.qkv_b);
     mark(sync, p.qkv_w);
   }
@@ -370,15 +370,27 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   const LayerParams& p = *r.p;
   const LayerWeightInputs& w = r.a.win;
   const LayerOutputGrads& dy = r.a.dy;
+  const int64_t T = d_.tokens(), h = d_.hidden;
   layer_ = r.layer;
   op_start();
   // (fc2's and proj's bias gradients came with B's norm backwards.)
   row_weight_grad(gather_sequence(dy.d_fc2, ws_.d_gathered), w.fc1_act, p.fc2_w, "fc2_wgrad");
-  column_weight_grad(dy.d_fc1, gather_sequence(w.y2, ws_.gathered), p.fc1_w, p.fc1_b,
-                     d_.fc1_local(), "fc1_wgrad");
+  if (p.fc1_b >= 0) {
+    be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+    op_done("bias_grad");
+  }
+  Tensor y2 = gather_sequence(w.y2, ws_.gathered);
+  be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
+  op_done("fc1_wgrad");
   row_weight_grad(gather_sequence(dy.d_proj, ws_.d_gathered), w.ctx, p.proj_w, "proj_wgrad");
-  column_weight_grad(dy.d_qkv, gather_sequence(w.y1, ws_.gathered), p.qkv_w, p.qkv_b,
-                     d_.qkv_heads_local() * d_.head_dim, "qkv_wgrad");
+  if (p.qkv_b >= 0) {
+    be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
+    op_done("bias_grad");
+  }
+  Tensor y1 = gather_sequence(w.y1, ws_.gathered);
+  be_.gemm(gemm_args(true, false, d_.qkv_heads_local() * d_.head_dim, h, T, 1.0f), dy.d_qkv, y1,
+           grad(p.qkv_w));
+  op_done("qkv_wgrad");
   // The norms' gradients were accumulated in B (fused with their input gradients).
   for (int i : {p.fc2_b, p.fc2_w, p.fc1_b, p.fc1_w, p.ln2_b, p.ln2_w, p.proj_b, p.proj_w, p.qkv_b,
                 p.qkv_w, p.ln1_b, p.ln1_w})

@@ -118,8 +118,8 @@ class GptBlocks {
   // its backward into d_qkv, the gradient of the QKV GEMM's output (RoPE undone).
   void attention_forward(const LayerMain& m, Tensor ctx, Tensor lse);
   void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
-  void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre);
-  void column_weight_grad(Tensor dy, Tensor x, int w, int b, int64_t out_cols, const char* name);
+  void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
+                      bool bias_grad);
   // A row-parallel weight gradient from the gathered output gradient dy (s, b, h; the shard
   // itself without sequence parallelism). (Its bias gradient comes with the next norm's backward:
   // norm_backward_add.)

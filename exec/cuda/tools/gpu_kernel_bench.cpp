@@ -168,18 +168,6 @@ void bench_gemms(Bench& b) {
     const GemmArgs wgrad{.trans_a = true, .m = l.out, .n = l.in, .k = kT, .beta = 1.0f};
     b.add(mplan::cat("gemm ", l.name, " bwd dW (f32 +=)"), dims({l.out, l.in, kT}), fl, 0,
           [&] { g.gemm(wgrad, dy, x, dw); });
-    if (l.epi != Epilogue::kNone && l.out != kH) {  // column-parallel: its bias gradient too
-      Tensor db = b.rand(DType::kF32, {l.out});
-      GemmArgs wb = wgrad;
-      wb.epilogue = Epilogue::kBiasGradA;
-      b.add(mplan::cat("gemm ", l.name, " bwd dW (f32 +=) +bias_grad"), dims({l.out, l.in, kT}),
-            fl, 0, [&] { g.gemm(wb, dy, x, dw, db); });
-      g.set_fuse_gemm_epilogues(false);
-      b.add(mplan::cat("gemm ", l.name, " bwd dW (f32 +=) +bias_grad unfused"),
-            dims({l.out, l.in, kT}), fl, 0, [&] { g.gemm(wb, dy, x, dw, db); });
-      g.set_fuse_gemm_epilogues(true);
-      g.release(db);
-    }
     for (Tensor* t : {&x, &w, &bias, &y, &aux, &dy, &dx, &dw}) g.release(*t);
   }
 }

@@ -54,9 +54,6 @@ class OpChecker {
   // pre-activation (m, n); fused (cuBLASLt DGELU) or the plain GEMM then the gelu_backward kernel.
   bool gemm_dgelu(int64_t m, int64_t n, int64_t k, DType act, bool fused);
   bool bias_grad(int64_t rows, int64_t n, DType act);
-  // A weight gradient with the bias gradient in its epilogue (kBiasGradA): dW (m, n) f32 += dY^T·X
-  // with dY (k, m), db (m) f32 += dY's column sums; fused by cuBLASLt or not.
-  bool gemm_bias_grad(int64_t m, int64_t n, int64_t k, bool fused);
   bool elementwise(int64_t n, DType act);  // fill, copy, cast both ways, add, scale, gelu fwd/bwd
   // Forward, backward and layernorm_backward_add (against the CPU, and bitwise against the GPU's
   // layernorm_backward followed by add).
