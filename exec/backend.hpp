@@ -240,14 +240,6 @@ class Backend {
   //    (T, 0) logits view computes the loss alone (evaluation) and writes no gradient.
   virtual void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
                                   Tensor row_max, Tensor stats, float grad_scale, Tensor loss) = 0;
-  // 1), 2) and 3) together where the vocabulary is not split (tensor parallel 1), with a
-  // gradient (logits not empty): row_max, stats and loss as the steps write them; a backend may
-  // fuse them (the same bits as the steps').
-  virtual void xent_unsplit(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
-                            Tensor stats, float grad_scale, Tensor loss) {
-    xent_local_max_and_stats(logits, targets, vocab_start, row_max, stats);
-    xent_loss_and_grad(logits, targets, vocab_start, row_max, stats, grad_scale, loss);
-  }
   // Sum of a f32 vector into out(1) f32 (+= when accumulate).
   virtual void sum(Tensor x, Tensor out, bool accumulate) = 0;
 

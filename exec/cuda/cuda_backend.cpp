@@ -8,7 +8,6 @@
 #include <cstdlib>
 
 #include "exec/cuda/cuda_check.hpp"
-#include "exec/cuda/device_attribute.hpp"
 #include "exec/cuda/gemm_lt.hpp"
 #include "exec/cuda/kernels.hpp"
 
@@ -590,22 +589,6 @@ void CudaBackend::xent_loss_and_grad(Tensor logits, Tensor targets, int64_t voca
   launch_xent_loss_and_grad(logits.data, logits.dtype, rows, logits.numel() / rows,
                             targets.as<int32_t>(), vocab_start, row_max.as<float>(),
                             stats.as<float>(), grad_scale, loss.as<float>(), compute_);
-}
-
-void CudaBackend::xent_unsplit(Tensor logits, Tensor targets, int64_t vocab_start,
-                               Tensor row_max, Tensor stats, float grad_scale, Tensor loss) {
-  const int64_t rows = targets.numel();
-  MPLAN_CHECK(rows > 0 && logits.numel() % rows == 0 && logits.numel() > 0 &&
-                  targets.dtype == DType::kI32 && row_max.numel() == rows &&
-                  row_max.dtype == DType::kF32 && stats.numel() == 2 * rows &&
-                  stats.dtype == DType::kF32 && loss.numel() == rows &&
-                  loss.dtype == DType::kF32 && is_act(logits.dtype),
-              "xent_unsplit: logits ", shape_str(logits), " loss ", shape_str(loss));
-  launch_xent_unsplit(logits.data, logits.dtype, rows, logits.numel() / rows,
-                      targets.as<int32_t>(), vocab_start, grad_scale, row_max.as<float>(),
-                      stats.as<float>(), loss.as<float>(),
-                      current_device_attribute<cudaDevAttrMultiProcessorCount>(),
-                      current_device_attribute<cudaDevAttrL2CacheSize>(), compute_);
 }
 
 void CudaBackend::sum(Tensor x, Tensor out, bool accumulate) {

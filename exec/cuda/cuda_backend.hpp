@@ -92,8 +92,6 @@ class CudaBackend final : public Backend {
                                 Tensor stats) override;
   void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
                           Tensor stats, float grad_scale, Tensor loss) override;
-  void xent_unsplit(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
-                    Tensor stats, float grad_scale, Tensor loss) override;
   void sum(Tensor x, Tensor out, bool accumulate) override;
 
   void sum_squares_accumulate(Tensor x, Tensor out) override;

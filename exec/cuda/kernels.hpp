@@ -126,13 +126,6 @@ void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols
                                const int32_t* targets, int64_t vocab_start, const float* row_max,
                                const float* stats, float grad_scale, float* loss,
                                cudaStream_t stream);
-// The three steps in one kernel (the vocabulary not split): row_max, stats, loss and the
-// gradient in place, the same bits as launch_xent_local_max_and_stats then
-// launch_xent_loss_and_grad. sms, l2_bytes: the device's, to size the grid (see xent.cu).
-void launch_xent_unsplit(void* logits, DType t, int64_t rows, int64_t cols,
-                         const int32_t* targets, int64_t vocab_start, float grad_scale,
-                         float* row_max, float* stats, float* loss, int sms, int64_t l2_bytes,
-                         cudaStream_t stream);
 
 // ---- optimizer (adamw.cu) -------------------------------------------------------------------
 // As torch.optim.AdamW (and the CPU backend): p *= decay; m, v updated with g = grad·grad_scale;

@@ -144,70 +144,41 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
 
 __device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + __expf(-v)); }
 
-// SwiGLU over rows of [gate | up] (2F) -> F, 8 columns a vector. A thread takes kSwiVecs
-// vectors kThreads apart (i = block·kThreads·kSwiVecs + thread + k·kThreads) and issues all their
-// loads before it computes any: a thread of one vector left the kernel at about three quarters of
-// HBM bandwidth, one 16-byte load per operand in flight.
-constexpr int kThreads = 256;
-constexpr int kSwiVecs = 4;
-
+// SwiGLU over rows of [gate | up] (2F) -> F; 8 columns per thread.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    swiglu_fwd_kernel(const T* __restrict__ x, int64_t rows, int64_t f, bool vec,
-                      T* __restrict__ y) {
+__global__ void swiglu_fwd_kernel(const T* __restrict__ x, int64_t rows, int64_t f, bool vec,
+                                  T* __restrict__ y) {
   const int64_t groups = (f + 7) / 8;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kSwiVecs + threadIdx.x;
-  float g[kSwiVecs][8], u[kSwiVecs][8];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * groups) return;
+  const int64_t r = i / groups, c = (i % groups) * 8;
+  float g[8], u[8];
+  load8_guarded(x + r * 2 * f, c, f, vec, g);
+  load8_guarded(x + r * 2 * f + f, c, f, vec, u);
 #pragma unroll
-  for (int k = 0; k < kSwiVecs; ++k) {
-    const int64_t i = first + static_cast<int64_t>(k) * kThreads;
-    if (i >= rows * groups) continue;
-    const int64_t r = i / groups, c = (i % groups) * 8;
-    load8_guarded(x + r * 2 * f, c, f, vec, g[k]);
-    load8_guarded(x + r * 2 * f + f, c, f, vec, u[k]);
-  }
-#pragma unroll
-  for (int k = 0; k < kSwiVecs; ++k) {
-    const int64_t i = first + static_cast<int64_t>(k) * kThreads;
-    if (i >= rows * groups) continue;
-    const int64_t r = i / groups, c = (i % groups) * 8;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) g[k][j] = g[k][j] * sigmoidf(g[k][j]) * u[k][j];
-    store8_guarded(y + r * f, c, f, vec, g[k]);
-  }
+  for (int j = 0; j < 8; ++j) g[j] = g[j] * sigmoidf(g[j]) * u[j];
+  store8_guarded(y + r * f, c, f, vec, g);
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    swiglu_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t rows, int64_t f,
-                      bool vec, T* __restrict__ dx) {
+__global__ void swiglu_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t rows,
+                                  int64_t f, bool vec, T* __restrict__ dx) {
   const int64_t groups = (f + 7) / 8;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kSwiVecs + threadIdx.x;
-  float g[kSwiVecs][8], u[kSwiVecs][8], d[kSwiVecs][8];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * groups) return;
+  const int64_t r = i / groups, c = (i % groups) * 8;
+  float g[8], u[8], d[8], dg[8], du[8];
+  load8_guarded(x + r * 2 * f, c, f, vec, g);
+  load8_guarded(x + r * 2 * f + f, c, f, vec, u);
+  load8_guarded(dy + r * f, c, f, vec, d);
 #pragma unroll
-  for (int k = 0; k < kSwiVecs; ++k) {
-    const int64_t i = first + static_cast<int64_t>(k) * kThreads;
-    if (i >= rows * groups) continue;
-    const int64_t r = i / groups, c = (i % groups) * 8;
-    load8_guarded(x + r * 2 * f, c, f, vec, g[k]);
-    load8_guarded(x + r * 2 * f + f, c, f, vec, u[k]);
-    load8_guarded(dy + r * f, c, f, vec, d[k]);
+  for (int j = 0; j < 8; ++j) {
+    const float s = sigmoidf(g[j]);
+    dg[j] = d[j] * u[j] * (s + g[j] * s * (1.0f - s));
+    du[j] = d[j] * g[j] * s;
   }
-#pragma unroll
-  for (int k = 0; k < kSwiVecs; ++k) {
-    const int64_t i = first + static_cast<int64_t>(k) * kThreads;
-    if (i >= rows * groups) continue;
-    const int64_t r = i / groups, c = (i % groups) * 8;
-    float dg[8], du[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float sg = sigmoidf(g[k][j]);
-      dg[j] = d[k][j] * u[k][j] * (sg + g[k][j] * sg * (1.0f - sg));
-      du[j] = d[k][j] * g[k][j] * sg;
-    }
-    store8_guarded(dx + r * 2 * f, c, f, vec, dg);
-    store8_guarded(dx + r * 2 * f + f, c, f, vec, du);
-  }
+  store8_guarded(dx + r * 2 * f, c, f, vec, dg);
+  store8_guarded(dx + r * 2 * f + f, c, f, vec, du);
 }
 
 // Rotary position embedding, in place on the packed QKV rows (token t = position · b + batch; a
@@ -313,6 +284,8 @@ __global__ void rope_vec8_kernel(T* __restrict__ qkv, const float* __restrict__ 
   }
 }
 
+constexpr int kThreads = 256;
+
 }  // namespace
 
 void launch_rmsnorm_forward(const void* x, const void* gamma, DType t, int64_t rows, int64_t h,
@@ -374,7 +347,7 @@ void launch_swiglu_forward(const void* x, DType t, int64_t rows, int64_t f, void
   const int64_t n = rows * ((f + 7) / 8);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_fwd_kernel<T><<<blocks_for(n, kThreads * kSwiVecs), kThreads, 0, stream>>>(
+    swiglu_fwd_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(x), rows, f, vec, static_cast<T*>(y));
   });
   MPLAN_CUDA_LAUNCH_CHECK();
@@ -387,7 +360,7 @@ void launch_swiglu_backward(const void* dy, const void* x, DType t, int64_t rows
   const int64_t n = rows * ((f + 7) / 8);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_bwd_kernel<T><<<blocks_for(n, kThreads * kSwiVecs), kThreads, 0, stream>>>(
+    swiglu_bwd_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), rows, f, vec, static_cast<T*>(dx));
   });
   MPLAN_CUDA_LAUNCH_CHECK();

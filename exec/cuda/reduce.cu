@@ -25,34 +25,26 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
   const int64_t r_end = min(rows, r_begin + rows_per_part);
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (c0 < cols && vec) {
-    // kBatch rows' 16-byte loads in flight a thread, kept packed as loaded: the next batch is
-    // issued before the current one is added, so a lane never waits with nothing in flight. The
-    // additions keep the rows' order, so the sums are those of the plain loop below.
+    // kBatch rows' 16-byte loads issued before any is added, kept packed as loaded (one load in
+    // flight a thread left the kernel waiting on memory latency); the additions keep the rows'
+    // order, so the sums are those of the plain loop below.
     constexpr int kBatch = 8;
-    const auto load_batch = [&](int64_t r0, Raw8<T>(&raw)[kBatch]) {
+    for (int64_t r0 = r_begin + threadIdx.y; r0 < r_end; r0 += kBatch * kRowLanes) {
+      Raw8<T> raw[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
         const int64_t r = r0 + k * kRowLanes;
         if (r < r_end) raw[k] = ld_raw8(x + r * cols + c0);
       }
-    };
-    Raw8<T> cur[kBatch];
-    int64_t r0 = r_begin + threadIdx.y;
-    if (r0 < r_end) load_batch(r0, cur);
-    for (; r0 < r_end; r0 += kBatch * kRowLanes) {
-      Raw8<T> nxt[kBatch];
-      if (r0 + kBatch * kRowLanes < r_end) load_batch(r0 + kBatch * kRowLanes, nxt);
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
         if (r0 + k * kRowLanes < r_end) {
           float v[8];
-          unpack8(cur[k], v);
+          unpack8(raw[k], v);
 #pragma unroll
           for (int j = 0; j < 8; ++j) acc[j] += v[j];
         }
       }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) cur[k] = nxt[k];
     }
   } else if (c0 < cols) {
     for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kRowLanes) {
@@ -160,17 +152,8 @@ int64_t column_parts(int64_t rows) {
   return std::max<int64_t>(1, std::min<int64_t>(128, (rows + 63) / 64));
 }
 
-// The column sum's own partition: parts of at least 256 rows (four batches of a row lane's
-// loads), at most 32, so a block streams several batches (its fixed costs, the tile's reduction
-// in shared memory and the partials' store, spread over more rows) and the grid is one or two
-// waves at the bias gradients' shapes (8192 rows: 32 parts × cols / 256 blocks).
-int64_t column_sum_parts(int64_t rows) {
-  return std::max<int64_t>(1, std::min<int64_t>(32, (rows + 255) / 256));
-}
-
 size_t column_sum_scratch_bytes(int64_t rows, int64_t cols) {
-  return static_cast<size_t>(std::max(column_parts(rows), column_sum_parts(rows)) * cols) *
-         sizeof(float);
+  return static_cast<size_t>(column_parts(rows) * cols) * sizeof(float);
 }
 
 void launch_column_partials_finalize(const float* partials, int64_t parts, int64_t cols, float* out,
@@ -183,7 +166,7 @@ void launch_column_partials_finalize(const float* partials, int64_t parts, int64
 void launch_column_sum_accumulate(const void* x, DType t, int64_t rows, int64_t cols, float* out,
                                   void* scratch, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  const int64_t parts = column_sum_parts(rows);
+  const int64_t parts = column_parts(rows);
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   float* partials = static_cast<float*>(scratch);
   const bool vec = aligned16(x) && cols % 8 == 0;

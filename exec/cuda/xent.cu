@@ -6,8 +6,6 @@
 // running max and its sum of exponents relative to it (rescaled when the max grows), then the
 // block takes the max and adds the rescaled sums (FlashAttention's online softmax), which saves a
 // pass over the logits.
-#include <algorithm>
-
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -127,88 +125,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The three steps in one kernel where the vocabulary is not split: a block takes rows r =
-// blockIdx.x, + gridDim.x, ... and for each runs xent_max_stats_kernel's pass (the same
-// per-thread order and block reductions: the same bits), then xent_grad_kernel's over the same
-// row, whose second read the launcher means to come from L2 (it starts only as many blocks as
-// leave the rows in flight within half of L2). Loads go kBatch vectors a thread at a time (the
-// values then taken in order), for the few blocks a multiprocessor holds.
-template <class T, int kBatch>
-__global__ void __launch_bounds__(kThreads)
-    xent_unsplit_kernel(T* __restrict__ logits, int64_t rows, int64_t cols,
-                        const int32_t* __restrict__ targets, int64_t vocab_start, float grad_scale,
-                        bool vec, float* __restrict__ row_max, float* __restrict__ stats,
-                        float* __restrict__ loss) {
-  __shared__ float scratch[32];
-  // f(c0, v) for each of the thread's vectors of the row in order (c0 its first column).
-  const auto each_vector = [&](const T* row, auto&& f) {
-    if (vec) {
-      for (int64_t b0 = static_cast<int64_t>(threadIdx.x) * 8; b0 < cols;
-           b0 += kThreads * 8 * kBatch) {
-        Raw8<T> raw[kBatch];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int64_t c0 = b0 + static_cast<int64_t>(k) * kThreads * 8;
-          if (c0 < cols) raw[k] = ld_raw8(row + c0);
-        }
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int64_t c0 = b0 + static_cast<int64_t>(k) * kThreads * 8;
-          if (c0 < cols) {
-            float v[8];
-            unpack8(raw[k], v);
-            f(c0, v);
-          }
-        }
-      }
-    } else {
-      for (int64_t c0 = static_cast<int64_t>(threadIdx.x) * 8; c0 < cols; c0 += kThreads * 8) {
-        float v[8];
-        load8_guarded(row, c0, cols, vec, v);
-        f(c0, v);
-      }
-    }
-  };
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    T* row = logits + r * cols;
-    const int64_t tl = static_cast<int64_t>(targets[r]) - vocab_start;
-    // (Read before the barriers below, after which other threads overwrite the row.)
-    const float target = threadIdx.x == 0 && tl >= 0 && tl < cols ? to_f32(row[tl]) : 0.0f;
-    float m = -INFINITY, s = 0.0f;
-    each_vector(row, [&](int64_t c0, const float(&v)[8]) {
-      float cm = m;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (c0 + j < cols) cm = fmaxf(cm, v[j]);
-      if (cm != m) {
-        s *= exp_fast(m - cm);
-        m = cm;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (c0 + j < cols) s += exp_fast(v[j] - m);
-    });
-    const float bm = block_max(m, scratch);
-    const float sumexp = block_sum(m == -INFINITY ? 0.0f : s * exp_fast(m - bm), scratch);
-    if (threadIdx.x == 0) {
-      row_max[r] = bm;
-      stats[r] = sumexp;
-      stats[rows + r] = target;
-      loss[r] = logf(sumexp) + bm - target;
-    }
-    const float inv = 1.0f / sumexp;
-    each_vector(row, [&](int64_t c0, const float(&v)[8]) {
-      float g[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float p = exp_fast(v[j] - bm) * inv;
-        g[j] = (p - (c0 + j == tl ? 1.0f : 0.0f)) * grad_scale;
-      }
-      store8_guarded(row, c0, cols, vec, g);
-    });
-  }
-}
-
 // One block per row: the launchers' shared checks and dtype dispatch; launch(tag, grid, vec).
 template <class Launch>
 void per_row(const void* logits, DType t, int64_t rows, int64_t cols, Launch&& launch) {
@@ -260,26 +176,6 @@ void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols
                                                        vocab_start, row_max, stats, grad_scale, vec,
                                                        loss);
   });
-}
-
-void launch_xent_unsplit(void* logits, DType t, int64_t rows, int64_t cols,
-                         const int32_t* targets, int64_t vocab_start, float grad_scale,
-                         float* row_max, float* stats, float* loss, int sms, int64_t l2_bytes,
-                         cudaStream_t stream) {
-  if (rows <= 0) return;
-  // Rows in flight (one a block) within half of L2, one to eight blocks a multiprocessor.
-  const int64_t row_bytes = cols * static_cast<int64_t>(dtype_size(t));
-  const int64_t per_sm = std::clamp<int64_t>(
-      l2_bytes / 2 / std::max<int64_t>(1, static_cast<int64_t>(sms) * row_bytes), 1, 8);
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(rows, sms * per_sm));
-  const bool vec = aligned16(logits) && cols % 8 == 0;
-  dispatch_act(t, [&](auto tag) {
-    using T = decltype(tag);
-    xent_unsplit_kernel<T, 16><<<grid, kThreads, 0, stream>>>(static_cast<T*>(logits), rows, cols,
-                                                              targets, vocab_start, grad_scale, vec,
-                                                              row_max, stats, loss);
-  });
-  MPLAN_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace mplan::exec::cuda

@@ -414,15 +414,7 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
            w.logits);
   op_done("logits");
   // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit (one pass
-  // over the logits for both where the vocabulary is not split; there, with a gradient, the
-  // loss and the gradient too, in one call).
-  if (d_.tp == 1 && !loss_only) {
-    be_.xent_unsplit(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
-                     hm.token_loss);
-    be_.sum(hm.token_loss, loss_sum, /*accumulate=*/true);
-    op_done("cross_entropy");
-    return;
-  }
+  // over the logits for both where the vocabulary is not split).
   if (d_.tp == 1) {
     be_.xent_local_max_and_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
   } else {

@@ -547,40 +547,6 @@ bool OpChecker::cross_entropy(int64_t rows, int64_t cols, int64_t vocab_start, i
   return ok;
 }
 
-bool OpChecker::cross_entropy_unsplit(int64_t rows, int64_t cols, DType act) {
-  std::ostringstream nm;
-  nm << "xent_unsplit rows=" << rows << " V=" << cols << " " << dt(act);
-  Pair logits = random_pair(act, {rows, cols}, -8, 8);
-  Pair steps = alloc(act, {rows, cols});  // the same logits for the GPU's separate steps
-  set(steps, read_cpu(logits));
-  Pair targets = alloc(DType::kI32, {rows});
-  {
-    std::uniform_int_distribution<int64_t> dist(0, cols - 1);
-    std::vector<float> t(static_cast<size_t>(rows));
-    for (auto& v : t) v = static_cast<float>(dist(rng_));
-    set(targets, t);
-  }
-  Pair row_max = alloc(DType::kF32, {rows}), stats = alloc(DType::kF32, {2, rows});
-  Pair loss = alloc(DType::kF32, {rows});
-  for (Pair* p : {&row_max, &stats, &loss}) poison(*p);
-  gpu_.xent_unsplit(logits.gpu, targets.gpu, 0, row_max.gpu, stats.gpu, 0.125f, loss.gpu);
-  cpu_.xent_unsplit(logits.cpu, targets.cpu, 0, row_max.cpu, stats.cpu, 0.125f, loss.cpu);
-  bool ok = compare(nm.str() + ": loss", loss, kF32AccTol);
-  ok = compare(nm.str() + ": grad (in place)", logits, kBf16Tol) && ok;
-  // Bitwise the GPU's two kernels (xent_local_max_and_stats, then xent_loss_and_grad).
-  const std::vector<float> f_max = read_gpu(row_max), f_stats = read_gpu(stats),
-                           f_loss = read_gpu(loss), f_grad = read_gpu(logits);
-  for (Pair* p : {&row_max, &stats, &loss}) poison(*p);
-  gpu_.xent_local_max_and_stats(steps.gpu, targets.gpu, 0, row_max.gpu, stats.gpu);
-  gpu_.xent_loss_and_grad(steps.gpu, targets.gpu, 0, row_max.gpu, stats.gpu, 0.125f, loss.gpu);
-  ok = bitwise_same(nm.str() + ": max = steps", f_max, read_gpu(row_max)) && ok;
-  ok = bitwise_same(nm.str() + ": stats = steps", f_stats, read_gpu(stats)) && ok;
-  ok = bitwise_same(nm.str() + ": loss = steps", f_loss, read_gpu(loss)) && ok;
-  ok = bitwise_same(nm.str() + ": grad = steps", f_grad, read_gpu(steps)) && ok;
-  for (Pair* p : {&logits, &steps, &targets, &row_max, &stats, &loss}) release(*p);
-  return ok;
-}
-
 bool OpChecker::sums(int64_t n) {
   const std::string sfx = " n=" + std::to_string(n);
   Pair x = random_pair(DType::kF32, {n});
@@ -849,11 +815,6 @@ bool OpChecker::run_all() {
   ok = cross_entropy(11, 1001, 0, 2002, bf) && ok;  // cols % 8 != 0: the scalar path
   ok = cross_entropy(13, 256, 256, 512, f32) && ok;
   ok = cross_entropy(9, 50257, 0, 50257, bf) && ok;  // GPT-2's vocabulary: many chunks a thread
-  ok = cross_entropy_unsplit(37, 1000, bf) && ok;
-  ok = cross_entropy_unsplit(3000, 1000, bf) && ok;  // more rows than blocks: several a block
-  ok = cross_entropy_unsplit(11, 1001, bf) && ok;    // cols % 8 != 0: the scalar path
-  ok = cross_entropy_unsplit(13, 256, f32) && ok;
-  ok = cross_entropy_unsplit(300, 128256, bf) && ok;  // Llama 3's vocabulary: L2 limits the grid
   ok = sums(100003) && ok;
   ok = sums(5) && ok;
   ok = adamw(1003, true, 0.1f) && ok;

@@ -75,8 +75,6 @@ class OpChecker {
                           DType act);
   bool cross_entropy(int64_t rows, int64_t cols, int64_t vocab_start, int64_t vocab_total,
                      DType act);
-  // xent_unsplit against the CPU's three steps, and bitwise against the GPU's separate kernels.
-  bool cross_entropy_unsplit(int64_t rows, int64_t cols, DType act);
   bool sums(int64_t n);
   bool adamw(int64_t n, bool with_act, float weight_decay);
   // The same op twice on the same inputs gives bitwise the same outputs.

@@ -53,16 +53,6 @@ TEST_F(CudaBackendTest, CrossEntropy) {
   expect_all_pass();
 }
 
-// The three steps in one kernel (tensor parallel 1): the CPU's values, the GPU steps' bits.
-TEST_F(CudaBackendTest, CrossEntropyUnsplit) {
-  check().cross_entropy_unsplit(37, 1000, DType::kBF16);
-  check().cross_entropy_unsplit(3000, 1000, DType::kBF16);  // several rows a block
-  check().cross_entropy_unsplit(11, 1001, DType::kBF16);    // cols % 8 != 0
-  check().cross_entropy_unsplit(13, 256, DType::kF32);
-  check().cross_entropy_unsplit(200, 128256, DType::kBF16);  // the grid limited by L2
-  expect_all_pass();
-}
-
 TEST_F(CudaBackendTest, SumsAndAdamW) {
   check().sums(100003);
   check().sums(5);
