@@ -74,9 +74,6 @@ enum class Epilogue : uint8_t {
   // sum rounded once; alpha must be 1 and beta 0.
   kResidual,
   kBiasResidual,
-  // kDGelu, and bias ((n) f32) += the column sums of C (fc1's bias gradient from fc2's input
-  // gradient GEMM; a backend may sum C's values before or after their rounding to C's dtype).
-  kDGeluBiasGrad,
 };
 // Whether the epilogue adds a bias (n, act dtype), and whether it reads or writes aux.
 constexpr bool epilogue_has_bias(Epilogue e) {
@@ -84,7 +81,7 @@ constexpr bool epilogue_has_bias(Epilogue e) {
 }
 constexpr bool epilogue_has_aux(Epilogue e) {
   return e == Epilogue::kBiasGelu || e == Epilogue::kDGelu || e == Epilogue::kResidual ||
-         e == Epilogue::kBiasResidual || e == Epilogue::kDGeluBiasGrad;
+         e == Epilogue::kBiasResidual;
 }
 
 struct GemmArgs {

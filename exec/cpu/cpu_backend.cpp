@@ -242,12 +242,8 @@ void CpuBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bi
     check_float(aux, "gemm aux");
     check_numel(aux, g.m * g.n, "gemm aux");
   }
-  if (g.epilogue == Epilogue::kDGeluBiasGrad) {
-    check_dtype(bias, DType::kF32, "gemm bias gradient");
-    check_numel(bias, g.n, "gemm bias gradient");
-  }
   if (g.epilogue == Epilogue::kDGelu || g.epilogue == Epilogue::kResidual ||
-      g.epilogue == Epilogue::kBiasResidual || g.epilogue == Epilogue::kDGeluBiasGrad) {
+      g.epilogue == Epilogue::kBiasResidual) {
     MPLAN_CHECK(g.alpha == 1.0f && g.beta == 0.0f,
                 "gemm: the dgelu and residual epilogues need alpha 1, beta 0");
     MPLAN_CHECK(aux.dtype == c.dtype, "gemm: aux (", to_string(aux.dtype), ") and C (",
@@ -294,10 +290,6 @@ void CpuBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bi
     }
     case Epilogue::kDGelu:
       for (int64_t i = 0; i < total; ++i) store(c, i, p.data()[i] * gelu_tanh_grad(load(aux, i)));
-      break;
-    case Epilogue::kDGeluBiasGrad:  // C's column sums as stored: bias_grad_accumulate's
-      for (int64_t i = 0; i < total; ++i) store(c, i, p.data()[i] * gelu_tanh_grad(load(aux, i)));
-      bias_grad_accumulate(c, bias);
       break;
     case Epilogue::kResidual:  // (aux may be c: each element read before it is written)
       for (int64_t i = 0; i < total; ++i) store(c, i, p.data()[i] + load(aux, i));

@@ -294,14 +294,7 @@ void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor b
     MPLAN_CHECK(bias.numel() == g.n && is_act(bias.dtype), "gemm bias ", shape_str(bias));
   if (epilogue_has_aux(g.epilogue))
     MPLAN_CHECK(aux.numel() == c.numel() && aux.dtype == c.dtype, "gemm aux ", shape_str(aux));
-  void* staging = nullptr;
-  if (g.epilogue == Epilogue::kDGeluBiasGrad) {
-    MPLAN_CHECK(bias.numel() == g.n && bias.dtype == DType::kF32, "gemm bias gradient ",
-                shape_str(bias));
-    staging = scratch(std::max(static_cast<size_t>(g.n) * sizeof(float),
-                               column_sum_scratch_bytes(g.m, g.n)));
-  }
-  gemm_->run(g, a, b, c, bias, aux, compute_, staging);
+  gemm_->run(g, a, b, c, bias, aux, compute_);
 }
 
 void CudaBackend::bias_grad_accumulate(Tensor dy, Tensor db) {

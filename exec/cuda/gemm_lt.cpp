@@ -140,17 +140,13 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
   if (epi == Epilogue::kBias || epi == Epilogue::kBiasResidual) lt_epi = CUBLASLT_EPILOGUE_BIAS;
   if (epi == Epilogue::kBiasGelu) lt_epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   if (epi == Epilogue::kDGelu) lt_epi = CUBLASLT_EPILOGUE_DGELU;
-  // DGELU_BGRAD also writes the column sums of our C (the rows of cuBLASLt's D) to the bias
-  // pointer, as f32: written, not accumulated (the caller adds them).
-  if (epi == Epilogue::kDGeluBiasGrad) lt_epi = CUBLASLT_EPILOGUE_DGELU_BGRAD;
   set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epi, sizeof(lt_epi));
-  if (epilogue_has_bias(epi) || epi == Epilogue::kDGeluBiasGrad) {
+  if (epi == Epilogue::kBias || epi == Epilogue::kBiasGelu || epi == Epilogue::kBiasResidual) {
     const int32_t bt = static_cast<int32_t>(cuda_type(bias_t));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   }
-  if (epi == Epilogue::kBiasGelu || epi == Epilogue::kDGelu ||
-      epi == Epilogue::kDGeluBiasGrad) {  // written, or read by DGELU
+  if (epi == Epilogue::kBiasGelu || epi == Epilogue::kDGelu) {  // written, or read by DGELU
     const int64_t aux_ld = g.n;
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld));
@@ -269,12 +265,8 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
 }
 
 void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                 const Tensor& bias, const Tensor& aux, cudaStream_t stream, void* staging) {
+                 const Tensor& bias, const Tensor& aux, cudaStream_t stream) {
   if (g.m == 0 || g.n == 0) return;
-  if (g.epilogue == Epilogue::kDGeluBiasGrad) {
-    run_dgelu_bias_grad(g, a, b, c, bias.as<float>(), aux, staging, stream);
-    return;
-  }
   if (g.k == 0) {  // C = beta·C (no product)
     MPLAN_CHECK(g.epilogue == Epilogue::kNone, "gemm: k = 0 with an epilogue");
     if (g.beta == 0.0f) {
@@ -317,25 +309,6 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
     launch_bias_add(c.data, c.dtype, bias.data, bias.dtype, g.m, g.n, stream);
   if (g.epilogue == Epilogue::kDGelu)  // in place: C = C · gelu'(aux), C rounded once before
     launch_gelu_backward(c.data, aux.data, c.data, c.dtype, c.numel(), stream);
-}
-
-// kDGeluBiasGrad: cuBLASLt's DGELU_BGRAD writes C's column sums into `staging`, then added to
-// db; without a fused algorithm, kDGelu's path and the column-sum kernel on C (its partials in
-// `staging`).
-void LtGemm::run_dgelu_bias_grad(const GemmArgs& g, const Tensor& a, const Tensor& b,
-                                 const Tensor& c, float* db, const Tensor& aux, void* staging,
-                                 cudaStream_t stream) {
-  if (fuse_epilogues_ && aux.dtype == c.dtype && g.n % 8 == 0) {
-    if (Plan* p = plan_for(g, a, b, c, Epilogue::kDGeluBiasGrad, staging, DType::kF32, aux.data)) {
-      matmul(*p, g, a, b, c, 0.0f, staging, aux.data, stream);
-      launch_add(db, db, staging, DType::kF32, g.n, stream);
-      return;
-    }
-  }
-  GemmArgs gd = g;
-  gd.epilogue = Epilogue::kDGelu;
-  run(gd, a, b, c, {}, aux, stream);
-  launch_column_sum_accumulate(c.data, c.dtype, g.m, g.n, db, staging, stream);
 }
 
 }  // namespace mplan::exec::cuda

@@ -1,6 +1,5 @@
 // LtGemm: row-major GEMMs C(m, n) = alpha·op(A)·op(B) + beta·C through cuBLASLt, with the bias,
-// bias+GeLU, GeLU-backward (with or without the bias gradient) epilogues fused when cuBLASLt has
-// an algorithm for them, and the
+// bias+GeLU and GeLU-backward epilogues fused when cuBLASLt has an algorithm for them, and the
 // residual ones as cuBLASLt's C input (aux, beta 1) beside its D output (our C). Row-major C
 // is the column-major C^T = op(B)^T·op(A)^T, so A and B swap places in every cuBLASLt call.
 // Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
@@ -33,10 +32,8 @@ class LtGemm {
 
   // Backend::gemm semantics. When an epilogue has no fused algorithm (or fuse_epilogues is
   // false) it runs as a plain GEMM followed by the bias / GeLU / GeLU-backward kernels.
-  // staging: device memory for kDGeluBiasGrad's column sums (max of n floats and
-  // column_sum_scratch_bytes(m, n)); unused by the other epilogues.
   void run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias,
-           const Tensor& aux, cudaStream_t stream, void* staging = nullptr);
+           const Tensor& aux, cudaStream_t stream);
 
   void set_fuse_epilogues(bool on) { fuse_epilogues_ = on; }
   // Shapes planned from now on (a plan keeps its choice).
@@ -58,8 +55,6 @@ class LtGemm {
   void matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
               float beta, const void* bias, const void* aux, cudaStream_t stream,
               const void* c_in = nullptr);
-  void run_dgelu_bias_grad(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                           float* db, const Tensor& aux, void* staging, cudaStream_t stream);
   void tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
             float beta, cudaStream_t stream, const void* c_in);
 

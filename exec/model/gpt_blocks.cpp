@@ -122,10 +122,10 @@ void GptBlocks::row_weight_grad(Tensor dy, Tensor x, int w, const char* name) {
 }
 
 void GptBlocks::row_input_grad(Tensor dy, int w, Tensor dx, const char* name, Epilogue e,
-                               Tensor aux, Tensor bias) {
+                               Tensor aux) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = dx.numel() / T;
-  be_.gemm(gemm_args(false, false, T, k, h, 0.0f, e), dy, weight(w), dx, bias, aux);  // dx = dy W
+  be_.gemm(gemm_args(false, false, T, k, h, 0.0f, e), dy, weight(w), dx, {}, aux);  // dx = dy W
   op_done(name);
 }
 
@@ -264,26 +264,20 @@ void GptBlocks::layer_forward(const LayerRef& r, Tensor x_out) {
 }
 
 // fc2's input gradient through the activation: d_pre = dL/d(fc1 output) from the gathered
-// d_out, and fc1's bias gradient (the column sums of d_pre; here also when B and W are split, so
-// that both runs take it the same way). GeLU's backward runs in the GEMM's epilogue (kDGelu, on
-// the pre-activation the forward saved), and with it the bias gradient (kDGeluBiasGrad); SwiGLU's
-// is a kernel of its own on d_h.
-void GptBlocks::mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out,
-                               Tensor d_pre) {
-  const bool fc1_bias_grad = p.fc1_b >= 0;
+// d_out; with `bias_grad`, fc1's bias gradient too. GeLU's backward runs in the GEMM's epilogue
+// (kDGelu, on the pre-activation the forward saved); SwiGLU's is a kernel of its own on d_h.
+void GptBlocks::mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
+                               bool bias_grad) {
   if (d_.gated) {
     row_input_grad(d_out, p.fc2_w, ws_.d_h, "fc2_dgrad");
     be_.swiglu_backward(ws_.d_h, m.fc1_pre, d_pre);
     op_done("activation_bwd");
-    if (fc1_bias_grad) {
-      be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
-      op_done("bias_grad");
-    }
-  } else if (fc1_bias_grad) {
-    row_input_grad(d_out, p.fc2_w, d_pre, "fc2_dgrad", Epilogue::kDGeluBiasGrad, m.fc1_pre,
-                   grad(p.fc1_b));
   } else {
     row_input_grad(d_out, p.fc2_w, d_pre, "fc2_dgrad", Epilogue::kDGelu, m.fc1_pre);
+  }
+  if (bias_grad && p.fc1_b >= 0) {
+    be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+    op_done("bias_grad");
   }
 }
 
@@ -309,7 +303,7 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     mark(sync, p.fc2_w);
   }
   Tensor d_pre = split ? dy.d_fc1 : ws_.d_pre;
-  mlp_input_grad(m, p, d_out, d_pre);
+  mlp_input_grad(m, p, d_out, d_pre, !split);
   if (!split) {
     Tensor y2 = gather_sequence(w.y2, ws_.gathered);
     be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
@@ -381,7 +375,10 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   op_start();
   // (fc2's and proj's bias gradients came with B's norm backwards.)
   row_weight_grad(gather_sequence(dy.d_fc2, ws_.d_gathered), w.fc1_act, p.fc2_w, "fc2_wgrad");
-  // (fc1's bias gradient came with B's fc2 input gradient.)
+  if (p.fc1_b >= 0) {
+    be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+    op_done("bias_grad");
+  }
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
   op_done("fc1_wgrad");

@@ -118,15 +118,16 @@ class GptBlocks {
   // its backward into d_qkv, the gradient of the QKV GEMM's output (RoPE undone).
   void attention_forward(const LayerMain& m, Tensor ctx, Tensor lse);
   void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
-  void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre);
+  void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
+                      bool bias_grad);
   // A row-parallel weight gradient from the gathered output gradient dy (s, b, h; the shard
   // itself without sequence parallelism). (Its bias gradient comes with the next norm's backward:
   // norm_backward_add.)
   void row_weight_grad(Tensor dy, Tensor x, int w, const char* name);
-  // Row-parallel input gradient: dx = dy · W, dy gathered; the epilogue (kDGelu: with aux;
-  // kDGeluBiasGrad: and bias) per Backend::gemm.
+  // Row-parallel input gradient: dx = dy · W, dy gathered; the epilogue (kDGelu: with aux) per
+  // Backend::gemm.
   void row_input_grad(Tensor dy, int w, Tensor dx, const char* name, Epilogue e = Epilogue::kNone,
-                      Tensor aux = {}, Tensor bias = {});
+                      Tensor aux = {});
   float attn_scale() const;
   template <class F>
   void traced(const char* what, F&& f);

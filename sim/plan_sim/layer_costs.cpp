@@ -309,10 +309,8 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 // overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` /
 // `w_pass` (zero-bubble: the input-gradient collective is exposed in B; the input all-gather
 // belongs to W). The bias gradient of a column-parallel linear: in another kernel (Megatron's fused
-// wgrad; the executor's FC1 after GeLU, in fc2's input-gradient GEMM; or none) or a kernel of its
-// own: the executor's QKV (in W when B and W are split) and gated FC1 (in B, after the
-// activation's backward).
-enum class BiasGrad : uint8_t { kElsewhere, kKernel, kKernelInB };
+// wgrad, or none) or a kernel of its own (the executor's QKV and FC1; in W when B and W are split).
+enum class BiasGrad : uint8_t { kElsewhere, kKernel };
 
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
                      const char* wgrad_name, const char* ag_name, const char* comm_name,
@@ -343,7 +341,7 @@ void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, cons
     const int64_t ns = c.kern(MemKernel::kBiasGrad, c.dbl(tokens), c.dbl(out_width),
                               c.dbl(c.d.e) * c.dbl(tokens) * c.dbl(out_width));
     fused.add("bias_grad", Cat::kCompute, ns);
-    (bias_grad == BiasGrad::kKernel ? w_pass : b_pass).add("bias_grad", Cat::kCompute, ns);
+    w_pass.add("bias_grad", Cat::kCompute, ns);
   }
 }
 
@@ -677,7 +675,7 @@ void mlp_backward(const Ctx& c, BackwardPasses bp, int64_t ffn) {
              activation_backward_ns(c, c.dbl(d.tokens), c.dbl(f_t)));
   column_backward(c, bp.fused, bp.b, bp.w, "fc1_dgrad", "fc1_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.gate * f_t, c.groups.tp,
-                  d.exec && d.bias && !dgelu ? BiasGrad::kKernelInB : BiasGrad::kElsewhere);
+                  d.exec && d.bias ? BiasGrad::kKernel : BiasGrad::kElsewhere);
 }
 
 // MoE block after the pre-MLP norm (Megatron's MoELayer with the all-to-all token dispatcher):

@@ -162,17 +162,6 @@ void bench_gemms(Bench& b) {
       b.add(mplan::cat("gemm ", l.name, " bwd dx +dgelu unfused"), dims({kT, l.in, l.out}), fl, 0,
             [&] { g.gemm(dgelu, dy, w, dx, {}, pre); });
       g.set_fuse_gemm_epilogues(true);
-      // ... and fc1's bias gradient (the column sums of dx) in the same call.
-      Tensor db = b.rand(DType::kF32, {l.in});
-      GemmArgs dgb = dgelu;
-      dgb.epilogue = Epilogue::kDGeluBiasGrad;
-      b.add(mplan::cat("gemm ", l.name, " bwd dx +dgelu+bias_grad"), dims({kT, l.in, l.out}), fl,
-            0, [&] { g.gemm(dgb, dy, w, dx, db, pre); });
-      g.set_fuse_gemm_epilogues(false);
-      b.add(mplan::cat("gemm ", l.name, " bwd dx +dgelu+bias_grad unfused"),
-            dims({kT, l.in, l.out}), fl, 0, [&] { g.gemm(dgb, dy, w, dx, db, pre); });
-      g.set_fuse_gemm_epilogues(true);
-      g.release(db);
       g.release(pre);
     }
     // dW (out, in) += dy^T (out, T) · x (T, in), f32

@@ -53,9 +53,6 @@ class OpChecker {
   // The GeLU-backward epilogue (kDGelu) on an input-gradient GEMM dy (m, k) · W (k, n), aux the
   // pre-activation (m, n); fused (cuBLASLt DGELU) or the plain GEMM then the gelu_backward kernel.
   bool gemm_dgelu(int64_t m, int64_t n, int64_t k, DType act, bool fused);
-  // kDGeluBiasGrad: kDGelu's C (bf16) and db (n) f32 += C's column sums; fused (cuBLASLt
-  // DGELU_BGRAD) or kDGelu's path then the column-sum kernel.
-  bool gemm_dgelu_bias_grad(int64_t m, int64_t n, int64_t k, bool fused);
   bool bias_grad(int64_t rows, int64_t n, DType act);
   bool elementwise(int64_t n, DType act);  // fill, copy, cast both ways, add, scale, gelu fwd/bwd
   // Forward, backward and layernorm_backward_add (against the CPU, and bitwise against the GPU's
