@@ -297,11 +297,27 @@ void CudaBackend::gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor b
   gemm_->run(g, a, b, c, bias, aux, compute_);
 }
 
+// A bf16 dY's column sums as the product db (1, n) += ones (1, rows) · dY (rows, n), f32
+// accumulation in cuBLASLt (a GEMV-shaped GEMM reading dY once, at about the bandwidth of a
+// copy), or the column-sum kernel (reduce.cu).
 void CudaBackend::bias_grad_accumulate(Tensor dy, Tensor db) {
   const int64_t n = db.numel();
   MPLAN_CHECK(db.dtype == DType::kF32 && n > 0 && dy.numel() % n == 0 && is_act(dy.dtype),
               "bias_grad: dy ", shape_str(dy), " db ", shape_str(db));
   const int64_t rows = dy.numel() / n;
+  if (bias_grad_by_gemm_ && dy.dtype == DType::kBF16 && rows > 0) {
+    if (ones_.numel() < rows) {
+      if (ones_.data != nullptr) {
+        MPLAN_CUDA_CHECK(cudaStreamSynchronize(compute_));  // earlier sums may still read them
+        release(ones_);
+      }
+      ones_ = alloc(DType::kBF16, {rows}, "bias-grad-ones");
+      fill(ones_, 1.0f);
+    }
+    const GemmArgs g{.m = 1, .n = n, .k = rows, .beta = 1.0f};
+    gemm(g, ones_.flat_slice(0, rows), dy.view({rows, n}), db.view({1, n}));
+    return;
+  }
   void* s = scratch(column_sum_scratch_bytes(rows, n));
   launch_column_sum_accumulate(dy.data, dy.dtype, rows, n, db.as<float>(), s, compute_);
 }

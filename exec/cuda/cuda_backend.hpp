@@ -132,6 +132,9 @@ class CudaBackend final : public Backend {
   void set_tune_gemms(bool on);
   // GEMM plans whose algorithm was chosen by timing (set_tune_gemms / MPLAN_GEMM_TUNE).
   size_t timed_gemm_plans() const;
+  // bias_grad_accumulate of 16-bit gradients as cuBLASLt's product ones^T · dY (default), or by
+  // the column-sum kernel (false; f32 gradients always).
+  void set_bias_grad_by_gemm(bool on) { bias_grad_by_gemm_ = on; }
 
  private:
   void* device_alloc(size_t bytes, const std::string& tag);
@@ -156,6 +159,9 @@ class CudaBackend final : public Backend {
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::kBest;
+  bool bias_grad_by_gemm_ = true;
+  Tensor ones_;  // bf16 ones, as many as the most rows a bias gradient has summed
+
   // RoPE inverse frequencies on the device, per (rot_dim, base).
   std::map<std::pair<int64_t, float>, float*> rope_tables_;
 

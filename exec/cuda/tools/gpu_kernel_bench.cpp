@@ -267,11 +267,21 @@ void bench_memory_bound(Bench& b) {
     Tensor db = b.rand(DType::kF32, {kF});
     b.add("gelu fwd", dims({kT, kF}), 0, 2 * kT * kF * e, [&] { g.gelu_forward(x, y); });
     b.add("gelu bwd", dims({kT, kF}), 0, 3 * kT * kF * e, [&] { g.gelu_backward(dy, x, dx); });
-    b.add("bias_grad (fc1)", dims({kT, kF}), 0, kT * kF * e,
-          [&] { g.bias_grad_accumulate(dy, db); });
+    // The bias gradients of fc1, QKV and proj/fc2: as cuBLASLt's ones^T · dY (the default), then
+    // by the column-sum kernel.
+    Tensor dyq = dy.flat_slice(0, kT * 3 * kH).view({kT, 3 * kH}), dbq = db.flat_slice(0, 3 * kH);
     Tensor dyh = dy.flat_slice(0, kT * kH).view({kT, kH}), dbh = db.flat_slice(0, kH);
-    b.add("bias_grad (proj, fc2)", dims({kT, kH}), 0, kT * kH * e,
-          [&] { g.bias_grad_accumulate(dyh, dbh); });
+    for (bool by_gemm : {true, false}) {
+      g.set_bias_grad_by_gemm(by_gemm);
+      const std::string how = by_gemm ? "" : ", kernel";
+      b.add("bias_grad (fc1" + how + ")", dims({kT, kF}), 0, kT * kF * e,
+            [&] { g.bias_grad_accumulate(dy, db); });
+      b.add("bias_grad (qkv" + how + ")", dims({kT, 3 * kH}), 0, kT * 3 * kH * e,
+            [&] { g.bias_grad_accumulate(dyq, dbq); });
+      b.add("bias_grad (proj, fc2" + how + ")", dims({kT, kH}), 0, kT * kH * e,
+            [&] { g.bias_grad_accumulate(dyh, dbh); });
+    }
+    g.set_bias_grad_by_gemm(true);
     for (Tensor* t : {&x, &y, &dy, &dx, &db}) g.release(*t);
   }
   {

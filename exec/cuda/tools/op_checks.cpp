@@ -240,15 +240,21 @@ bool OpChecker::gemm_dgelu(int64_t m, int64_t n, int64_t k, DType act, bool fuse
 }
 
 bool OpChecker::bias_grad(int64_t rows, int64_t n, DType act) {
-  Pair dy = random_pair(act, {rows, n});
-  Pair db = random_pair(DType::kF32, {n});
-  gpu_.bias_grad_accumulate(dy.gpu, db.gpu);
-  cpu_.bias_grad_accumulate(dy.cpu, db.cpu);
-  std::ostringstream name;
-  name << "bias_grad_accumulate rows=" << rows << " n=" << n << " " << dt(act);
-  const bool ok = compare(name.str(), db, kF32AccTol);
-  release(dy);
-  release(db);
+  bool ok = true;
+  for (bool by_gemm : {true, false}) {  // cuBLASLt's ones^T · dY (bf16), the column-sum kernel
+    Pair dy = random_pair(act, {rows, n});
+    Pair db = random_pair(DType::kF32, {n});
+    gpu_.set_bias_grad_by_gemm(by_gemm);
+    gpu_.bias_grad_accumulate(dy.gpu, db.gpu);
+    gpu_.set_bias_grad_by_gemm(true);
+    cpu_.bias_grad_accumulate(dy.cpu, db.cpu);
+    std::ostringstream name;
+    name << "bias_grad_accumulate" << (by_gemm ? "" : " (kernel)") << " rows=" << rows
+         << " n=" << n << " " << dt(act);
+    ok = compare(name.str(), db, kF32AccTol) && ok;
+    release(dy);
+    release(db);
+  }
   return ok;
 }
 

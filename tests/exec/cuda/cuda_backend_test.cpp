@@ -23,7 +23,9 @@ TEST_F(CudaBackendTest, ElementwiseOps) {
 TEST_F(CudaBackendTest, BiasGradient) {
   check().bias_grad(8192, 64, DType::kBF16);  // many row parts
   check().bias_grad(300, 96, DType::kBF16);
-  check().bias_grad(77, 50, DType::kF32);  // n % 8 != 0
+  check().bias_grad(77, 50, DType::kF32);   // n % 8 != 0
+  check().bias_grad(77, 50, DType::kBF16);  // n % 8 != 0: the product's C 4-byte aligned
+  check().bias_grad(4096, 1000, DType::kBF16);
   expect_all_pass();
 }
 
