@@ -161,7 +161,6 @@ class CudaBackend final : public Backend {
   AttentionKernels attention_kernels_ = AttentionKernels::kBest;
   bool bias_grad_by_gemm_ = true;
   Tensor ones_;  // bf16 ones, as many as the most rows a bias gradient has summed
-
   // RoPE inverse frequencies on the device, per (rot_dim, base).
   std::map<std::pair<int64_t, float>, float*> rope_tables_;
 

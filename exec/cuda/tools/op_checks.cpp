@@ -249,8 +249,8 @@ bool OpChecker::bias_grad(int64_t rows, int64_t n, DType act) {
     gpu_.set_bias_grad_by_gemm(true);
     cpu_.bias_grad_accumulate(dy.cpu, db.cpu);
     std::ostringstream name;
-    name << "bias_grad_accumulate" << (by_gemm ? "" : " (kernel)") << " rows=" << rows
-         << " n=" << n << " " << dt(act);
+    name << "bias_grad_accumulate" << (by_gemm ? "" : " (kernel)") << " rows=" << rows << " n=" << n
+         << " " << dt(act);
     ok = compare(name.str(), db, kF32AccTol) && ok;
     release(dy);
     release(db);
