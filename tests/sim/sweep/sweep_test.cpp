@@ -442,7 +442,9 @@ TEST(SweepWithSimulator, OffloadingWhereNothingElseFits) {
 // recomputation, data-parallel sharding, the tensor-parallel overlap) are pinned, which keeps each
 // count's sweep about 100 times smaller, but for 96 and 1024 GPUs, which sweep the whole space
 // except Megatron-FSDP and the tensor-parallel overlap (a third of it; other sweep tests search
-// them).
+// them). gpt3-1.3b sweeps every count; llama3-8b (grouped-query attention) the counts to 128 and
+// every multiple of 64 beyond, 1024 included: 37 sweeps instead of 135 (its CI time was the
+// suite's longest, 112 s), every count's rank-grid arithmetic still swept with gpt3-1.3b.
 // One test per preset, so that ctest runs them side by side.
 class EveryGpuCount : public ::testing::TestWithParam<const char*> {};
 
@@ -458,6 +460,7 @@ TEST_P(EveryGpuCount, UpTo1024) {
     SweepOptions o;
     o.threads = 2;
     o.top_k = 1;
+    const bool every_count = name == "gpt3-1.3b";
     int64_t swept = 0;
     for (int64_t n = 1; n <= 1024; ++n) {
       SCOPED_TRACE(::testing::Message() << name << " on " << n << " GPUs");
@@ -466,6 +469,7 @@ TEST_P(EveryGpuCount, UpTo1024) {
         EXPECT_THROW(check_request(req), Error);
         continue;
       }
+      if (!every_count && n > 128 && n % 64 != 0) continue;
       req.fixed = n == 96 || n == 1024 ? parse_fixed_axes("fsdp=off,tp_comm_overlap=off") : pinned;
       check_request(req);
       const SweepResult r = run_sweep(req, o);
@@ -475,7 +479,7 @@ TEST_P(EveryGpuCount, UpTo1024) {
       }
       ++swept;
     }
-    EXPECT_EQ(swept, 8 + 127);
+    EXPECT_EQ(swept, every_count ? 8 + 127 : 8 + 15 + 14);
   }
 }
 
