@@ -134,7 +134,7 @@ __device__ __forceinline__ void load_a_fragments(const unsigned char* tile, int 
 constexpr int kFwdM = 128;  // query rows per tile
 constexpr int kFwdN = 128;  // keys per step: equal to kFwdM, so every warpgroup has live keys
 constexpr int kFwdStages = 2;
-constexpr int kFwdQBuffers = 2;  // the next tile's Q loads while this tile runs
+constexpr int kFwdQBuffers = 2;          // the next tile's Q loads while this tile runs
 constexpr int kFwdRegion = kFwdM * 128;  // one 64-column block of a 128-row Q, K or V tile
 
 template <int D>
