@@ -203,8 +203,12 @@ class Backend {
   static int64_t attention_groups(const Tensor& qkv, int64_t s, int64_t b, int64_t heads,
                                   int64_t d);
   // dqkv: qkv's layout, overwritten with dQ, dK, dV (a group's dK and dV summed over its heads).
+  // With dqkv_colsum (((heads + 2·groups)·d) f32): also dqkv_colsum += the column sums of dqkv as
+  // (s·b, (heads + 2·groups)·d) rows (the QKV layer's bias gradient), which a backend may add
+  // from its kernels' registers (the same values as bias_grad_accumulate(dqkv, dqkv_colsum), in
+  // another order).
   virtual void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                                  Tensor dqkv) = 0;
+                                  Tensor dqkv, Tensor dqkv_colsum = {}) = 0;
 
   // ---- embeddings ------------------------------------------------------------------------------
   // Vocab-parallel lookup: out(t) = wte(tokens(t) - vocab_start) when the token falls in this

@@ -610,9 +610,9 @@ void CpuBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float sca
 }
 
 // Grouped-query attention: the gradients of a group's K and V are the sums over its heads, added
-// in head order.
+// in head order. The column sums, when asked for, are bias_grad_accumulate's of the result.
 void CpuBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                                    Tensor dqkv) {
+                                    Tensor dqkv, Tensor dqkv_colsum) {
   AttnDims a = attention_dims(qkv, out, lse);
   check_numel(dout, out.numel(), "attention dout");
   check_numel(dqkv, qkv.numel(), "attention dqkv");
@@ -668,6 +668,10 @@ void CpuBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor 
         }
       }
     }
+  }
+  if (dqkv_colsum.data != nullptr) {
+    check_numel(dqkv_colsum, (a.heads + 2 * a.groups) * a.d, "attention dqkv_colsum");
+    bias_grad_accumulate(dqkv, dqkv_colsum);
   }
 }
 

@@ -898,7 +898,9 @@ namespace {
 // shape only.
 struct BwdScratch {
   size_t dq_region = 0, dkv_region = 0;
-  size_t hopper_sems = 0;  // where the Hopper kernels' counters start in the dQ region
+  size_t hopper_sems = 0;    // where the Hopper kernels' counters start in the dQ region
+  size_t colsum_region = 0;  // the Hopper kernels' column-sum parts (q, then kv), after dkv
+  size_t colsum_kv = 0;      // where the kv parts start in it
 };
 BwdScratch bwd_scratch(const AttentionShape& sh) {
   const BwdPlan plan = bwd_plan(sh);
@@ -914,6 +916,10 @@ BwdScratch bwd_scratch(const AttentionShape& sh) {
     const int64_t chunks = hopper_bwd_chunks(sh);
     if (chunks > 1)
       r.dkv_region = std::max(r.dkv_region, static_cast<size_t>(chunks * dkv_part_bytes(sh)));
+    r.dkv_region = align256(r.dkv_region);
+    r.colsum_kv = align256(static_cast<size_t>(hopper_bwd_colsum_q_floats(sh)) * sizeof(float));
+    r.colsum_region =
+        r.colsum_kv + static_cast<size_t>(hopper_bwd_colsum_kv_floats(sh)) * sizeof(float);
   }
 #endif
   return r;
@@ -936,20 +942,21 @@ size_t attention_backward_scratch_bytes(const AttentionShape& sh) {
   const size_t dsum_bytes = static_cast<size_t>(sh.b * sh.heads * sh.s) * sizeof(float);
   if (!attention_fast_supported(sh, DType::kBF16)) return dsum_bytes;
   const BwdScratch sc = bwd_scratch(sh);
-  return align256(dsum_bytes) + sc.dq_region + sc.dkv_region;
+  return align256(dsum_bytes) + sc.dq_region + sc.dkv_region + sc.colsum_region;
 }
 
-void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
+bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
-                               AttentionKernels kernels, void* scratch, cudaStream_t stream) {
+                               AttentionKernels kernels, void* scratch, float* colsum,
+                               cudaStream_t stream) {
   const bool naive = kernels == AttentionKernels::kReference;
-  if (sh.s <= 0 || sh.b <= 0 || sh.heads <= 0) return;
+  if (sh.s <= 0 || sh.b <= 0 || sh.heads <= 0) return false;
   float* dsum = static_cast<float*>(scratch);
   launch_attention_dsum(sh, out, dout, dsum, t, stream);
   if (naive || !attention_fast_supported(sh, t) || !aligned16(qkv) || !aligned16(dout) ||
       !aligned16(dqkv)) {
     launch_attention_backward_naive(sh, qkv, dout, lse, dsum, scale, dqkv, t, stream);
-    return;
+    return false;
   }
   const Dims dm = dims_of(sh);
   const BwdScratch sc = bwd_scratch(sh);
@@ -957,15 +964,23 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
       static_cast<char*>(scratch) + align256(static_cast<size_t>(sh.b * sh.heads * sh.s) * 4);
   float* dq_part = reinterpret_cast<float*>(dq_bytes);
   float* dkv_part = sc.dkv_region > 0 ? reinterpret_cast<float*>(dq_bytes + sc.dq_region) : nullptr;
+  bool summed = false;
   dispatch_dp(dm.d, [&](auto dpc) {
     constexpr int DP = decltype(dpc)::value;
 #if MPLAN_HAVE_HOPPER_ATTENTION
     if (use_hopper(sh, kernels)) {
-      const BwdWork work{1, hopper_bwd_chunks(sh), DP, dq_part, dkv_part};
+      BwdWork work{1, hopper_bwd_chunks(sh), DP, dq_part, dkv_part};
+      summed = colsum != nullptr && work.chunks == 1;
+      if (summed) {
+        char* parts = dq_bytes + sc.dq_region + sc.dkv_region;
+        work.colsum_q = reinterpret_cast<float*>(parts);
+        work.colsum_kv = reinterpret_cast<float*>(parts + sc.colsum_kv);
+      }
       int* sems = reinterpret_cast<int*>(dq_bytes + sc.hopper_sems);
       launch_hopper_attention_backward(
           sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-          static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale, stream);
+          static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale, summed ? colsum : nullptr,
+          stream);
       launch_dkv_finalize(sh, work, dqkv, dm, stream);
       return;
     }
@@ -987,6 +1002,7 @@ void launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
     MPLAN_CUDA_LAUNCH_CHECK();
     launch_dkv_finalize(sh, work, dqkv, dm, stream);
   });
+  return summed;
 }
 
 }  // namespace mplan::exec::cuda

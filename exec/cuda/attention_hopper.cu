@@ -607,6 +607,56 @@ __device__ __forceinline__ void bwd_store_dk_dv(const float (&dk)[N], const floa
   }
 }
 
+// Lanes that share x's positions (a warp's lanes g·4 + t of one t, g < 8) add them pairwise
+// across lane bit `mask`, each keeping one half: the upper half where `upper`, into x[0, L / 2).
+template <int L, int V>
+__device__ __forceinline__ void halve_across_lanes(float (&x)[V], int mask, bool upper) {
+#pragma unroll
+  for (int i = 0; i < L / 2; ++i) {
+    const float keep = upper ? x[i + L / 2] : x[i];
+    const float send = upper ? x[i] : x[i + L / 2];
+    x[i] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+  }
+}
+
+// The column sums of this warp's 16 keys of dK (times scale) and dV, of the bf16 values
+// bwd_store_dk_dv writes (keys past s count zero), into dst: 2 D floats, dK's columns then dV's.
+// Each thread adds its two keys into x (its D / 4 columns 8 j + 2 t + c of dK, then of dV); the
+// 8 lanes of each t then halve x three times (halve_across_lanes: 7/8 of the shuffles of every
+// lane adding every value), so lane g ends with x[g·N / 8, (g + 1)·N / 8) summed over all 16 keys:
+// a fixed order, the same bits on every run.
+template <int N>  // accumulator registers: head dim / 2
+__device__ __forceinline__ void bwd_colsum_dk_dv(const float (&dk)[N], const float (&dv)[N],
+                                                 int key0, int s, float scale, float* dst) {
+  constexpr int D = 2 * N, kHalf = N / 2;  // x: kHalf values of dK, then kHalf of dV
+  const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+  float x[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = 0.0f;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const bool live = key0 + 8 * rr < s;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+      const uint32_t k2 = pack_bf16(dk[4 * j + 2 * rr] * scale, dk[4 * j + 2 * rr + 1] * scale);
+      const uint32_t v2 = pack_bf16(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
+      x[2 * j] += live ? bf16_lo(k2) : 0.0f;
+      x[2 * j + 1] += live ? bf16_hi(k2) : 0.0f;
+      x[kHalf + 2 * j] += live ? bf16_lo(v2) : 0.0f;
+      x[kHalf + 2 * j + 1] += live ? bf16_hi(v2) : 0.0f;
+    }
+  }
+  halve_across_lanes<N>(x, 16, (g & 4) != 0);
+  halve_across_lanes<N / 2>(x, 8, (g & 2) != 0);
+  halve_across_lanes<N / 4>(x, 4, (g & 1) != 0);
+#pragma unroll
+  for (int i = 0; i < N / 8; i += 2) {
+    const int idx = g * (N / 8) + i;  // even: the pair (c = 0, 1) of one column block j
+    const int kv = idx / kHalf, j = (idx % kHalf) / 2;
+    *reinterpret_cast<float2*>(dst + kv * D + 8 * j + 2 * t) = make_float2(x[i], x[i + 1]);
+  }
+}
+
 // acc (64 keys × 64 queries of a warpgroup) = A·B^T over the head dim, A a K or V tile and B a Q
 // or dO tile, each in 64-column blocks of 128-byte swizzled rows (kBwdN and kBwdM rows a block).
 // (K's fragments in registers, as the forward holds Q's, leave the head-dim-64 backward too few
@@ -816,11 +866,13 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
 // back into rows in sOut (128-byte swizzled: conflict-free stores, as a warp's float4 cover
 // eight rows × four 4-byte columns of eight 16-byte chunks), and out by one TMA store (map_dq:
 // dqkv, boxes of 64 columns × kBwdM rows; rows past s are not written). The writer raised the
-// tile's counter after its copy completed, so every key block's part is in.
+// tile's counter after its copy completed, so every key block's part is in. With colsum_q, the
+// column sums of the bf16 rows (< s) it writes, in two parts (one per warp, 32 rows each: a
+// thread's four rows, then the 8 lanes of its columns by shuffles) of the tile's 2 D floats.
 template <int D>
 __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& bar,
                                 const float* dq_acc, const CUtensorMap* map_dq, const Dims& dm,
-                                float scale) {
+                                float scale, float* colsum_q) {
   constexpr int kHalf = kBwdM * 64;  // floats of 64 columns of a tile
   const int ft = static_cast<int>(threadIdx.x) - 64;
   const bool leader = ft == 0;
@@ -833,6 +885,7 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
     if (idx < 0) break;
     const int bh = idx / n_q;
     const int plane = dm.qkv_plane_index(bh / dm.heads, bh % dm.heads, 0);
+    const int rows = min(kBwdM, dm.s - (idx % n_q) * kBwdM);  // those < s
     for (int h = 0; h < D / 64; ++h, ++loads) {
       if (leader) {
         bulk_wait_read<0>();         // the previous store has read sOut
@@ -842,15 +895,35 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
                   &bar.fin_load);
       }
       mbar_wait(&bar.fin_load, loads & 1);
-#pragma unroll 4
-      for (int f = ft; f < kHalf / 4; f += 64) {
-        // float4 f: thread tw's float4 c, columns 8 c + 2 t, + 1 of rows 16 warp + g, + 8.
-        const float4 x = reinterpret_cast<const float4*>(sIn)[f];
-        const int c = f >> 7, tw = f & 127;
-        const int g = (tw & 31) >> 2, row = (tw >> 5) * 16 + g;
-        const int off = row * 128 + ((c ^ g) << 4) + 4 * (tw & 3);  // row % 8 = g
-        *reinterpret_cast<uint32_t*>(sOut + off) = pack_bf16(x.x * scale, x.y * scale);
-        *reinterpret_cast<uint32_t*>(sOut + off + 8 * 128) = pack_bf16(x.z * scale, x.w * scale);
+      // Column block c (columns 8 c + 2 t, + 1) of this thread's rows 16 (warp + 2 k) + g, + 8
+      // for k = 0, 1: float4s c·128 + tw, tw = ft + 64 k (fragment order, bwd_stage_dq).
+#pragma unroll 2
+      for (int c = 0; c < 8; ++c) {
+        float sum0 = 0.0f, sum1 = 0.0f;  // the column sums of this thread's four rows
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int tw = ft + 64 * k;
+          const float4 x = reinterpret_cast<const float4*>(sIn)[c * 128 + tw];
+          const int g = (tw & 31) >> 2, row = (tw >> 5) * 16 + g;
+          const int off = row * 128 + ((c ^ g) << 4) + 4 * (tw & 3);  // row % 8 = g
+          const uint32_t lo = pack_bf16(x.x * scale, x.y * scale);
+          const uint32_t hi = pack_bf16(x.z * scale, x.w * scale);
+          *reinterpret_cast<uint32_t*>(sOut + off) = lo;
+          *reinterpret_cast<uint32_t*>(sOut + off + 8 * 128) = hi;
+          const bool live_lo = row < rows, live_hi = row + 8 < rows;
+          sum0 += (live_lo ? bf16_lo(lo) : 0.0f) + (live_hi ? bf16_lo(hi) : 0.0f);
+          sum1 += (live_lo ? bf16_hi(lo) : 0.0f) + (live_hi ? bf16_hi(hi) : 0.0f);
+        }
+        if (colsum_q != nullptr) {  // over the warp's 8 lanes of each t: its 32 rows
+#pragma unroll
+          for (int m = 4; m < 32; m <<= 1) {
+            sum0 += __shfl_xor_sync(0xffffffffu, sum0, m);
+            sum1 += __shfl_xor_sync(0xffffffffu, sum1, m);
+          }
+          if ((ft & 31) < 4)
+            *reinterpret_cast<float2*>(colsum_q + (static_cast<int64_t>(idx) * 2 + (ft >> 5)) * D +
+                                       h * 64 + 8 * c + 2 * (ft & 3)) = make_float2(sum0, sum1);
+        }
       }
       fence_proxy_async_shared();  // the rows, before the store reads them
       named_bar_sync(4, 64);       // and every read of sIn, before the next copy
@@ -1000,6 +1073,11 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     bwd_store_dk_dv(dk, dv, dm.qkv_plane(dqkv, blk.bi, blk.h0, 1),
                     dm.qkv_plane(dqkv, blk.bi, blk.h0, 2), dk_rows, dv_rows, direct, key0, s,
                     scale);
+    if (work.colsum_kv != nullptr) {  // (one chunk only: the launcher's rule)
+      const int64_t part = (static_cast<int64_t>(hs) * tiles.n_kb + kb) * kConsumerWarps +
+                           cw * 4 + warp;
+      bwd_colsum_dk_dv(dk, dv, key0, s, scale, work.colsum_kv + part * 2 * D);
+    }
   }
   // No more tiles: the writer stops.
   mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
@@ -1051,8 +1129,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   const int wg = uniform_warpgroup();
+  // 32 registers for warpgroup 0 (at 24 the finalizer's column sums spilled) and 232 for the
+  // consumers, which need no more (ptxas: no spills): 128·32 + 256·232 of the 384·168 allocated.
   if (wg == 0) {
-    setmaxnreg_dec<24>();
+    setmaxnreg_dec<32>();
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 5, 0);
     if (warp == 0) {
       bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, tiles, work, dm,
@@ -1060,12 +1140,65 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else if (warp == 1) {
       bwd_write_dq<D>(sDq, bar, work.dq_part, sems, bwd_query_steps(dm.s));
     } else {
-      bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale);
+      bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale, work.colsum_q);
     }
   } else {
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<232>();
     bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
                    scale_log2, scale);
+  }
+}
+
+// out[c] += dqkv's column sum c (c < (heads + 2 groups)·d, a token's planes in order) from the
+// backward's parts (BwdWork::colsum_q, colsum_kv), in a fixed order. A block takes 32 columns of
+// one plane (d % 32 == 0): its 32 warps each add a fixed slice of the column's parts in order
+// (batches of kColsumBatch loads in flight), then one lane per column adds the slices in order.
+// (Many slices: the pass is a few batches of memory latency, not bandwidth.)
+constexpr int kColsumSlices = 32;
+constexpr int kColsumBatch = 8;
+__global__ void __launch_bounds__(32 * kColsumSlices)
+    bwd_colsum_finalize_kernel(const float* __restrict__ colsum_q,
+                               const float* __restrict__ colsum_kv, Dims dm, int n_kb,
+                               float* __restrict__ out) {
+  __shared__ float slice_sum[kColsumSlices][32];
+  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+  const int col = blockIdx.x * 32 + lane;
+  const int plane = col / dm.d, c = col % dm.d;
+  // Part p of the column: batch p / inner, then the part's index within the batch.
+  const float* base;
+  int64_t inner, inner_stride, outer_stride;
+  if (plane < dm.heads) {  // Q of head `plane`: one part per (query step, finalizer warp)
+    inner = static_cast<int64_t>(bwd_query_steps(dm.s)) * 2;
+    inner_stride = dm.d;
+    outer_stride = static_cast<int64_t>(dm.heads) * inner * dm.d;
+    base = colsum_q + static_cast<int64_t>(plane) * inner * dm.d + c;
+  } else {  // K or V of a group: one part per (key block, consumer warp)
+    const int kv = plane >= dm.heads + dm.groups, gi = plane - dm.heads - kv * dm.groups;
+    inner = static_cast<int64_t>(n_kb) * kConsumerWarps;
+    inner_stride = 2 * dm.d;
+    outer_stride = static_cast<int64_t>(dm.groups) * inner * 2 * dm.d;
+    base = colsum_kv + static_cast<int64_t>(gi) * inner * 2 * dm.d + kv * dm.d + c;
+  }
+  const int64_t parts = dm.b * inner, per = (parts + kColsumSlices - 1) / kColsumSlices;
+  const int64_t p0 = slice * per, p1 = min(parts, p0 + per);
+  const auto at = [&](int64_t p) { return base[(p / inner) * outer_stride + (p % inner) * inner_stride]; };
+  float sum = 0.0f;
+  int64_t p = p0;
+  for (; p + kColsumBatch <= p1; p += kColsumBatch) {
+    float v[kColsumBatch];
+#pragma unroll
+    for (int k = 0; k < kColsumBatch; ++k) v[k] = at(p + k);
+#pragma unroll
+    for (int k = 0; k < kColsumBatch; ++k) sum += v[k];
+  }
+  for (; p < p1; ++p) sum += at(p);
+  slice_sum[slice][lane] = sum;
+  __syncthreads();
+  if (slice == 0) {
+    float total = slice_sum[0][lane];
+#pragma unroll
+    for (int k = 1; k < kColsumSlices; ++k) total += slice_sum[k][lane];
+    out[col] += total;
   }
 }
 
@@ -1186,11 +1319,22 @@ int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
 // A counter per dQ tile, then the tile counter.
 int64_t hopper_bwd_sem_count(const AttentionShape& sh) { return bwd_dq_tiles(sh) + 1; }
 
+int64_t hopper_bwd_colsum_q_floats(const AttentionShape& sh) {
+  return bwd_dq_tiles(sh) * 2 * sh.d;
+}
+int64_t hopper_bwd_colsum_kv_floats(const AttentionShape& sh) {
+  const int64_t n_kb = (sh.s + kBwdN - 1) / kBwdN;
+  return sh.b * sh.groups * n_kb * kConsumerWarps * 2 * sh.d;
+}
+
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
                                       const BwdWork& work, int* sems, float scale_log2, float scale,
-                                      cudaStream_t stream) {
+                                      float* colsum, cudaStream_t stream) {
   const Dims dm = dims_of(sh);
+  if ((work.colsum_q != nullptr) != (colsum != nullptr) ||
+      (work.colsum_kv != nullptr) != (colsum != nullptr) || (colsum != nullptr && work.chunks != 1))
+    fatal_abort(__FILE__, __LINE__, "hopper attention backward: column sums need one head chunk");
   const int64_t n_dq_tiles = bwd_dq_tiles(sh);
   MPLAN_CUDA_CHECK(cudaMemsetAsync(
       sems, 0, static_cast<size_t>(hopper_bwd_sem_count(sh)) * sizeof(int), stream));
@@ -1217,6 +1361,13 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
     run(hopper_bwd_kernel<128>, BwdSmem<128>::kBytes);
   }
   MPLAN_CUDA_LAUNCH_CHECK();
+  if (colsum != nullptr) {
+    const int64_t cols = (sh.heads + 2 * sh.groups) * sh.d;
+    bwd_colsum_finalize_kernel<<<static_cast<unsigned>(cols / 32), 32 * kColsumSlices, 0,
+                                 stream>>>(work.colsum_q, work.colsum_kv, dm,
+                                           static_cast<int>(n_kb), colsum);
+    MPLAN_CUDA_LAUNCH_CHECK();
+  }
 }
 
 }  // namespace mplan::exec::cuda

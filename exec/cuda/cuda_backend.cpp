@@ -507,14 +507,21 @@ void CudaBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float sc
 }
 
 void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                                     Tensor dqkv) {
+                                     Tensor dqkv, Tensor dqkv_colsum) {
   const AttentionShape sh = attention_shape(qkv, out, lse);
   MPLAN_CHECK(dout.numel() == out.numel() && dout.dtype == out.dtype &&
                   dqkv.numel() == qkv.numel() && dqkv.dtype == qkv.dtype,
               "attention_backward: dout ", shape_str(dout), " dqkv ", shape_str(dqkv));
+  const bool colsum = dqkv_colsum.data != nullptr;
+  MPLAN_CHECK(!colsum || (dqkv_colsum.dtype == DType::kF32 &&
+                          dqkv_colsum.numel() == (sh.heads + 2 * sh.groups) * sh.d),
+              "attention_backward: dqkv_colsum ", shape_str(dqkv_colsum));
   void* s = scratch(attention_backward_scratch_bytes(sh));
-  launch_attention_backward(sh, qkv.data, out.data, dout.data, lse.as<float>(), scale, dqkv.data,
-                            qkv.dtype, attention_kernels_, s, compute_);
+  const bool summed =
+      launch_attention_backward(sh, qkv.data, out.data, dout.data, lse.as<float>(), scale,
+                                dqkv.data, qkv.dtype, attention_kernels_, s,
+                                colsum ? dqkv_colsum.as<float>() : nullptr, compute_);
+  if (colsum && !summed) bias_grad_accumulate(dqkv, dqkv_colsum);
 }
 
 // ---- embeddings ---------------------------------------------------------------------------------

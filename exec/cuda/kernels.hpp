@@ -158,11 +158,16 @@ void launch_attention_forward(const AttentionShape& sh, const void* qkv, void* o
                               float scale, DType t, AttentionKernels kernels, cudaStream_t stream);
 // scratch: attention_backward_scratch_bytes (the per-row dot(dO, O), (b, heads, s) f32, then the
 // tensor-core paths' f32 dQ sums (per-split partials, or the Hopper kernels' accumulator and
-// counters) and head chunks' dK, dV partials; a function of the shape only).
+// counters) and head chunks' dK, dV partials, and the Hopper kernels' column-sum parts; a function
+// of the shape only).
 size_t attention_backward_scratch_bytes(const AttentionShape& sh);
-void launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
+// colsum ((heads + 2 groups)·d f32, or nullptr): dqkv's column sums (the QKV layer's bias
+// gradient) to add from the kernels' registers; returns whether they were added (the Hopper
+// kernels with one head chunk), else the caller sums dqkv itself.
+bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
-                               AttentionKernels kernels, void* scratch, cudaStream_t stream);
+                               AttentionKernels kernels, void* scratch, float* colsum,
+                               cudaStream_t stream);
 
 // The reference kernels (one warp per row, f32 math, no tensor cores):
 // AttentionKernels::kReference.

@@ -209,13 +209,21 @@ void GptBlocks::attention_forward(const LayerMain& m, Tensor ctx, Tensor lse) {
   op_done("attention");
 }
 
-void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv) {
-  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv);
+// The bias gradient comes with the attention backward's results, unless RoPE then rotates them
+// back: the bias gradient sums the gradient of the QKV GEMM's output.
+void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv,
+                                   Tensor d_qkv_bias) {
+  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv,
+                         d_.rope ? Tensor{} : d_qkv_bias);
   op_done("attention_bwd");
   // The gradient of the rotated Q and K -> of the QKV GEMM's output.
   if (d_.rope) {
     be_.rope(d_qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, true);
     op_done("rope_bwd");
+    if (d_qkv_bias.data != nullptr) {
+      be_.bias_grad_accumulate(d_qkv, d_qkv_bias);
+      op_done("bias_grad");
+    }
   }
 }
 
@@ -341,12 +349,10 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
     lse = ws_.att_lse;
   }
   Tensor d_qkv = split ? dy.d_qkv : ws_.d_qkv;
-  attention_backward(m, ctx, lse, d_qkv);
+  // QKV's bias gradient, the column sums of d_qkv, comes with the attention backward (in B also
+  // when B and W are split: a backend may take it from its kernels' registers).
+  attention_backward(m, ctx, lse, d_qkv, p.qkv_b >= 0 ? grad(p.qkv_b) : Tensor{});
   if (!split) {
-    if (p.qkv_b >= 0) {
-      be_.bias_grad_accumulate(d_qkv, grad(p.qkv_b));
-      op_done("bias_grad");
-    }
     Tensor y1 = gather_sequence(w.y1, ws_.gathered);
     be_.gemm(gemm_args(true, false, qkv_cols, h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
     op_done("qkv_wgrad");
@@ -383,10 +389,7 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
   op_done("fc1_wgrad");
   row_weight_grad(gather_sequence(dy.d_proj, ws_.d_gathered), w.ctx, p.proj_w, "proj_wgrad");
-  if (p.qkv_b >= 0) {
-    be_.bias_grad_accumulate(dy.d_qkv, grad(p.qkv_b));
-    op_done("bias_grad");
-  }
+  // (QKV's bias gradient came with B's attention backward.)
   Tensor y1 = gather_sequence(w.y1, ws_.gathered);
   be_.gemm(gemm_args(true, false, d_.qkv_heads_local() * d_.head_dim, h, T, 1.0f), dy.d_qkv, y1,
            grad(p.qkv_w));

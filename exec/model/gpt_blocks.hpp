@@ -117,7 +117,9 @@ class GptBlocks {
   // Core attention on the layer's packed QKV (grouped-query: over K, V expanded per head), and
   // its backward into d_qkv, the gradient of the QKV GEMM's output (RoPE undone).
   void attention_forward(const LayerMain& m, Tensor ctx, Tensor lse);
-  void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv);
+  // d_qkv_bias (or none): += d_qkv's column sums, QKV's bias gradient.
+  void attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv,
+                          Tensor d_qkv_bias);
   void mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor d_out, Tensor d_pre,
                       bool bias_grad);
   // A row-parallel weight gradient from the gathered output gradient dy (s, b, h; the shard

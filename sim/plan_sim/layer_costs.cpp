@@ -309,7 +309,7 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 // overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` /
 // `w_pass` (zero-bubble: the input-gradient collective is exposed in B; the input all-gather
 // belongs to W). The bias gradient of a column-parallel linear: in another kernel (Megatron's fused
-// wgrad, or none) or a kernel of its own (the executor's QKV and FC1; in W when B and W are split).
+// wgrad, or none) or a kernel of its own (the executor's FC1, and QKV's with RoPE; in W when B and W are split).
 enum class BiasGrad : uint8_t { kElsewhere, kKernel };
 
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,
@@ -620,9 +620,12 @@ void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPa
     bp.add_b("rope_bwd", Cat::kCompute,
              c.kern(MemKernel::kRope, c.dbl(d.tokens), c.dbl(d.q_w + d.kv_w),
                     2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));
+  // The executor's QKV bias gradient comes with its (Hopper) attention backward, unless RoPE
+  // rotates that gradient afterwards: then a kernel of its own.
   column_backward(c, bp.fused, bp.b, bp.w, "qkv_dgrad", "qkv_wgrad", "tp_all_gather",
                   d.sp ? "tp_reduce_scatter" : "tp_all_reduce", d.tokens, d.q_w + 2 * d.kv_w,
-                  c.groups.tp, d.exec && d.bias ? BiasGrad::kKernel : BiasGrad::kElsewhere);
+                  c.groups.tp,
+                  d.exec && d.bias && d.rope ? BiasGrad::kKernel : BiasGrad::kElsewhere);
   norm_backward(c, bp.fused, "input_norm_bwd");
   norm_backward(c, bp.b, "input_norm_bwd");
 }

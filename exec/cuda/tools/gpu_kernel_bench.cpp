@@ -196,6 +196,7 @@ void bench_attention(Bench& b) {
     Tensor lse = g.alloc(DType::kF32, {sh.b, sh.heads, sh.s}, "bench");
     Tensor dout = b.rand(bf, {sh.s, sh.b, sh.heads, sh.d});
     Tensor dqkv = g.alloc(bf, {sh.s, sh.b, planes, sh.d}, "bench");
+    Tensor colsum = b.rand(DType::kF32, {planes * sh.d});
     const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
     // Causal-useful FLOPs: forward 2 GEMMs of 2·s·s·d over the lower triangle; backward 2.5×.
     const double fwd_fl = 2.0 * 2.0 * sh.s * sh.s * sh.d * sh.b * sh.heads / 2.0;
@@ -216,9 +217,18 @@ void bench_attention(Bench& b) {
       b.add(
           mplan::cat("attention bwd", f.tag), sh.name, 2.5 * fwd_fl, 0,
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv); }, warm, reps);
+      if (ref) continue;
+      // With QKV's bias gradient (dqkv's column sums): from the kernels' registers where they
+      // can (Hopper, one head chunk), else the backward and then the bias gradient's kernel; and
+      // that kernel alone, for comparison.
+      b.add(
+          mplan::cat("attention bwd + bias grad", f.tag), sh.name, 2.5 * fwd_fl, 0,
+          [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
     }
+    b.add("bias_grad (qkv: dqkv's column sums)", sh.name, 0,
+          static_cast<double>(dqkv.numel()) * 2.0, [&] { g.bias_grad_accumulate(dqkv, colsum); });
     g.set_attention_kernels(AttentionKernels::kBest);
-    for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv}) g.release(*t);
+    for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) g.release(*t);
   }
 }
 

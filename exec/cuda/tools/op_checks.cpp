@@ -430,8 +430,12 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, i
   Pair dout = random_pair(act, {s, b, heads, d});
   Pair dqkv = alloc(act, {s, b, planes, d});
   poison(dqkv);
-  gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu);
-  cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu);
+  // With the column sums (QKV's bias gradient, added into non-zero values): the Hopper kernels
+  // take them from their registers, the others sum dqkv after.
+  Pair colsum = random_pair(DType::kF32, {planes * d});
+  const std::vector<float> colsum0 = read_cpu(colsum);
+  gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, colsum.gpu);
+  cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, colsum.cpu);
   gpu_.set_attention_kernels(was);
   // Compare dQ, dK and dV separately: their magnitudes differ.
   const std::vector<float> got = read_gpu(dqkv), ref = read_cpu(dqkv);
@@ -447,7 +451,17 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, i
       }
     ok = compare_values(nm.str() + ": backward " + part[w], g, r, kAttnTol) && ok;
   }
-  for (Pair* p : {&qkv, &out, &lse, &dout, &dqkv}) release(*p);
+  // The column sums: those of the GPU's own dqkv (f64 on the host; only the order of the f32
+  // additions differs), and the CPU's within the attention tolerance.
+  std::vector<double> sums(colsum0.begin(), colsum0.end());
+  for (int64_t row = 0; row < s * b; ++row)
+    for (int64_t c = 0; c < planes * d; ++c)
+      sums[static_cast<size_t>(c)] += got[static_cast<size_t>(row * planes * d + c)];
+  ok = compare_values(nm.str() + ": backward column sums = dqkv's", read_gpu(colsum),
+                      std::vector<float>(sums.begin(), sums.end()), kF32AccTol) &&
+       ok;
+  ok = compare(nm.str() + ": backward column sums", colsum, kAttnTol) && ok;
+  for (Pair* p : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) release(*p);
   return ok;
 }
 
@@ -626,10 +640,12 @@ bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t groups,
   }
   Pair dwte = alloc(DType::kF32, {16, h});
   Pair total = alloc(DType::kF32, {1});
-  std::vector<float> runs[2][7];
+  Pair colsum = alloc(DType::kF32, {planes * d});
+  std::vector<float> runs[2][8];
   for (int run = 0; run < 2; ++run) {
     gpu_.attention_forward(qkv.gpu, out.gpu, lse.gpu, scale);
-    gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu);
+    gpu_.fill(colsum.gpu, 0.0f);
+    gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, colsum.gpu);
     gpu_.layernorm_forward(x.gpu, gamma.gpu, gamma.gpu, 1e-5f, dx.gpu, mean.gpu, rstd.gpu);
     gpu_.fill(dgamma.gpu, 0.0f);
     gpu_.fill(dbeta.gpu, 0.0f);
@@ -646,15 +662,17 @@ bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t groups,
     runs[run][4] = read_gpu(dgamma);
     runs[run][5] = read_gpu(dwte);
     runs[run][6] = read_gpu(total);
+    runs[run][7] = read_gpu(colsum);
   }
-  const char* what[7] = {"attention out",    "attention lse",  "attention dqkv", "layernorm dx",
-                         "layernorm dgamma", "embedding dwte", "sum_squares"};
+  const char* what[8] = {"attention out",    "attention lse",  "attention dqkv",
+                         "layernorm dx",     "layernorm dgamma", "embedding dwte",
+                         "sum_squares",      "attention dqkv column sums"};
   bool ok = true;
-  for (int i = 0; i < 7; ++i)
+  for (int i = 0; i < 8; ++i)
     ok = bitwise_same(std::string("determinism ") + what[i] + nm.str(), runs[0][i], runs[1][i]) &&
          ok;
   for (Pair* p : {&qkv, &out, &lse, &dout, &dqkv, &x, &gamma, &mean, &rstd, &dgamma, &dbeta, &dx,
-                  &tokens, &dwte, &total})
+                  &tokens, &dwte, &total, &colsum})
     release(*p);
   return ok;
 }

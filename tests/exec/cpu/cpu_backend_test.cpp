@@ -511,6 +511,20 @@ void check_attention_backward(Backend& be, DType act, bool bf16, const AttnShape
   auto want = numeric_grad(loss, to_double(qv));
   // bf16: the saved output is rounded, so delta = rowsum(dO · O) carries its error.
   EXPECT_TRUE(all_close(read(be, dqkv), want, bf16 ? 2e-2 : 1e-4, bf16 ? 2e-2 : 1e-5));
+
+  // With the column sums (QKV's bias gradient): dqkv the same, and the sums added into their
+  // tensor's values are those of dqkv's rows (s·b of (heads + 2 groups)·d).
+  const int64_t width = a.planes() * a.d;
+  std::vector<float> start(static_cast<size_t>(width));
+  for (int64_t c = 0; c < width; ++c) start[static_cast<size_t>(c)] = 0.25f * static_cast<float>(c);
+  Tensor colsum = make(be, DType::kF32, {width}, start);
+  Tensor dqkv2 = be.alloc(act, {a.s, a.b, a.planes(), a.d}, "t");
+  be.attention_backward(qkv, out, dout, lse, scale, dqkv2, colsum);
+  const std::vector<float> got = read(be, dqkv2);
+  EXPECT_EQ(got, read(be, dqkv));
+  std::vector<double> sums(start.begin(), start.end());
+  for (size_t i = 0; i < got.size(); ++i) sums[i % static_cast<size_t>(width)] += got[i];
+  EXPECT_TRUE(all_close(read(be, colsum), sums, 1e-6, 1e-6));
 }
 
 TEST_P(CpuBackendTest, AttentionBackwardMatchesFiniteDifferences) {
