@@ -897,6 +897,10 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
       mbar_wait(&bar.fin_load, loads & 1);
       // Column block c (columns 8 c + 2 t, + 1) of this thread's rows 16 (warp + 2 k) + g, + 8
       // for k = 0, 1: float4s c·128 + tw, tw = ft + 64 k (fragment order, bwd_stage_dq).
+      float* qdst =
+          colsum_q == nullptr
+              ? nullptr
+              : colsum_q + (static_cast<int64_t>(idx) * 2 + (ft >> 5)) * D + h * 64 + 2 * (ft & 3);
 #pragma unroll 2
       for (int c = 0; c < 8; ++c) {
         float sum0 = 0.0f, sum1 = 0.0f;  // the column sums of this thread's four rows
@@ -920,9 +924,7 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
             sum0 += __shfl_xor_sync(0xffffffffu, sum0, m);
             sum1 += __shfl_xor_sync(0xffffffffu, sum1, m);
           }
-          if ((ft & 31) < 4)
-            *reinterpret_cast<float2*>(colsum_q + (static_cast<int64_t>(idx) * 2 + (ft >> 5)) * D +
-                                       h * 64 + 8 * c + 2 * (ft & 3)) = make_float2(sum0, sum1);
+          if ((ft & 31) < 4) *reinterpret_cast<float2*>(qdst + 8 * c) = make_float2(sum0, sum1);
         }
       }
       fence_proxy_async_shared();  // the rows, before the store reads them
@@ -1074,8 +1076,8 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
                     dm.qkv_plane(dqkv, blk.bi, blk.h0, 2), dk_rows, dv_rows, direct, key0, s,
                     scale);
     if (work.colsum_kv != nullptr) {  // (one chunk only: the launcher's rule)
-      const int64_t part = (static_cast<int64_t>(hs) * tiles.n_kb + kb) * kConsumerWarps +
-                           cw * 4 + warp;
+      const int64_t part =
+          (static_cast<int64_t>(hs) * tiles.n_kb + kb) * kConsumerWarps + cw * 4 + warp;
       bwd_colsum_dk_dv(dk, dv, key0, s, scale, work.colsum_kv + part * 2 * D);
     }
   }
@@ -1129,10 +1131,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   const int wg = uniform_warpgroup();
-  // 32 registers for warpgroup 0 (at 24 the finalizer's column sums spilled) and 232 for the
-  // consumers, which need no more (ptxas: no spills): 128·32 + 256·232 of the 384·168 allocated.
+  // (32 registers here and 232 for the consumers took the spills of the finalizer's column
+  // sums away but slowed the consumers: the reference shape 0.421 -> 0.479 ms.)
   if (wg == 0) {
-    setmaxnreg_dec<32>();
+    setmaxnreg_dec<24>();
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 5, 0);
     if (warp == 0) {
       bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, tiles, work, dm,
@@ -1143,7 +1145,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale, work.colsum_q);
     }
   } else {
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<240>();
     bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
                    scale_log2, scale);
   }
@@ -1164,34 +1166,52 @@ __global__ void __launch_bounds__(32 * kColsumSlices)
   const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
   const int col = blockIdx.x * 32 + lane;
   const int plane = col / dm.d, c = col % dm.d;
-  // Part p of the column: batch p / inner, then the part's index within the batch.
+  // Part p of the column: batch p / inner, then index r < inner within the batch.
   const float* base;
-  int64_t inner, inner_stride, outer_stride;
+  int inner;
+  int64_t inner_stride, outer_stride;
   if (plane < dm.heads) {  // Q of head `plane`: one part per (query step, finalizer warp)
-    inner = static_cast<int64_t>(bwd_query_steps(dm.s)) * 2;
+    inner = bwd_query_steps(dm.s) * 2;
     inner_stride = dm.d;
     outer_stride = static_cast<int64_t>(dm.heads) * inner * dm.d;
     base = colsum_q + static_cast<int64_t>(plane) * inner * dm.d + c;
   } else {  // K or V of a group: one part per (key block, consumer warp)
     const int kv = plane >= dm.heads + dm.groups, gi = plane - dm.heads - kv * dm.groups;
-    inner = static_cast<int64_t>(n_kb) * kConsumerWarps;
+    inner = n_kb * kConsumerWarps;
     inner_stride = 2 * dm.d;
     outer_stride = static_cast<int64_t>(dm.groups) * inner * 2 * dm.d;
     base = colsum_kv + static_cast<int64_t>(gi) * inner * 2 * dm.d + kv * dm.d + c;
   }
-  const int64_t parts = dm.b * inner, per = (parts + kColsumSlices - 1) / kColsumSlices;
-  const int64_t p0 = slice * per, p1 = min(parts, p0 + per);
-  const auto at = [&](int64_t p) { return base[(p / inner) * outer_stride + (p % inner) * inner_stride]; };
+  // This slice's parts [p0, p1), walked by pointer: one division per thread, none per load.
+  const int parts = dm.b * inner, per = (parts + kColsumSlices - 1) / kColsumSlices;
+  const int p0 = min(parts, slice * per), p1 = min(parts, p0 + per);
+  int bi = p0 / inner, r = p0 - bi * inner;
+  const float* at = base + bi * outer_stride + r * inner_stride;
+  const auto next = [&] {
+    if (++r == inner) {
+      r = 0;
+      ++bi;
+      at = base + bi * outer_stride;
+    } else {
+      at += inner_stride;
+    }
+  };
   float sum = 0.0f;
-  int64_t p = p0;
+  int p = p0;
   for (; p + kColsumBatch <= p1; p += kColsumBatch) {
     float v[kColsumBatch];
 #pragma unroll
-    for (int k = 0; k < kColsumBatch; ++k) v[k] = at(p + k);
+    for (int k = 0; k < kColsumBatch; ++k) {
+      v[k] = *at;
+      next();
+    }
 #pragma unroll
     for (int k = 0; k < kColsumBatch; ++k) sum += v[k];
   }
-  for (; p < p1; ++p) sum += at(p);
+  for (; p < p1; ++p) {
+    sum += *at;
+    next();
+  }
   slice_sum[slice][lane] = sum;
   __syncthreads();
   if (slice == 0) {
@@ -1319,9 +1339,7 @@ int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
 // A counter per dQ tile, then the tile counter.
 int64_t hopper_bwd_sem_count(const AttentionShape& sh) { return bwd_dq_tiles(sh) + 1; }
 
-int64_t hopper_bwd_colsum_q_floats(const AttentionShape& sh) {
-  return bwd_dq_tiles(sh) * 2 * sh.d;
-}
+int64_t hopper_bwd_colsum_q_floats(const AttentionShape& sh) { return bwd_dq_tiles(sh) * 2 * sh.d; }
 int64_t hopper_bwd_colsum_kv_floats(const AttentionShape& sh) {
   const int64_t n_kb = (sh.s + kBwdN - 1) / kBwdN;
   return sh.b * sh.groups * n_kb * kConsumerWarps * 2 * sh.d;
@@ -1363,9 +1381,8 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   MPLAN_CUDA_LAUNCH_CHECK();
   if (colsum != nullptr) {
     const int64_t cols = (sh.heads + 2 * sh.groups) * sh.d;
-    bwd_colsum_finalize_kernel<<<static_cast<unsigned>(cols / 32), 32 * kColsumSlices, 0,
-                                 stream>>>(work.colsum_q, work.colsum_kv, dm,
-                                           static_cast<int>(n_kb), colsum);
+    bwd_colsum_finalize_kernel<<<static_cast<unsigned>(cols / 32), 32 * kColsumSlices, 0, stream>>>(
+        work.colsum_q, work.colsum_kv, dm, static_cast<int>(n_kb), colsum);
     MPLAN_CUDA_LAUNCH_CHECK();
   }
 }
