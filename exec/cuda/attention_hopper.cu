@@ -897,10 +897,6 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
       mbar_wait(&bar.fin_load, loads & 1);
       // Column block c (columns 8 c + 2 t, + 1) of this thread's rows 16 (warp + 2 k) + g, + 8
       // for k = 0, 1: float4s c·128 + tw, tw = ft + 64 k (fragment order, bwd_stage_dq).
-      float* qdst =
-          colsum_q == nullptr
-              ? nullptr
-              : colsum_q + (static_cast<int64_t>(idx) * 2 + (ft >> 5)) * D + h * 64 + 2 * (ft & 3);
 #pragma unroll 2
       for (int c = 0; c < 8; ++c) {
         float sum0 = 0.0f, sum1 = 0.0f;  // the column sums of this thread's four rows
@@ -924,7 +920,9 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
             sum0 += __shfl_xor_sync(0xffffffffu, sum0, m);
             sum1 += __shfl_xor_sync(0xffffffffu, sum1, m);
           }
-          if ((ft & 31) < 4) *reinterpret_cast<float2*>(qdst + 8 * c) = make_float2(sum0, sum1);
+          if ((ft & 31) < 4)
+            *reinterpret_cast<float2*>(colsum_q + (static_cast<int64_t>(idx) * 2 + (ft >> 5)) * D +
+                                       h * 64 + 8 * c + 2 * (ft & 3)) = make_float2(sum0, sum1);
         }
       }
       fence_proxy_async_shared();  // the rows, before the store reads them
