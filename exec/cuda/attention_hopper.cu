@@ -20,7 +20,10 @@
 // A operands; dS^T goes to shared memory for dQ_part = dS·K (each consumer a half of the head
 // dim), which a writer warp adds into one f32 accumulator per (batch, head) in key-block order
 // (counters per query step order the blocks); the last key block of a query step hands the
-// complete tile to finalizer warps of the same block, which write it as bf16.
+// complete tile to finalizer warps of the same block, which write it as bf16. Asked for dqkv's
+// column sums (the QKV layer's bias gradient; one head chunk), the consumers sum each tile's dK
+// and dV and the finalizer each dQ tile as they write them, into parts that
+// bwd_colsum_finalize_kernel adds in a fixed order.
 //
 // Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
 // prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
