@@ -71,8 +71,8 @@ class CpuBackend final : public Backend {
             bool inverse) override;
 
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
-  void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                          Tensor dqkv, Tensor dqkv_colsum = {}) override;
+  void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale, Tensor dqkv,
+                          Tensor dqkv_colsum = {}) override;
 
   void embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) override;
   void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start, Tensor dwte) override;

@@ -977,10 +977,10 @@ bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
         work.colsum_kv = reinterpret_cast<float*>(parts + sc.colsum_kv);
       }
       int* sems = reinterpret_cast<int*>(dq_bytes + sc.hopper_sems);
-      launch_hopper_attention_backward(
-          sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
-          static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale, summed ? colsum : nullptr,
-          stream);
+      launch_hopper_attention_backward(sh, static_cast<const bf16*>(qkv),
+                                       static_cast<const bf16*>(dout), lse, dsum,
+                                       static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale,
+                                       summed ? colsum : nullptr, stream);
       launch_dkv_finalize(sh, work, dqkv, dm, stream);
       return;
     }

@@ -517,10 +517,9 @@ void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor
                           dqkv_colsum.numel() == (sh.heads + 2 * sh.groups) * sh.d),
               "attention_backward: dqkv_colsum ", shape_str(dqkv_colsum));
   void* s = scratch(attention_backward_scratch_bytes(sh));
-  const bool summed =
-      launch_attention_backward(sh, qkv.data, out.data, dout.data, lse.as<float>(), scale,
-                                dqkv.data, qkv.dtype, attention_kernels_, s,
-                                colsum ? dqkv_colsum.as<float>() : nullptr, compute_);
+  const bool summed = launch_attention_backward(
+      sh, qkv.data, out.data, dout.data, lse.as<float>(), scale, dqkv.data, qkv.dtype,
+      attention_kernels_, s, colsum ? dqkv_colsum.as<float>() : nullptr, compute_);
   if (colsum && !summed) bias_grad_accumulate(dqkv, dqkv_colsum);
 }
 

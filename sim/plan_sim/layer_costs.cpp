@@ -309,7 +309,8 @@ void row_backward(const Ctx& c, Pass& b_pass, Pass& w_pass, const char* ag_name,
 // overlaps the weight-gradient GEMM; the executor: both in line, exposed) and split into `b_pass` /
 // `w_pass` (zero-bubble: the input-gradient collective is exposed in B; the input all-gather
 // belongs to W). The bias gradient of a column-parallel linear: in another kernel (Megatron's fused
-// wgrad, or none) or a kernel of its own (the executor's FC1, and QKV's with RoPE; in W when B and W are split).
+// wgrad, or none) or a kernel of its own (the executor's FC1, and QKV's with RoPE; in W when B and
+// W are split).
 enum class BiasGrad : uint8_t { kElsewhere, kKernel };
 
 void column_backward(const Ctx& c, Pass& fused, Pass& b_pass, Pass& w_pass, const char* dgrad_name,

@@ -664,9 +664,9 @@ bool OpChecker::determinism(int64_t s, int64_t b, int64_t heads, int64_t groups,
     runs[run][6] = read_gpu(total);
     runs[run][7] = read_gpu(colsum);
   }
-  const char* what[8] = {"attention out",    "attention lse",  "attention dqkv",
-                         "layernorm dx",     "layernorm dgamma", "embedding dwte",
-                         "sum_squares",      "attention dqkv column sums"};
+  const char* what[8] = {
+      "attention out",    "attention lse",  "attention dqkv", "layernorm dx",
+      "layernorm dgamma", "embedding dwte", "sum_squares",    "attention dqkv column sums"};
   bool ok = true;
   for (int i = 0; i < 8; ++i)
     ok = bitwise_same(std::string("determinism ") + what[i] + nm.str(), runs[0][i], runs[1][i]) &&
