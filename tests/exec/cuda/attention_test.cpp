@@ -1,5 +1,6 @@
 // The flash-attention kernels (tensor cores) and the reference kernels against the CPU backend:
-// forward output and log-sum-exp, backward dQ/dK/dV, for head dims 8..128 and sequence lengths
+// forward output and log-sum-exp, backward dQ/dK/dV and dqkv's column sums (QKV's bias gradient:
+// OpChecker::attention asks for them), for head dims 8..128 and sequence lengths
 // that are not multiples of the 64/128-row tiles; grouped-query attention; many heads (several key
 // blocks per backward block); bitwise determinism of two runs; and the fast kernels against the
 // reference kernels at the reference workload's head dim.
