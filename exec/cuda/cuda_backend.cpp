@@ -72,6 +72,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   workspace_ = device_alloc(workspace_bytes_, "cublas-workspace");
   gemm_ = std::make_unique<LtGemm>(workspace_, workspace_bytes_);
   if (env_on("MPLAN_NAIVE_ATTENTION")) attention_kernels_ = AttentionKernels::kReference;
+  attention_bias_grad_fused_ = !env_on("MPLAN_NO_ATTENTION_BIAS_GRAD");
   if (const char* e = std::getenv("MPLAN_ATTENTION")) {
     const std::string v = e;
     if (v == "flash2") attention_kernels_ = AttentionKernels::kFlash2;
@@ -517,9 +518,10 @@ void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor
                           dqkv_colsum.numel() == (sh.heads + 2 * sh.groups) * sh.d),
               "attention_backward: dqkv_colsum ", shape_str(dqkv_colsum));
   void* s = scratch(attention_backward_scratch_bytes(sh));
+  const bool fused = colsum && attention_bias_grad_fused_;
   const bool summed = launch_attention_backward(
       sh, qkv.data, out.data, dout.data, lse.as<float>(), scale, dqkv.data, qkv.dtype,
-      attention_kernels_, s, colsum ? dqkv_colsum.as<float>() : nullptr, compute_);
+      attention_kernels_, s, fused ? dqkv_colsum.as<float>() : nullptr, compute_);
   if (colsum && !summed) bias_grad_accumulate(dqkv, dqkv_colsum);
 }
 

@@ -135,6 +135,9 @@ class CudaBackend final : public Backend {
   // bias_grad_accumulate of 16-bit gradients as cuBLASLt's product ones^T · dY (default), or by
   // the column-sum kernel (false; f32 gradients always).
   void set_bias_grad_by_gemm(bool on) { bias_grad_by_gemm_ = on; }
+  // attention_backward's column sums from the Hopper kernel's registers where it can (default),
+  // or always by bias_grad_accumulate after the backward (false; MPLAN_NO_ATTENTION_BIAS_GRAD=1).
+  void set_attention_bias_grad_fused(bool on) { attention_bias_grad_fused_ = on; }
 
  private:
   void* device_alloc(size_t bytes, const std::string& tag);
@@ -160,6 +163,7 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::kBest;
   bool bias_grad_by_gemm_ = true;
+  bool attention_bias_grad_fused_ = true;
   Tensor ones_;  // bf16 ones, as many as the most rows a bias gradient has summed
   // RoPE inverse frequencies on the device, per (rot_dim, base).
   std::map<std::pair<int64_t, float>, float*> rope_tables_;

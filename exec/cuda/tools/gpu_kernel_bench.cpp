@@ -224,6 +224,12 @@ void bench_attention(Bench& b) {
       b.add(
           mplan::cat("attention bwd + bias grad", f.tag), sh.name, 2.5 * fwd_fl, 0,
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
+      if (f.k != AttentionKernels::kBest) continue;
+      g.set_attention_bias_grad_fused(false);
+      b.add(
+          "attention bwd, then bias grad", sh.name, 2.5 * fwd_fl, 0,
+          [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
+      g.set_attention_bias_grad_fused(true);
     }
     b.add("bias_grad (qkv: dqkv's column sums)", sh.name, 0,
           static_cast<double>(dqkv.numel()) * 2.0, [&] { g.bias_grad_accumulate(dqkv, colsum); });
