@@ -917,9 +917,12 @@ BwdScratch bwd_scratch(const AttentionShape& sh) {
     if (chunks > 1)
       r.dkv_region = std::max(r.dkv_region, static_cast<size_t>(chunks * dkv_part_bytes(sh)));
     r.dkv_region = align256(r.dkv_region);
-    r.colsum_kv = align256(static_cast<size_t>(hopper_bwd_colsum_q_floats(sh)) * sizeof(float));
-    r.colsum_region =
-        r.colsum_kv + static_cast<size_t>(hopper_bwd_colsum_kv_floats(sh)) * sizeof(float);
+    const int64_t planes_d = (sh.heads + 2 * sh.groups) * sh.d;  // a bias's floats
+    r.colsum_kv = align256(static_cast<size_t>(hopper_bwd_colsum_q_parts(sh) * sh.heads * sh.d) *
+                           sizeof(float));
+    r.colsum_region = r.colsum_kv + static_cast<size_t>(hopper_bwd_colsum_kv_parts(sh) *
+                                                        (planes_d - sh.heads * sh.d)) *
+                                        sizeof(float);
   }
 #endif
   return r;
@@ -977,11 +980,17 @@ bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
         work.colsum_kv = reinterpret_cast<float*>(parts + sc.colsum_kv);
       }
       int* sems = reinterpret_cast<int*>(dq_bytes + sc.hopper_sems);
-      launch_hopper_attention_backward(sh, static_cast<const bf16*>(qkv),
-                                       static_cast<const bf16*>(dout), lse, dsum,
-                                       static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale,
-                                       summed ? colsum : nullptr, stream);
+      launch_hopper_attention_backward(
+          sh, static_cast<const bf16*>(qkv), static_cast<const bf16*>(dout), lse, dsum,
+          static_cast<bf16*>(dqkv), work, sems, scale * kLog2e, scale, stream);
       launch_dkv_finalize(sh, work, dqkv, dm, stream);
+      if (summed) {  // dQ's columns, then dK's and dV's
+        const int64_t qd = sh.heads * sh.d;
+        launch_column_partials_finalize(work.colsum_q, hopper_bwd_colsum_q_parts(sh), qd, colsum,
+                                        stream);
+        launch_column_partials_finalize(work.colsum_kv, hopper_bwd_colsum_kv_parts(sh),
+                                        2 * sh.groups * sh.d, colsum + qd, stream);
+      }
       return;
     }
 #endif

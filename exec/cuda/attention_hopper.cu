@@ -22,8 +22,8 @@
 // (counters per query step order the blocks); the last key block of a query step hands the
 // complete tile to finalizer warps of the same block, which write it as bf16. Asked for dqkv's
 // column sums (the QKV layer's bias gradient; one head chunk), the consumers sum each tile's dK
-// and dV and the finalizer each dQ tile as they write them, into parts that
-// bwd_colsum_finalize_kernel adds in a fixed order.
+// and dV and the finalizer each dQ tile as they write them, into rows of parts that attention.cu
+// adds in a fixed order (launch_column_partials_finalize).
 //
 // Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
 // prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
@@ -623,15 +623,17 @@ __device__ __forceinline__ void halve_across_lanes(float (&x)[V], int mask, bool
 }
 
 // The column sums of this warp's 16 keys of dK (times scale) and dV, of the bf16 values
-// bwd_store_dk_dv writes (keys past s count zero), into dst: 2 D floats, dK's columns then dV's.
+// bwd_store_dk_dv writes (keys past s count zero), into dst: D floats of dK's columns, and D of
+// dV's kv_stride floats on.
 // Each thread adds its two keys into x (its D / 4 columns 8 j + 2 t + c of dK, then of dV); the
 // 8 lanes of each t then halve x three times (halve_across_lanes: 7/8 of the shuffles of every
 // lane adding every value), so lane g ends with x[g·N / 8, (g + 1)·N / 8) summed over all 16 keys:
 // a fixed order, the same bits on every run.
 template <int N>  // accumulator registers: head dim / 2
 __device__ __forceinline__ void bwd_colsum_dk_dv(const float (&dk)[N], const float (&dv)[N],
-                                                 int key0, int s, float scale, float* dst) {
-  constexpr int D = 2 * N, kHalf = N / 2;  // x: kHalf values of dK, then kHalf of dV
+                                                 int key0, int s, float scale, float* dst,
+                                                 int kv_stride) {
+  constexpr int kHalf = N / 2;  // x: kHalf values of dK, then kHalf of dV
   const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
   float x[N];
 #pragma unroll
@@ -656,7 +658,7 @@ __device__ __forceinline__ void bwd_colsum_dk_dv(const float (&dk)[N], const flo
   for (int i = 0; i < N / 8; i += 2) {
     const int idx = g * (N / 8) + i;  // even: the pair (c = 0, 1) of one column block j
     const int kv = idx / kHalf, j = (idx % kHalf) / 2;
-    *reinterpret_cast<float2*>(dst + kv * D + 8 * j + 2 * t) = make_float2(x[i], x[i + 1]);
+    *reinterpret_cast<float2*>(dst + kv * kv_stride + 8 * j + 2 * t) = make_float2(x[i], x[i + 1]);
   }
 }
 
@@ -871,7 +873,8 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
 // dqkv, boxes of 64 columns × kBwdM rows; rows past s are not written). The writer raised the
 // tile's counter after its copy completed, so every key block's part is in. With colsum_q, the
 // column sums of the bf16 rows (< s) it writes, in two parts (one per warp, 32 rows each: a
-// thread's four rows, then the 8 lanes of its columns by shuffles) of the tile's 2 D floats.
+// thread's four rows, then the 8 lanes of its columns by shuffles): rows (batch, query step,
+// warp) of heads·D floats, the head's D columns.
 template <int D>
 __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& bar,
                                 const float* dq_acc, const CUtensorMap* map_dq, const Dims& dm,
@@ -889,6 +892,10 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
     const int bh = idx / n_q;
     const int plane = dm.qkv_plane_index(bh / dm.heads, bh % dm.heads, 0);
     const int rows = min(kBwdM, dm.s - (idx % n_q) * kBwdM);  // those < s
+    // This thread's place in the column-sum parts: row (batch, query step, warp), head's columns.
+    const int64_t q_part =
+        (static_cast<int64_t>(bh / dm.heads * n_q + idx % n_q) * 2 + (ft >> 5)) * (dm.heads * D) +
+        bh % dm.heads * D + 2 * (ft & 3);
     for (int h = 0; h < D / 64; ++h, ++loads) {
       if (leader) {
         bulk_wait_read<0>();         // the previous store has read sOut
@@ -924,8 +931,8 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
             sum1 += __shfl_xor_sync(0xffffffffu, sum1, m);
           }
           if ((ft & 31) < 4)
-            *reinterpret_cast<float2*>(colsum_q + (static_cast<int64_t>(idx) * 2 + (ft >> 5)) * D +
-                                       h * 64 + 8 * c + 2 * (ft & 3)) = make_float2(sum0, sum1);
+            *reinterpret_cast<float2*>(colsum_q + q_part + h * 64 + 8 * c) =
+                make_float2(sum0, sum1);
         }
       }
       fence_proxy_async_shared();  // the rows, before the store reads them
@@ -1077,9 +1084,12 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
                     dm.qkv_plane(dqkv, blk.bi, blk.h0, 2), dk_rows, dv_rows, direct, key0, s,
                     scale);
     if (work.colsum_kv != nullptr) {  // (one chunk only: the launcher's rule)
+      // Row (batch, key block, consumer warp) of the parts; columns: the groups' dK, then dV.
       const int64_t part =
-          (static_cast<int64_t>(hs) * tiles.n_kb + kb) * kConsumerWarps + cw * 4 + warp;
-      bwd_colsum_dk_dv(dk, dv, key0, s, scale, work.colsum_kv + part * 2 * D);
+          (static_cast<int64_t>(blk.bi) * tiles.n_kb + kb) * kConsumerWarps + cw * 4 + warp;
+      const int gd = dm.groups * D;
+      bwd_colsum_dk_dv(dk, dv, key0, s, scale,
+                       work.colsum_kv + part * 2 * gd + (blk.bg % dm.groups) * D, gd);
     }
   }
   // No more tiles: the writer stops.
@@ -1149,77 +1159,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_inc<240>();
     bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
                    scale_log2, scale);
-  }
-}
-
-// out[c] += dqkv's column sum c (c < (heads + 2 groups)·d, a token's planes in order) from the
-// backward's parts (BwdWork::colsum_q, colsum_kv), in a fixed order. A block takes 32 columns of
-// one plane (d % 32 == 0): its 32 warps each add a fixed slice of the column's parts in order
-// (batches of kColsumBatch loads in flight), then one lane per column adds the slices in order.
-// (Many slices: the pass is a few batches of memory latency, not bandwidth.)
-constexpr int kColsumSlices = 32;
-constexpr int kColsumBatch = 8;
-__global__ void __launch_bounds__(32 * kColsumSlices)
-    bwd_colsum_finalize_kernel(const float* __restrict__ colsum_q,
-                               const float* __restrict__ colsum_kv, Dims dm, int n_kb,
-                               float* __restrict__ out) {
-  __shared__ float slice_sum[kColsumSlices][32];
-  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
-  const int col = blockIdx.x * 32 + lane;
-  const int plane = col / dm.d, c = col % dm.d;
-  // Part p of the column: batch p / inner, then index r < inner within the batch.
-  const float* base;
-  int inner;
-  int64_t inner_stride, outer_stride;
-  if (plane < dm.heads) {  // Q of head `plane`: one part per (query step, finalizer warp)
-    inner = bwd_query_steps(dm.s) * 2;
-    inner_stride = dm.d;
-    outer_stride = static_cast<int64_t>(dm.heads) * inner * dm.d;
-    base = colsum_q + static_cast<int64_t>(plane) * inner * dm.d + c;
-  } else {  // K or V of a group: one part per (key block, consumer warp)
-    const int kv = plane >= dm.heads + dm.groups, gi = plane - dm.heads - kv * dm.groups;
-    inner = n_kb * kConsumerWarps;
-    inner_stride = 2 * dm.d;
-    outer_stride = static_cast<int64_t>(dm.groups) * inner * 2 * dm.d;
-    base = colsum_kv + static_cast<int64_t>(gi) * inner * 2 * dm.d + kv * dm.d + c;
-  }
-  // This slice's parts [p0, p1), walked by pointer: one division per thread, none per load.
-  const int parts = dm.b * inner, per = (parts + kColsumSlices - 1) / kColsumSlices;
-  const int p0 = min(parts, slice * per), p1 = min(parts, p0 + per);
-  int bi = p0 / inner, r = p0 - bi * inner;
-  const float* at = base + bi * outer_stride + r * inner_stride;
-  const auto next = [&] {
-    if (++r == inner) {
-      r = 0;
-      ++bi;
-      at = base + bi * outer_stride;
-    } else {
-      at += inner_stride;
-    }
-  };
-  float sum = 0.0f;
-  int p = p0;
-  for (; p + kColsumBatch <= p1; p += kColsumBatch) {
-    float v[kColsumBatch];
-#pragma unroll
-    for (int k = 0; k < kColsumBatch; ++k) {
-      v[k] = *at;
-      next();
-    }
-#pragma unroll
-    for (int k = 0; k < kColsumBatch; ++k) sum += v[k];
-  }
-  for (; p < p1; ++p) {
-    sum += *at;
-    next();
-  }
-  slice_sum[slice][lane] = sum;
-  __syncthreads();
-  if (slice == 0) {
-    float total = slice_sum[0][lane];
-#pragma unroll
-    for (int k = 1; k < kColsumSlices; ++k) total += slice_sum[k][lane];
-    out[col] += total;
   }
 }
 
@@ -1340,19 +1279,20 @@ int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
 // A counter per dQ tile, then the tile counter.
 int64_t hopper_bwd_sem_count(const AttentionShape& sh) { return bwd_dq_tiles(sh) + 1; }
 
-int64_t hopper_bwd_colsum_q_floats(const AttentionShape& sh) { return bwd_dq_tiles(sh) * 2 * sh.d; }
-int64_t hopper_bwd_colsum_kv_floats(const AttentionShape& sh) {
-  const int64_t n_kb = (sh.s + kBwdN - 1) / kBwdN;
-  return sh.b * sh.groups * n_kb * kConsumerWarps * 2 * sh.d;
+int64_t hopper_bwd_colsum_q_parts(const AttentionShape& sh) {
+  return sh.b * bwd_query_steps(sh.s) * 2;
+}
+int64_t hopper_bwd_colsum_kv_parts(const AttentionShape& sh) {
+  return sh.b * ((sh.s + kBwdN - 1) / kBwdN) * kConsumerWarps;
 }
 
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
                                       const BwdWork& work, int* sems, float scale_log2, float scale,
-                                      float* colsum, cudaStream_t stream) {
+                                      cudaStream_t stream) {
   const Dims dm = dims_of(sh);
-  if ((work.colsum_q != nullptr) != (colsum != nullptr) ||
-      (work.colsum_kv != nullptr) != (colsum != nullptr) || (colsum != nullptr && work.chunks != 1))
+  if ((work.colsum_q != nullptr) != (work.colsum_kv != nullptr) ||
+      (work.colsum_q != nullptr && work.chunks != 1))
     fatal_abort(__FILE__, __LINE__, "hopper attention backward: column sums need one head chunk");
   const int64_t n_dq_tiles = bwd_dq_tiles(sh);
   MPLAN_CUDA_CHECK(cudaMemsetAsync(
@@ -1380,12 +1320,6 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
     run(hopper_bwd_kernel<128>, BwdSmem<128>::kBytes);
   }
   MPLAN_CUDA_LAUNCH_CHECK();
-  if (colsum != nullptr) {
-    const int64_t cols = (sh.heads + 2 * sh.groups) * sh.d;
-    bwd_colsum_finalize_kernel<<<static_cast<unsigned>(cols / 32), 32 * kColsumSlices, 0, stream>>>(
-        work.colsum_q, work.colsum_kv, dm, static_cast<int>(n_kb), colsum);
-    MPLAN_CUDA_LAUNCH_CHECK();
-  }
 }
 
 }  // namespace mplan::exec::cuda

@@ -28,20 +28,20 @@ int hopper_bwd_chunks(const AttentionShape& sh);
 int64_t hopper_bwd_dq_bytes(const AttentionShape& sh);
 int64_t hopper_bwd_sem_count(const AttentionShape& sh);
 
-// The parts of dqkv's column sums the backward writes with one head chunk (BwdWork::colsum_q,
-// colsum_kv), in floats.
-int64_t hopper_bwd_colsum_q_floats(const AttentionShape& sh);
-int64_t hopper_bwd_colsum_kv_floats(const AttentionShape& sh);
+// The rows of parts of dqkv's column sums the backward writes with one head chunk: colsum_q
+// (BwdWork) holds this many rows of heads·d floats (dQ's columns), colsum_kv this many of
+// 2·groups·d (dK's, then dV's): a launch_column_partials_finalize each.
+int64_t hopper_bwd_colsum_q_parts(const AttentionShape& sh);
+int64_t hopper_bwd_colsum_kv_parts(const AttentionShape& sh);
 
 // dK, dV into dqkv (one chunk) or into work.dkv_part (attention.cu's finalize adds the chunks),
 // and dQ into dqkv through the f32 accumulator work.dq_part (work.chunks: hopper_bwd_chunks;
 // work.splits unused), from dsum = rowsum(dO ∘ O). sems: hopper_bwd_sem_count ints, cleared here.
-// colsum ((heads + 2 groups)·d f32, or nullptr): += dqkv's column sums (the QKV layer's bias
-// gradient), from the kernel's registers through work.colsum_q and colsum_kv (one chunk only).
+// With work.colsum_q and colsum_kv (one chunk only), also the parts of dqkv's column sums (the
+// QKV layer's bias gradient), from the kernel's registers.
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
                                       const float* lse, const float* dsum, bf16* dqkv,
                                       const attention_layout::BwdWork& work, int* sems,
-                                      float scale_log2, float scale, float* colsum,
-                                      cudaStream_t stream);
+                                      float scale_log2, float scale, cudaStream_t stream);
 
 }  // namespace mplan::exec::cuda

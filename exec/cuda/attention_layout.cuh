@@ -56,9 +56,9 @@ struct BwdWork {
   float* dq_part;
   float* dkv_part;
   // Optional, the Hopper kernels with one chunk: dqkv's column sums (the QKV layer's bias
-  // gradient) in parts, which a finalize adds in a fixed order: colsum_q, 2 d floats per dQ tile
-  // (b·heads × query steps; a part per finalizer warp); colsum_kv, 2 d floats (dK's columns, then
-  // dV's) per (head set, key block, consumer warp). nullptr: none.
+  // gradient) as rows of parts, which launch_column_partials_finalize adds in order: colsum_q, a
+  // row of heads·d floats per (batch, query step, finalizer warp); colsum_kv, a row of
+  // 2·groups·d (dK's columns, then dV's) per (batch, key block, consumer warp). nullptr: none.
   float* colsum_q = nullptr;
   float* colsum_kv = nullptr;
 

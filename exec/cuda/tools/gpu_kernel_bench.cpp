@@ -219,8 +219,8 @@ void bench_attention(Bench& b) {
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv); }, warm, reps);
       if (ref) continue;
       // With QKV's bias gradient (dqkv's column sums): from the kernels' registers where they
-      // can (Hopper, one head chunk), else the backward and then the bias gradient's kernel; and
-      // that kernel alone, for comparison.
+      // can (Hopper, one head chunk), else the backward and then the bias gradient's kernel; on
+      // Hopper that path too, for comparison (the memory bench times the sum alone: "qkv").
       b.add(
           mplan::cat("attention bwd + bias grad", f.tag), sh.name, 2.5 * fwd_fl, 0,
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
@@ -231,8 +231,6 @@ void bench_attention(Bench& b) {
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
       g.set_attention_bias_grad_fused(true);
     }
-    b.add("bias_grad (qkv: dqkv's column sums)", sh.name, 0,
-          static_cast<double>(dqkv.numel()) * 2.0, [&] { g.bias_grad_accumulate(dqkv, colsum); });
     g.set_attention_kernels(AttentionKernels::kBest);
     for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) g.release(*t);
   }
