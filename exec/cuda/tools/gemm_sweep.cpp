@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cuda/gemm_lt.hpp"
 #include "exec/cuda/kernels.hpp"
 
 namespace {
@@ -70,13 +71,6 @@ std::vector<Shape> model_shapes(const std::string& model) {
   return s;
 }
 
-const char* kTiles[] = {"undef",   "8x8",     "8x16",    "16x8",    "8x32",    "16x16",  "32x8",
-                        "8x64",    "16x32",   "32x16",   "64x8",    "32x32",   "32x64",  "64x32",
-                        "32x128",  "64x64",   "128x32",  "64x128",  "128x64",  "64x256", "128x128",
-                        "256x64",  "64x512",  "128x256", "256x128", "512x64",  "64x96",  "96x64",
-                        "96x128",  "128x160", "160x128", "192x128", "128x192", "128x96", "32x256",
-                        "256x32",  "8x128",   "8x192",   "8x256"};
-
 template <class T>
 T cfg(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
   T v{};
@@ -86,20 +80,7 @@ T cfg(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) 
   return v;
 }
 
-std::string describe(const cublasLtMatmulAlgo_t& a) {
-  const int id = cfg<int>(a, CUBLASLT_ALGO_CONFIG_ID);
-  const uint32_t tile = cfg<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
-  const uint32_t stages = cfg<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID);
-  const uint16_t cluster = cfg<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-  const uint32_t swz = cfg<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
-  const uint32_t splitk = cfg<uint32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-  const char* cl[] = {"auto", "?", "1x1", "2x1", "4x1", "1x2", "2x2", "4x2", "1x4", "2x4", "4x4"};
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "algo %2d tile %-7s stages %2u cluster %-4s swz %u splitk %u", id,
-                tile < sizeof(kTiles) / sizeof(kTiles[0]) ? kTiles[tile] : "?", stages,
-                cluster < sizeof(cl) / sizeof(cl[0]) ? cl[cluster] : "?", swz, splitk);
-  return buf;
-}
+using mplan::exec::cuda::describe_algo;
 
 struct Op {
   cublasLtHandle_t lt = nullptr;
@@ -270,12 +251,12 @@ int main(int argc, char** argv) {
       double first = 0;
       const double m = sustained_ms(op, cands[ci], ms, &first, e0, e1);
       if (m < 0) {
-        std::printf("  [%2zu] %s  refused at run time\n", ci, describe(cands[ci]).c_str());
+        std::printf("  [%2zu] %s  refused at run time\n", ci, describe_algo(cands[ci]).c_str());
         continue;
       }
       if (i == 0) base = m;
       std::printf("  [%2zu]%s %s  first %8.1f us  sustained %8.1f us  %6.1f TFLOP/s  %.4f  t %.1f s\n",
-                  ci, i == cands.size() ? "*" : " ", describe(cands[ci]).c_str(), first * 1e3,
+                  ci, i == cands.size() ? "*" : " ", describe_algo(cands[ci]).c_str(), first * 1e3,
                   m * 1e3, flop / (m * 1e9), m / base, (now_ms() - t0) / 1e3);
     }
     std::fflush(stdout);
