@@ -76,8 +76,8 @@ struct AlgoChoices {
   std::mutex mu;
   std::map<std::pair<int, Key>, cublasLtMatmulAlgo_t> algo;
   std::map<std::pair<int, Key>, std::pair<double, double>> us;  // chosen, heuristic's first
-  std::set<std::pair<int, std::string>> files_read;              // (device, path)
-  std::set<int> heated;                                          // devices
+  std::set<std::pair<int, std::string>> files_read;             // (device, path)
+  std::set<int> heated;                                         // devices
 };
 template <class Key>
 AlgoChoices<Key>& algo_choices() {
@@ -278,9 +278,11 @@ bool LtGemm::algo_accepted(const Plan& p, const cublasLtMatmulAlgo_t& algo) cons
 // The heuristic's first choice with the other cluster shapes of one and two blocks, where
 // cuBLASLt accepts them (they are not always among its own candidates).
 void LtGemm::add_cluster_variants(Plan& p) const {
-  const uint16_t first = algo_config<uint16_t>(p.candidates[0], CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-  for (uint16_t shape : {uint16_t{CUBLASLT_CLUSTER_SHAPE_1x1x1}, uint16_t{CUBLASLT_CLUSTER_SHAPE_2x1x1},
-                         uint16_t{CUBLASLT_CLUSTER_SHAPE_1x2x1}}) {
+  const uint16_t first =
+      algo_config<uint16_t>(p.candidates[0], CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+  for (uint16_t shape :
+       {uint16_t{CUBLASLT_CLUSTER_SHAPE_1x1x1}, uint16_t{CUBLASLT_CLUSTER_SHAPE_2x1x1},
+        uint16_t{CUBLASLT_CLUSTER_SHAPE_1x2x1}}) {
     if (shape == first) continue;
     cublasLtMatmulAlgo_t v = p.candidates[0];
     if (cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape,
@@ -313,8 +315,8 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
   MPLAN_CUDA_CHECK(cudaEventCreate(&e1));
   const float alpha = g.alpha;
   auto run_with = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, trial_c,
-                          p.lc, scratch, p.lc, &algo, workspace_, workspace_bytes_,
+    return cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, trial_c, p.lc,
+                          scratch, p.lc, &algo, workspace_, workspace_bytes_,
                           stream) == CUBLAS_STATUS_SUCCESS;
   };
   const int dev = current_device();
@@ -373,9 +375,9 @@ void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, 
                "mplan: gemm m=%lld n=%lld k=%lld trans_a=%d trans_b=%d epilogue=%d beta=%g: "
                "candidate %zu of %zu (%s) %.1f us, the heuristic's first %.1f us\n",
                static_cast<long long>(g.m), static_cast<long long>(g.n),
-               static_cast<long long>(g.k), int(g.trans_a), int(g.trans_b),
-               std::get<7>(p.key), double(beta), best, n, describe_algo(p.algo).c_str(),
-               median[best] * 1e3, median[0] * 1e3);
+               static_cast<long long>(g.k), int(g.trans_a), int(g.trans_b), std::get<7>(p.key),
+               double(beta), best, n, describe_algo(p.algo).c_str(), median[best] * 1e3,
+               median[0] * 1e3);
   if (!algos_file_.empty()) save_algos_file();
 }
 
@@ -428,14 +430,14 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
 
 std::string describe_algo(const cublasLtMatmulAlgo_t& a) {
   static const char* const kTiles[] = {
-      "undefined", "8x8",     "8x16",    "16x8",    "8x32",    "16x16",   "32x8",   "8x64",
-      "16x32",     "32x16",   "64x8",    "32x32",   "32x64",   "64x32",   "32x128", "64x64",
-      "128x32",    "64x128",  "128x64",  "64x256",  "128x128", "256x64",  "64x512", "128x256",
-      "256x128",   "512x64",  "64x96",   "96x64",   "96x128",  "128x160", "160x128", "192x128",
-      "128x192",   "128x96"};
+      "undefined", "8x8",     "8x16",    "16x8",    "8x32",    "16x16",  "32x8",
+      "8x64",      "16x32",   "32x16",   "64x8",    "32x32",   "32x64",  "64x32",
+      "32x128",    "64x64",   "128x32",  "64x128",  "128x64",  "64x256", "128x128",
+      "256x64",    "64x512",  "128x256", "256x128", "512x64",  "64x96",  "96x64",
+      "96x128",    "128x160", "160x128", "192x128", "128x192", "128x96"};
   const auto tile = algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
   const auto cluster = algo_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-  static const char* const kClusters[] = {"auto", "?", "1x1", "2x1", "4x1", "1x2",
+  static const char* const kClusters[] = {"auto", "?",   "1x1", "2x1", "4x1", "1x2",
                                           "2x2",  "4x2", "1x4", "2x4", "4x4"};
   const std::string tile_s = tile < std::size(kTiles) ? kTiles[tile] : "id " + std::to_string(tile);
   const std::string cluster_s =
@@ -484,16 +486,16 @@ void LtGemm::set_algos_file(const std::string& path) {
                  "mplan: MPLAN_GEMM_ALGOS: %s was written for %s with cuBLASLt %lld; this is %s "
                  "with cuBLASLt %lld: ignored (the heuristic's choices are used)\n",
                  path.c_str(), j.value("device", "?").c_str(),
-                 static_cast<long long>(j.value("cublaslt_version", int64_t{-1})),
-                 dev_name.c_str(), static_cast<long long>(version));
+                 static_cast<long long>(j.value("cublaslt_version", int64_t{-1})), dev_name.c_str(),
+                 static_cast<long long>(version));
     return;
   }
   for (const auto& e : j["gemms"]) {
     MPLAN_CHECK(e.is_object() && e.contains("key") && e["key"].is_array() &&
                     e["key"].size() == std::tuple_size_v<Key> && e.contains("algo") &&
                     e["algo"].is_array() && e["algo"].size() == 8,
-                "MPLAN_GEMM_ALGOS: ", path, ": each entry needs \"key\" (",
-                std::tuple_size_v<Key>, " integers) and \"algo\" (8 integers)");
+                "MPLAN_GEMM_ALGOS: ", path, ": each entry needs \"key\" (", std::tuple_size_v<Key>,
+                " integers) and \"algo\" (8 integers)");
     Key key{};
     size_t i = 0;
     std::apply([&](auto&... f) { ((f = e["key"][i++].get<std::decay_t<decltype(f)>>()), ...); },
