@@ -195,8 +195,6 @@ void* CudaBackend::scratch(size_t bytes) {
 void CudaBackend::set_fuse_gemm_epilogues(bool on) { gemm_->set_fuse_epilogues(on); }
 void CudaBackend::set_tune_gemms(bool on) { gemm_->set_tune(on); }
 size_t CudaBackend::timed_gemm_plans() const { return gemm_->timed_plans(); }
-void CudaBackend::set_gemm_algos_file(const std::string& path) { gemm_->set_algos_file(path); }
-size_t CudaBackend::chosen_gemm_plans() const { return gemm_->chosen_plans(); }
 
 void CudaBackend::upload(Tensor dst, const void* host) {
   if (dst.bytes() == 0) return;

@@ -127,16 +127,11 @@ class CudaBackend final : public Backend {
   }
   // cuBLASLt epilogues fused (default) or run as separate kernels (MPLAN_NO_GEMM_EPILOGUE=1).
   void set_fuse_gemm_epilogues(bool on);
-  // Time cuBLASLt's candidate algorithms per GEMM shape under sustained load and keep the
-  // fastest (gemm_lt.hpp); on with MPLAN_GEMM_TUNE=1, off by default.
+  // Time cuBLASLt's candidate algorithms per GEMM shape and keep the fastest (gemm_lt.hpp); on
+  // with MPLAN_GEMM_TUNE=1, off by default.
   void set_tune_gemms(bool on);
   // GEMM plans whose algorithm was chosen by timing (set_tune_gemms / MPLAN_GEMM_TUNE).
   size_t timed_gemm_plans() const;
-  // The GEMM algorithm file (MPLAN_GEMM_ALGOS): its choices are used for the shapes it holds, and
-  // tuning writes every choice to it.
-  void set_gemm_algos_file(const std::string& path);
-  // GEMM plans that took a choice made earlier in the process or read from the file.
-  size_t chosen_gemm_plans() const;
   // bias_grad_accumulate of 16-bit gradients as cuBLASLt's product ones^T · dY (default), or by
   // the column-sum kernel (false; f32 gradients always).
   void set_bias_grad_by_gemm(bool on) { bias_grad_by_gemm_ = on; }

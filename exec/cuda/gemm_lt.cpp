@@ -6,13 +6,7 @@
 #include <cublas_api.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <string>
 #include <vector>
 
 #include "exec/cuda/cuda_check.hpp"
@@ -67,61 +61,20 @@ bool env_on(const char* name) {
   return v != nullptr && v[0] != '\0' && v[0] != '0';
 }
 
-constexpr int kCandidates = 16;  // heuristic results asked for when tuning
+constexpr int kCandidates = 8;  // heuristic results asked for (cuBLASLt returns up to 8 here)
 
-// The chosen algorithm per (device, plan key), process-wide: every LtGemm of the process (one
-// per backend) uses a shape's choice once one of them has timed it or read it from a file.
+// The tuned choice per (device, plan key): an index into the heuristic's candidates, whose order
+// is a function of the shape, so every LtGemm of the process (one per backend) picks the same
+// algorithm for a shape once one of them has timed it.
 template <class Key>
-struct AlgoChoices {
+struct TunedChoices {
   std::mutex mu;
-  std::map<std::pair<int, Key>, cublasLtMatmulAlgo_t> algo;
-  std::map<std::pair<int, Key>, std::pair<double, double>> us;  // chosen, heuristic's first
-  std::set<std::pair<int, std::string>> files_read;             // (device, path)
-  std::set<int> heated;                                         // devices
+  std::map<std::pair<int, Key>, int> index;
 };
 template <class Key>
-AlgoChoices<Key>& algo_choices() {
-  static AlgoChoices<Key> t;
+TunedChoices<Key>& tuned_choices() {
+  static TunedChoices<Key> t;
   return t;
-}
-
-int current_device() {
-  int dev = 0;
-  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
-}
-
-std::string device_name(int dev) {
-  cudaDeviceProp prop{};
-  MPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  return prop.name;
-}
-
-bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
-  return std::memcmp(x.data, y.data, sizeof(x.data)) == 0;
-}
-
-template <class T>
-T algo_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  T v{};
-  size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) !=
-      CUBLAS_STATUS_SUCCESS)
-    return T{};
-  return v;
-}
-
-// Mean ms a call of `reps` back-to-back calls (-1 where cuBLASLt refuses the algorithm).
-template <class Run>
-float time_calls(Run&& run, int reps, cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1) {
-  MPLAN_CUDA_CHECK(cudaEventRecord(e0, stream));
-  for (int i = 0; i < reps; ++i)
-    if (!run()) return -1.0f;
-  MPLAN_CUDA_CHECK(cudaEventRecord(e1, stream));
-  MPLAN_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  MPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  return ms / static_cast<float>(reps);
 }
 
 }  // namespace
@@ -131,8 +84,6 @@ LtGemm::LtGemm(void* workspace, size_t workspace_bytes)
   MPLAN_CUBLAS_CHECK(cublasLtCreate(&handle_));
   fuse_epilogues_ = !env_on("MPLAN_NO_GEMM_EPILOGUE");
   tune_ = env_on("MPLAN_GEMM_TUNE");
-  if (const char* f = std::getenv("MPLAN_GEMM_ALGOS"); f != nullptr && f[0] != '\0')
-    set_algos_file(f);
 }
 
 LtGemm::~LtGemm() {
@@ -228,21 +179,20 @@ LtGemm::Plan* LtGemm::plan_for(const GemmArgs& g, const Tensor& a, const Tensor&
       if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(results[i].algo);
     if (p->candidates.empty()) p->candidates.push_back(results[0].algo);
     p->algo = p->candidates[0];
-    p->key = key;
-    p->settled = !tune_;
-    // A choice made earlier in the process (timed, or read from MPLAN_GEMM_ALGOS' file), where
-    // cuBLASLt still accepts it for this plan.
-    AlgoChoices<Key>& t = algo_choices<Key>();
-    const std::lock_guard<std::mutex> lock(t.mu);
-    const auto hit = t.algo.find({current_device(), key});
-    if (hit != t.algo.end() && algo_accepted(*p, hit->second)) {
-      p->algo = hit->second;
-      p->settled = true;
-      ++chosen_plans_;
-    } else if (!p->settled) {
-      add_cluster_variants(*p);
-      p->settled = p->candidates.size() == 1;
+    // Only a call that overwrites C (beta 0) can be run again to time it; others keep [0].
+    p->settled = !tune_ || p->candidates.size() == 1 || g.beta != 0.0f;
+    if (!p->settled) {
+      TunedChoices<Key>& t = tuned_choices<Key>();
+      int dev = 0;
+      MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
+      const std::lock_guard<std::mutex> lock(t.mu);
+      const auto hit = t.index.find({dev, key});
+      if (hit != t.index.end()) {
+        p->algo = p->candidates[static_cast<size_t>(hit->second)];
+        p->settled = true;
+      }
     }
+    p->key = key;
     out = p.get();
     plans_.emplace(key, std::move(p));
   } else {
@@ -261,124 +211,57 @@ void LtGemm::matmul(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b
   if (aux != nullptr)
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
   if (c_in == nullptr) c_in = c.data;
-  if (!p.settled) tune(p, g, a, b, c, beta, stream, c_in);
+  // (Not where C is also an input: the trials would overwrite it before the call reads it. Plans
+  // that read C, beta != 0, the residual ones too, are settled untuned.)
+  if (!p.settled && c.data != a.data && c.data != b.data && c.data != aux)
+    tune(p, g, a, b, c, beta, stream, c_in);
   const float alpha = g.alpha;
   MPLAN_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta,
                                     c_in, p.lc, c.data, p.lc, &p.algo, workspace_, workspace_bytes_,
                                     stream));
 }
 
-bool LtGemm::algo_accepted(const Plan& p, const cublasLtMatmulAlgo_t& algo) const {
-  cublasLtMatmulHeuristicResult_t r{};
-  return cublasLtMatmulAlgoCheck(handle_, p.desc, p.la, p.lb, p.lc, p.lc, &algo, &r) ==
-             CUBLAS_STATUS_SUCCESS &&
-         r.workspaceSize <= workspace_bytes_;
-}
-
-// The heuristic's first choice with the other cluster shapes of one and two blocks, where
-// cuBLASLt accepts them (they are not always among its own candidates).
-void LtGemm::add_cluster_variants(Plan& p) const {
-  const uint16_t first =
-      algo_config<uint16_t>(p.candidates[0], CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-  for (uint16_t shape :
-       {uint16_t{CUBLASLT_CLUSTER_SHAPE_1x1x1}, uint16_t{CUBLASLT_CLUSTER_SHAPE_2x1x1},
-        uint16_t{CUBLASLT_CLUSTER_SHAPE_1x2x1}}) {
-    if (shape == first) continue;
-    cublasLtMatmulAlgo_t v = p.candidates[0];
-    if (cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &shape,
-                                             sizeof(shape)) != CUBLAS_STATUS_SUCCESS ||
-        !algo_accepted(p, v))
-      continue;
-    bool seen = false;
-    for (const auto& c : p.candidates) seen = seen || same_algo(c, v);
-    if (!seen) p.candidates.push_back(v);
-  }
-}
-
-// MPLAN_GEMM_TUNE: the candidates are timed at the clock a training step runs at. The GPU is
-// held busy first (the heuristic's choice for a second, once per process), then every candidate
-// runs back to back for about kWindowMs, in turn, kRounds times; a candidate's time is its
-// median over the rounds, and one is kept only where it beats the heuristic's first by 1 %. (A
-// power-capped GPU lowers its clock under long GEMM runs, and a candidate timed on a cool GPU
-// may draw the power its neighbours need.) The trials write into a scratch copy of C, so a call
-// that reads C (accumulating weight gradients, residual adds) is tuned too and sees its own C.
+// MPLAN_GEMM_TUNE: each candidate runs on the call's own operands (beta is 0, so the call after
+// the trials writes C, and aux, afresh), once to warm up and three times timed; the fastest by
+// median is kept for the process. A candidate cuBLASLt refuses at run time is skipped.
 void LtGemm::tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
                   float beta, cudaStream_t stream, const void* c_in) {
-  constexpr double kHeatMs = 1000, kWindowMs = 30;
-  constexpr int kRounds = 3;
-  void* scratch = nullptr;
-  MPLAN_CUDA_CHECK(cudaMalloc(&scratch, std::max<size_t>(c.bytes(), 256)));
-  MPLAN_CUDA_CHECK(cudaMemsetAsync(scratch, 0, c.bytes(), stream));
-  const void* trial_c = c_in == c.data ? scratch : c_in;
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  MPLAN_CUDA_CHECK(cudaEventCreate(&e0));
-  MPLAN_CUDA_CHECK(cudaEventCreate(&e1));
+  cudaEvent_t ev[2];
+  MPLAN_CUDA_CHECK(cudaEventCreate(&ev[0]));
+  MPLAN_CUDA_CHECK(cudaEventCreate(&ev[1]));
   const float alpha = g.alpha;
-  auto run_with = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, trial_c, p.lc,
-                          scratch, p.lc, &algo, workspace_, workspace_bytes_,
+  float best_ms = 0.0f;
+  int best = -1;  // the fastest candidate cuBLASLt ran
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    float times[3] = {0, 0, 0};
+    bool ok = true;
+    for (int rep = 0; rep < 4 && ok; ++rep) {
+      MPLAN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+      ok = cublasLtMatmul(handle_, p.desc, &alpha, b.data, p.la, a.data, p.lb, &beta, c_in, p.lc,
+                          c.data, p.lc, &p.candidates[i], workspace_, workspace_bytes_,
                           stream) == CUBLAS_STATUS_SUCCESS;
-  };
-  const int dev = current_device();
-  AlgoChoices<Key>& t = algo_choices<Key>();
-  bool heat = false;
-  {
-    const std::lock_guard<std::mutex> lock(t.mu);
-    heat = t.heated.insert(dev).second;
-  }
-  const size_t n = p.candidates.size();
-  std::vector<int> reps(n, 0);  // 0: refused at run time
-  for (size_t i = 0; i < n; ++i) {
-    const auto& algo = p.candidates[i];
-    if (time_calls([&] { return run_with(algo); }, 1, stream, e0, e1) < 0) continue;  // loads it
-    const float ms = time_calls([&] { return run_with(algo); }, 1, stream, e0, e1);
-    if (ms > 0) reps[i] = std::max(2, static_cast<int>(kWindowMs / ms));
-    if (i == 0 && heat && ms > 0)
-      time_calls([&] { return run_with(algo); }, std::max(1, static_cast<int>(kHeatMs / ms)),
-                 stream, e0, e1);
-  }
-  std::vector<std::vector<float>> times(n);
-  for (int r = 0; r < kRounds; ++r)
-    for (size_t i = 0; i < n; ++i) {
-      if (reps[i] == 0) continue;
-      const auto& algo = p.candidates[i];
-      const float ms = time_calls([&] { return run_with(algo); }, reps[i], stream, e0, e1);
-      if (ms < 0) {
-        reps[i] = 0;
-        continue;
-      }
-      times[i].push_back(ms);
+      MPLAN_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+      MPLAN_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+      if (rep > 0) MPLAN_CUDA_CHECK(cudaEventElapsedTime(&times[rep - 1], ev[0], ev[1]));
     }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  MPLAN_CUDA_CHECK(cudaFree(scratch));  // (synchronises: the trials are done)
-  std::vector<double> median(n, -1.0);
-  for (size_t i = 0; i < n; ++i) {
-    if (reps[i] == 0 || times[i].empty()) continue;
-    std::sort(times[i].begin(), times[i].end());
-    median[i] = times[i][times[i].size() / 2];
+    std::sort(times, times + 3);
+    if (ok && (best < 0 || times[1] < best_ms)) {
+      best_ms = times[1];
+      best = static_cast<int>(i);
+    }
   }
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (median[i] > 0 && (median[best] < 0 || median[i] < median[best])) best = i;
-  if (median[0] > 0 && median[best] > 0.99 * median[0]) best = 0;
+  cudaEventDestroy(ev[0]);
+  cudaEventDestroy(ev[1]);
+  if (best < 0) best = 0;  // none ran: the heuristic's first, as untuned
   ++timed_plans_;
-  {
-    const std::lock_guard<std::mutex> lock(t.mu);
-    // The first process-wide choice for the key stays (another LtGemm may have timed it meanwhile).
-    const auto chosen = t.algo.emplace(std::make_pair(dev, p.key), p.candidates[best]).first;
-    t.us.emplace(std::make_pair(dev, p.key), std::make_pair(median[best] * 1e3, median[0] * 1e3));
-    p.algo = chosen->second;
-  }
+  TunedChoices<Key>& t = tuned_choices<Key>();
+  int dev = 0;
+  MPLAN_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(t.mu);
+  // The first process-wide choice for the key stays (another LtGemm may have timed it meanwhile).
+  const auto chosen = t.index.emplace(std::make_pair(dev, p.key), best).first;
+  p.algo = p.candidates[static_cast<size_t>(chosen->second)];
   p.settled = true;
-  std::fprintf(stderr,
-               "mplan: gemm m=%lld n=%lld k=%lld trans_a=%d trans_b=%d epilogue=%d beta=%g: "
-               "candidate %zu of %zu (%s) %.1f us, the heuristic's first %.1f us\n",
-               static_cast<long long>(g.m), static_cast<long long>(g.n),
-               static_cast<long long>(g.k), int(g.trans_a), int(g.trans_b), std::get<7>(p.key),
-               double(beta), best, n, describe_algo(p.algo).c_str(), median[best] * 1e3,
-               median[0] * 1e3);
-  if (!algos_file_.empty()) save_algos_file();
 }
 
 void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
@@ -426,130 +309,6 @@ void LtGemm::run(const GemmArgs& g, const Tensor& a, const Tensor& b, const Tens
     launch_bias_add(c.data, c.dtype, bias.data, bias.dtype, g.m, g.n, stream);
   if (g.epilogue == Epilogue::kDGelu)  // in place: C = C · gelu'(aux), C rounded once before
     launch_gelu_backward(c.data, aux.data, c.data, c.dtype, c.numel(), stream);
-}
-
-std::string describe_algo(const cublasLtMatmulAlgo_t& a) {
-  static const char* const kTiles[] = {
-      "undefined", "8x8",     "8x16",    "16x8",    "8x32",    "16x16",  "32x8",
-      "8x64",      "16x32",   "32x16",   "64x8",    "32x32",   "32x64",  "64x32",
-      "32x128",    "64x64",   "128x32",  "64x128",  "128x64",  "64x256", "128x128",
-      "256x64",    "64x512",  "128x256", "256x128", "512x64",  "64x96",  "96x64",
-      "96x128",    "128x160", "160x128", "192x128", "128x192", "128x96"};
-  const auto tile = algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
-  const auto cluster = algo_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-  static const char* const kClusters[] = {"auto", "?",   "1x1", "2x1", "4x1", "1x2",
-                                          "2x2",  "4x2", "1x4", "2x4", "4x4"};
-  const std::string tile_s = tile < std::size(kTiles) ? kTiles[tile] : "id " + std::to_string(tile);
-  const std::string cluster_s =
-      cluster < std::size(kClusters) ? kClusters[cluster] : "id " + std::to_string(cluster);
-  char buf[200];
-  std::snprintf(buf, sizeof(buf),
-                "algo %d, tile %s, stages %u, cluster %s, swizzle %u, split-k %u, option %u",
-                algo_config<int>(a, CUBLASLT_ALGO_CONFIG_ID), tile_s.c_str(),
-                algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), cluster_s.c_str(),
-                algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-                algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                algo_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
-  return buf;
-}
-
-namespace {
-constexpr const char* kAlgosFormat = "mplan gemm algorithms 1";
-}
-
-// MPLAN_GEMM_ALGOS's file: {"format", "device", "cublaslt_version", "gemms": [{"key": the plan
-// key's 14 integers, "algo": cublasLtMatmulAlgo_t's 8 words, "config", "us", "heuristic_us"}]}.
-// A file written for another device or cuBLASLt version is ignored (with a warning): its
-// algorithms are opaque to any other.
-void LtGemm::set_algos_file(const std::string& path) {
-  algos_file_ = path;
-  const int dev = current_device();
-  AlgoChoices<Key>& t = algo_choices<Key>();
-  const std::lock_guard<std::mutex> lock(t.mu);
-  if (!t.files_read.insert({dev, path}).second) return;
-  std::ifstream in(path);
-  if (!in) return;  // not written yet (MPLAN_GEMM_TUNE=1 writes it)
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    MPLAN_CHECK(false, "MPLAN_GEMM_ALGOS: ", path, " is not JSON: ", e.what());
-  }
-  MPLAN_CHECK(j.is_object() && j.value("format", "") == kAlgosFormat && j.contains("gemms") &&
-                  j["gemms"].is_array(),
-              "MPLAN_GEMM_ALGOS: ", path, " is not a GEMM algorithm file (format \"", kAlgosFormat,
-              "\")");
-  const std::string dev_name = device_name(dev);
-  const auto version = static_cast<int64_t>(cublasLtGetVersion());
-  if (j.value("device", "") != dev_name || j.value("cublaslt_version", int64_t{-1}) != version) {
-    std::fprintf(stderr,
-                 "mplan: MPLAN_GEMM_ALGOS: %s was written for %s with cuBLASLt %lld; this is %s "
-                 "with cuBLASLt %lld: ignored (the heuristic's choices are used)\n",
-                 path.c_str(), j.value("device", "?").c_str(),
-                 static_cast<long long>(j.value("cublaslt_version", int64_t{-1})), dev_name.c_str(),
-                 static_cast<long long>(version));
-    return;
-  }
-  for (const auto& e : j["gemms"]) {
-    MPLAN_CHECK(e.is_object() && e.contains("key") && e["key"].is_array() &&
-                    e["key"].size() == std::tuple_size_v<Key> && e.contains("algo") &&
-                    e["algo"].is_array() && e["algo"].size() == 8,
-                "MPLAN_GEMM_ALGOS: ", path, ": each entry needs \"key\" (", std::tuple_size_v<Key>,
-                " integers) and \"algo\" (8 integers)");
-    Key key{};
-    size_t i = 0;
-    std::apply([&](auto&... f) { ((f = e["key"][i++].get<std::decay_t<decltype(f)>>()), ...); },
-               key);
-    cublasLtMatmulAlgo_t algo{};
-    for (size_t w = 0; w < 8; ++w) algo.data[w] = e["algo"][w].get<uint64_t>();
-    t.algo.emplace(std::make_pair(dev, key), algo);
-    if (e.contains("us") && e.contains("heuristic_us"))
-      t.us.emplace(std::make_pair(dev, key),
-                   std::make_pair(e["us"].get<double>(), e["heuristic_us"].get<double>()));
-  }
-}
-
-void LtGemm::forget_choices() {
-  AlgoChoices<Key>& t = algo_choices<Key>();
-  const std::lock_guard<std::mutex> lock(t.mu);
-  t.algo.clear();
-  t.us.clear();
-  t.files_read.clear();
-}
-
-// Every choice of this device, written whole (to a temporary file, then renamed into place).
-void LtGemm::save_algos_file() const {
-  const int dev = current_device();
-  AlgoChoices<Key>& t = algo_choices<Key>();
-  nlohmann::json gemms = nlohmann::json::array();
-  {
-    const std::lock_guard<std::mutex> lock(t.mu);
-    for (const auto& [dk, algo] : t.algo) {
-      if (dk.first != dev) continue;
-      nlohmann::json key = nlohmann::json::array();
-      std::apply([&](const auto&... f) { (key.push_back(f), ...); }, dk.second);
-      nlohmann::json words = nlohmann::json::array();
-      for (uint64_t w : algo.data) words.push_back(w);
-      nlohmann::json e{{"key", key}, {"algo", words}, {"config", describe_algo(algo)}};
-      if (const auto u = t.us.find(dk); u != t.us.end()) {
-        e["us"] = u->second.first;
-        e["heuristic_us"] = u->second.second;
-      }
-      gemms.push_back(std::move(e));
-    }
-  }
-  const nlohmann::json j{{"format", kAlgosFormat},
-                         {"device", device_name(dev)},
-                         {"cublaslt_version", static_cast<int64_t>(cublasLtGetVersion())},
-                         {"gemms", gemms}};
-  const std::string tmp = algos_file_ + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(1) << "\n";
-    MPLAN_CHECK(out.good(), "MPLAN_GEMM_ALGOS: cannot write ", tmp);
-  }
-  MPLAN_CHECK(std::rename(tmp.c_str(), algos_file_.c_str()) == 0, "MPLAN_GEMM_ALGOS: cannot write ",
-              algos_file_);
 }
 
 }  // namespace mplan::exec::cuda

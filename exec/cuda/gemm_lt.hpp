@@ -5,12 +5,10 @@
 // Invariant: a shape (with its dtypes, transposes, epilogue and pointer alignments) is planned
 // once: descriptors, layouts and the heuristic's algorithm are cached and reused, so a call after
 // the first costs no heuristic query and no allocation; the same algorithm gives the same bits.
-// MPLAN_GEMM_TUNE=1 (off by default): the first call of a shape times cuBLASLt's candidate
-// algorithms (up to 16, and the first's other cluster shapes) under sustained load, writing into
-// a scratch C, and keeps the fastest for the process (tune()). MPLAN_GEMM_ALGOS=FILE: the
-// choices are read from FILE where it holds the shape, and, when tuning, FILE is (re)written with
-// every choice made, so a later process makes the same ones (the same bits) without timing.
-// Without FILE a tuned choice may differ between processes (timing noise): not the default.
+// MPLAN_GEMM_TUNE=1 (off by default): the first call of a shape whose C it overwrites (beta 0)
+// times cuBLASLt's candidate algorithms (up to 8) on its own operands and keeps the fastest for
+// the process; results stay reproducible within a process, not between processes (a choice may
+// change with timing noise), which is why it is not the default.
 #pragma once
 
 #include <cublasLt.h>
@@ -18,15 +16,11 @@
 
 #include <map>
 #include <memory>
-#include <string>
 #include <tuple>
 
 #include "exec/backend.hpp"
 
 namespace mplan::exec::cuda {
-
-// One line: cuBLASLt's algorithm id and configuration (tile, stages, cluster, swizzle, split-k).
-std::string describe_algo(const cublasLtMatmulAlgo_t& algo);
 
 class LtGemm {
  public:
@@ -47,13 +41,6 @@ class LtGemm {
   size_t cached_plans() const { return plans_.size(); }
   // Plans whose algorithm this LtGemm chose by timing (MPLAN_GEMM_TUNE).
   size_t timed_plans() const { return timed_plans_; }
-  // Plans that took an earlier choice of the process (timed, or read from the algorithms file).
-  size_t chosen_plans() const { return chosen_plans_; }
-  // MPLAN_GEMM_ALGOS: read FILE's choices (once per process and device; a missing file is
-  // empty), and write every choice to it after each tuning.
-  void set_algos_file(const std::string& path);
-  // Forgets every choice of the process and every file read (tests: a later plan reads FILE).
-  static void forget_choices();
 
  private:
   struct Plan;
@@ -70,9 +57,6 @@ class LtGemm {
               const void* c_in = nullptr);
   void tune(Plan& p, const GemmArgs& g, const Tensor& a, const Tensor& b, const Tensor& c,
             float beta, cudaStream_t stream, const void* c_in);
-  bool algo_accepted(const Plan& p, const cublasLtMatmulAlgo_t& algo) const;
-  void add_cluster_variants(Plan& p) const;
-  void save_algos_file() const;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_;
@@ -80,8 +64,6 @@ class LtGemm {
   bool fuse_epilogues_ = true;
   bool tune_ = false;  // MPLAN_GEMM_TUNE
   size_t timed_plans_ = 0;
-  size_t chosen_plans_ = 0;
-  std::string algos_file_;  // MPLAN_GEMM_ALGOS
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 
