@@ -1,17 +1,39 @@
 #!/usr/bin/env python3
 """Kernel-by-kernel comparison of a measured and a simulated ops-level trace of one plan.
 
-Usage: scripts/compare_ops.py RUN_TRACE.json SIM_TRACE.json [--top N]
+Usage: scripts/compare_ops.py RUN_TRACE.json SIM_TRACE.json [--top N] [--by-kind]
 RUN_TRACE (or .json.gz): `mplan run PLAN --trace RUN_TRACE --trace-level ops`; SIM_TRACE: `mplan simulate
 PLAN --stack mplan --trace SIM_TRACE --trace-level ops` (with the profile of the machine that ran).
 Prints, per kernel name with the layer index dropped ("L3 qkv" -> "qkv"), the total measured and
 predicted time of the first rank's compute stream, their error, and the time between kernels
-inside passes (launch gaps), then the pass and iteration totals."""
+inside passes (launch gaps), then the pass and iteration totals. --by-kind sums the kernels into
+GEMMs (qkv, proj, fc1, fc2, logits and their gradients), attention (forward and backward), the
+optimizer step (with the gradient norm) and the rest."""
 import collections
 import gzip
 import json
 import re
 import sys
+
+GEMM = re.compile(r"^(re )?(qkv|proj|fc1|fc2|logits)(_dgrad|_wgrad)?$")
+
+
+def kind_of(name):
+    if GEMM.match(name):
+        return "GEMMs"
+    if re.match(r"^(re )?attention", name):
+        return "attention"
+    if name in ("optimizer", "grad_norm_ar"):
+        return "optimizer"
+    return "other"
+
+
+def by_kind(total, count):
+    t, c = collections.Counter(), collections.Counter()
+    for name, v in total.items():
+        t[kind_of(name)] += v
+        c[kind_of(name)] += count[name]
+    return t, c
 
 
 def load(path):
@@ -44,6 +66,9 @@ def main():
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 40
     mt, mc, mp, minside, mspan = load(sys.argv[1])
     st, sc, sp, sinside, sspan = load(sys.argv[2])
+    if "--by-kind" in sys.argv:
+        mt, mc = by_kind(mt, mc)
+        st, sc = by_kind(st, sc)
     print(f"{'kernel':26s} {'n':>6s} {'measured ms':>12s} {'predicted ms':>12s} {'error':>7s}"
           f" {'meas us/call':>12s}")
     for name, v in sorted(mt.items(), key=lambda kv: -kv[1])[:top]:
