@@ -917,11 +917,11 @@ BwdScratch bwd_scratch(const AttentionShape& sh) {
     if (chunks > 1)
       r.dkv_region = std::max(r.dkv_region, static_cast<size_t>(chunks * dkv_part_bytes(sh)));
     r.dkv_region = align256(r.dkv_region);
-    const int64_t planes_d = (sh.heads + 2 * sh.groups) * sh.d;  // a bias's floats
+    // Rows of dQ's heads·d columns, then of dK's and dV's 2·groups·d.
     r.colsum_kv = align256(static_cast<size_t>(hopper_bwd_colsum_q_parts(sh) * sh.heads * sh.d) *
                            sizeof(float));
-    r.colsum_region = r.colsum_kv + static_cast<size_t>(hopper_bwd_colsum_kv_parts(sh) *
-                                                        (planes_d - sh.heads * sh.d)) *
+    r.colsum_region = r.colsum_kv + static_cast<size_t>(hopper_bwd_colsum_kv_parts(sh) * 2 *
+                                                        sh.groups * sh.d) *
                                         sizeof(float);
   }
 #endif

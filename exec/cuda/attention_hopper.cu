@@ -508,6 +508,8 @@ constexpr int kBwdN = 128;  // keys per key block (64 per warpgroup)
 constexpr int kBwdM = 64;   // queries per step
 // Query steps of a sequence of s rows (the last one partial where kBwdM does not divide s).
 __host__ __device__ constexpr int bwd_query_steps(int s) { return (s + kBwdM - 1) / kBwdM; }
+// Key blocks of a sequence of s rows (the last one partial where kBwdN does not divide s).
+constexpr int64_t bwd_key_blocks(int64_t s) { return (s + kBwdN - 1) / kBwdN; }
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
 constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
 
@@ -1260,7 +1262,7 @@ void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, 
 
 int hopper_bwd_chunks(const AttentionShape& sh) {
   const int64_t per = sh.heads / sh.groups;
-  const int64_t n_kb = (sh.s + kBwdN - 1) / kBwdN;
+  const int64_t n_kb = bwd_key_blocks(sh.s);
   for (int64_t c = 1; c < per; ++c)
     if (per % c == 0 && sh.b * sh.groups * c * n_kb >= 2 * kHopperBwdSlots)
       return static_cast<int>(c);
@@ -1283,7 +1285,7 @@ int64_t hopper_bwd_colsum_q_parts(const AttentionShape& sh) {
   return sh.b * bwd_query_steps(sh.s) * 2;
 }
 int64_t hopper_bwd_colsum_kv_parts(const AttentionShape& sh) {
-  return sh.b * ((sh.s + kBwdN - 1) / kBwdN) * kConsumerWarps;
+  return sh.b * bwd_key_blocks(sh.s) * kConsumerWarps;
 }
 
 void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv, const bf16* dout,
@@ -1298,7 +1300,7 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   MPLAN_CUDA_CHECK(cudaMemsetAsync(
       sems, 0, static_cast<size_t>(hopper_bwd_sem_count(sh)) * sizeof(int), stream));
   const int sms = current_device_attribute<cudaDevAttrMultiProcessorCount>();
-  const int64_t n_hs = sh.b * sh.groups * work.chunks, n_kb = (sh.s + kBwdN - 1) / kBwdN;
+  const int64_t n_hs = sh.b * sh.groups * work.chunks, n_kb = bwd_key_blocks(sh.s);
   // Sections: a head set's Q and dO (bf16) and dQ accumulator (f32), s rows of d per head, in L2,
   // but at least two waves of tiles a section.
   const int64_t hs_bytes = sh.heads / sh.groups / work.chunks * sh.s * sh.d * (2 + 2 + 4);
