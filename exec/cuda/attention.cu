@@ -920,9 +920,9 @@ BwdScratch bwd_scratch(const AttentionShape& sh) {
     // Rows of dQ's heads·d columns, then of dK's and dV's 2·groups·d.
     r.colsum_kv = align256(static_cast<size_t>(hopper_bwd_colsum_q_parts(sh) * sh.heads * sh.d) *
                            sizeof(float));
-    r.colsum_region = r.colsum_kv + static_cast<size_t>(hopper_bwd_colsum_kv_parts(sh) * 2 *
-                                                        sh.groups * sh.d) *
-                                        sizeof(float);
+    r.colsum_region =
+        r.colsum_kv +
+        static_cast<size_t>(hopper_bwd_colsum_kv_parts(sh) * 2 * sh.groups * sh.d) * sizeof(float);
   }
 #endif
   return r;
