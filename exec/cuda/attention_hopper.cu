@@ -15,10 +15,11 @@
 // whose Q, dO and dQ fit in L2, heaviest first within a section (BwdTiles); a tile is a
 // key block of 128 (64 keys per consumer) of one K/V group and a chunk of its heads
 // (attention_layout::BwdWork; dK and dV summed in registers over them) and walks query steps of
-// 64 from the last down to its diagonal, each step for every head of the chunk: S^T = K·Q^T and
-// dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and dK += dS^T·Q with them as register
-// A operands; dS^T goes to shared memory for dQ_part = dS·K (each consumer a half of the head
-// dim), which a writer warp adds into one f32 accumulator per (batch, head) in key-block order
+// 64 (128 at head dim 64) from the last down to its diagonal, each step for every head of the
+// chunk: S^T = K·Q^T and dP^T = V·dO^T, P^T and dS^T in registers, dV += P^T·dO and
+// dK += dS^T·Q with them as register A operands; dS^T goes to shared memory for dQ_part = dS·K
+// (each consumer a half of the head dim, or at head dim 64 a half of the step's queries), which
+// a writer warp adds into one f32 accumulator per (batch, head) in key-block order
 // (counters per query step order the blocks); the last key block of a query step hands the
 // complete tile to finalizer warps of the same block, which write it as bf16. Asked for dqkv's
 // column sums (the QKV layer's bias gradient; one head chunk), the consumers sum each tile's dK
@@ -505,26 +506,41 @@ __global__ void __launch_bounds__(kThreads, 1)
 // plan and the results depend on the shape only; another count changes only the speed.
 constexpr int64_t kHopperBwdSlots = 132;
 constexpr int kBwdN = 128;  // keys per key block (64 per warpgroup)
-constexpr int kBwdM = 64;   // queries per step
-// Query steps of a sequence of s rows (the last one partial where kBwdM does not divide s).
-__host__ __device__ constexpr int bwd_query_steps(int s) { return (s + kBwdM - 1) / kBwdM; }
+// Queries per step: 64 at head dim 128; 128 at head dim 64, where a step of 64 left the tensor
+// cores idle at the step's barriers (the products per step scale with the head dim) and the dQ
+// product on one warpgroup; at 128 each consumer takes dQ's rows of a half of the queries.
+__host__ __device__ constexpr int bwd_m(int d) { return d == 64 ? 128 : 64; }
+template <int D>
+constexpr int kBwdM = bwd_m(D);
+// Query steps of a sequence of s rows (the last one partial where the step does not divide s).
+__host__ __device__ constexpr int bwd_query_steps(int s, int d) {
+  return (s + bwd_m(d) - 1) / bwd_m(d);
+}
 // Key blocks of a sequence of s rows (the last one partial where kBwdN does not divide s).
 constexpr int64_t bwd_key_blocks(int64_t s) { return (s + kBwdN - 1) / kBwdN; }
 constexpr int kRegK = kBwdN * 128;  // a 64-column block of K or V (bytes)
-constexpr int kRegQ = kBwdM * 128;  // a 64-column block of Q or dO (bytes)
+template <int D>
+constexpr int kRegQ = kBwdM<D> * 128;  // a 64-column block of Q or dO (bytes)
+// The dQ tile of a query step (kBwdM × D, f32) goes through the finalizer in two chunks of 64 rows
+// × 64 columns: its column blocks at head dim 128, its halves of rows at head dim 64. Chunk c is
+// also what consumer warpgroup c computes (bwd_stage_dq).
+constexpr int kDqChunk = 64;
+template <int D>
+constexpr int kDqChunks = kBwdM<D> * D / (kDqChunk * kDqChunk);
+static_assert(kDqChunks<64> == 2 && kDqChunks<128> == 2, "one dQ chunk per consumer");
 
-// P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × 16
+// P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × M / 4
 // queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s (kMask and
 // need_mask: the steps that reach the diagonal or the sequence's end; at head dim 64 the caller
 // knows them at compile time, BwdMaskedSteps), packed as the A fragments (k = queries) of
 // dV += P^T·dO. cL: the step's lse.
-template <bool kMask>
-__device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const float* cL,
+template <bool kMask, int M>
+__device__ __forceinline__ void bwd_p_fragments(const float (&sc)[M / 2], const float* cL,
                                                 float scale_log2, bool need_mask, int key0, int q0,
-                                                int s, uint32_t (&pa)[4][4]) {
+                                                int s, uint32_t (&pa)[M / 16][4]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < M / 8; ++j) {
     const int qc = 8 * j + 2 * t;  // this thread's query columns qc, qc + 1 of the step
     const float2 l2 = *reinterpret_cast<const float2*>(cL + qc);
     float pv[4];
@@ -543,13 +559,15 @@ __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[32], const flo
 }
 
 // dS^T = P^T ∘ (dP^T − dsum) as the A fragments of dK += dS^T·Q, and into the shared dS^T tile
-// (keys × queries, swizzled) at key rows kl, kl + 8 of the block. cD: the step's dsum.
-__device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], const float (&dp)[32],
-                                                 const float* cD, int kl, unsigned char* sdS,
-                                                 uint32_t (&da)[4][4]) {
+// (keys × queries, swizzled: M / 64 blocks of 64 queries) at key rows kl, kl + 8 of the block.
+// cD: the step's dsum.
+template <int M>
+__device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[M / 16][4],
+                                                 const float (&dp)[M / 2], const float* cD, int kl,
+                                                 unsigned char* sdS, uint32_t (&da)[M / 16][4]) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < M / 8; ++j) {
     const int qc = 8 * j + 2 * t;
     const float2 dd = *reinterpret_cast<const float2*>(cD + qc);
     const uint32_t lo = pa[j >> 1][2 * (j & 1)], hi = pa[j >> 1][2 * (j & 1) + 1];
@@ -565,10 +583,11 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[4][4], con
   }
 }
 
-// One warpgroup's dQ part (64 queries × 64 columns, accumulators dq) into the staged dQ tile in
-// the accumulators' own order ("fragment order"): float4 k of thread tw of column block cb at
-// ((cb · 8 + k) · 128 + tw) · 4, so that a warp writes 512 consecutive bytes (no bank conflicts)
-// and the tile goes out as one bulk copy. bwd_finalize_dq maps it back to rows.
+// One warpgroup's dQ part (64 queries × 64 columns, accumulators dq: chunk cb of the tile,
+// kDqChunks) into the staged dQ tile in the accumulators' own order ("fragment order"): float4 k
+// of thread tw of chunk cb at ((cb · 8 + k) · 128 + tw) · 4, so that a warp writes 512
+// consecutive bytes (no bank conflicts) and the tile goes out as one bulk copy. bwd_finalize_dq
+// maps it back to rows.
 __device__ __forceinline__ void bwd_stage_dq(const float (&dq)[32], float* tile, int cb) {
   const int tw = threadIdx.x & 127;
 #pragma unroll
@@ -664,19 +683,19 @@ __device__ __forceinline__ void bwd_colsum_dk_dv(const float (&dk)[N], const flo
   }
 }
 
-// acc (64 keys × 64 queries of a warpgroup) = A·B^T over the head dim, A a K or V tile and B a Q
-// or dO tile, each in 64-column blocks of 128-byte swizzled rows (kBwdN and kBwdM rows a block).
+// acc (64 keys × kBwdM queries of a warpgroup) = A·B^T over the head dim, A a K or V tile and B a
+// Q or dO tile, each in 64-column blocks of 128-byte swizzled rows (kBwdN and kBwdM rows a block).
 // (K's fragments in registers, as the forward holds Q's, leave the head-dim-64 backward too few
 // registers: ptxas serialises its wgmma, C7512.)
 template <int D>
-__device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[32], uint32_t a_addr,
+__device__ __forceinline__ void bwd_keys_x_queries(float (&acc)[kBwdM<D> / 2], uint32_t a_addr,
                                                    uint32_t b_addr) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t ka = (kk >> 2) * kRegK + (kk & 3) * 32;
-    const uint32_t kq = (kk >> 2) * kRegQ + (kk & 3) * 32;
-    mma_ss<64, 0, 0>(acc, sw128_desc(a_addr + ka, 16, 1024), sw128_desc(b_addr + kq, 16, 1024),
-                     kk > 0);
+    const uint32_t kq = (kk >> 2) * kRegQ<D> + (kk & 3) * 32;
+    mma_ss<kBwdM<D>, 0, 0>(acc, sw128_desc(a_addr + ka, 16, 1024),
+                           sw128_desc(b_addr + kq, 16, 1024), kk > 0);
   }
 }
 
@@ -695,13 +714,14 @@ constexpr int kBwdStages = 2;
 template <int D>
 struct BwdSmem {
   static constexpr int kTileK = kBwdN * D * 2;    // K or V
-  static constexpr int kTileQ = kBwdM * D * 2;    // Q or dO, one stage
-  static constexpr int kDs = kBwdN * kBwdM * 2;   // dS^T (keys × queries), one of two buffers
-  static constexpr int kDq = kBwdM * D * 4;       // the staged dQ tile (f32, fragment order)
-  static constexpr int kFinIn = kBwdM * 64 * 4;   // the finalizer's 64 columns of a tile, f32
-  static constexpr int kFinOut = kBwdM * 64 * 2;  // the same as bf16 (swizzled rows)
+  static constexpr int kTileQ = kBwdM<D> * D * 2;   // Q or dO, one stage
+  static constexpr int kDs = kBwdN * kBwdM<D> * 2;  // dS^T (keys × queries), one of two buffers
+  static constexpr int kDq = kBwdM<D> * D * 4;      // the staged dQ tile (f32, fragment order)
+  static constexpr int kFinIn = kDqChunk * kDqChunk * 4;   // the finalizer's chunk, f32
+  static constexpr int kFinOut = kDqChunk * kDqChunk * 2;  // the same as bf16 (swizzled rows)
   static constexpr int kBytes = 1024 + 2 * kTileK + 2 * kBwdStages * kTileQ + 2 * kDs + kDq +
-                                kFinOut + kFinIn + 2 * kBwdStages * kBwdM * 4;
+                                kFinOut + kFinIn + 2 * kBwdStages * kBwdM<D> * 4;
+  static_assert(kBytes <= 227 * 1024, "the backward's shared memory exceeds an SM's");
 };
 
 struct BwdBarriers {
@@ -724,12 +744,14 @@ using BwdTiles = attention_layout::BwdTileOrder;
 // n_q − 1 − i / heads, from the last down to the key block's diagonal, of head i % heads. Every
 // key block of a head set reaches a query step at the same pace, so the lower key blocks, taken
 // earlier, add their dQ parts to it first, and tiles taken together read its Q and dO from L2.
+template <int D>
 struct BwdSteps {
+  static constexpr int kPerKeyBlock = kBwdN / kBwdM<D>;  // query steps a key block spans
   int n_q, heads;
-  __device__ int count(int kb) const { return heads * (n_q - kb * (kBwdN / kBwdM)); }
+  __device__ int count(int kb) const { return heads * (n_q - kb * kPerKeyBlock); }
   // The highest key block whose steps reach query step q (the one whose diagonal it is): the last
   // to add its dQ part there.
-  __device__ static int last_key_block(int q_step) { return q_step / (kBwdN / kBwdM); }
+  __device__ static int last_key_block(int q_step) { return q_step / kPerKeyBlock; }
   __device__ int q_step(int i) const { return n_q - 1 - i / heads; }
   __device__ int head(int i) const { return i % heads; }
 };
@@ -738,11 +760,12 @@ struct BwdSteps {
 // `tail_end` (the last query step, where kBwdM does not divide s) and those from `diag_begin` on
 // (query steps that hold a query before one of the keys). The others run without the mask's
 // compares and selects, which a run-time flag left in every step, if-converted.
+template <int D>
 struct BwdMaskedSteps {
   int tail_end, diag_begin;
-  __device__ BwdMaskedSteps(const BwdSteps& st, int n_steps, int wg_key0, int s) {
-    tail_end = s % kBwdM != 0 ? min(st.heads, n_steps) : 0;
-    const int diag_q = (wg_key0 + 63) / kBwdM;  // query steps up to it hold a query before a key
+  __device__ BwdMaskedSteps(const BwdSteps<D>& st, int n_steps, int wg_key0, int s) {
+    tail_end = s % kBwdM<D> != 0 ? min(st.heads, n_steps) : 0;
+    const int diag_q = (wg_key0 + 63) / kBwdM<D>;  // query steps up to it hold a query before a key
     diag_begin = max(tail_end, min(n_steps, (st.n_q - 1 - diag_q) * st.heads));
   }
 };
@@ -755,8 +778,9 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
                             BwdBarriers& bar, const BwdTiles& tiles, const BwdWork& work,
                             const Dims& dm, int* counter, const float* lse, const float* dsum) {
   using S = BwdSmem<D>;
+  constexpr int M = kBwdM<D>;
   const int lane = threadIdx.x & 31;
-  const int s = dm.s, n_q = bwd_query_steps(s);
+  const int s = dm.s, n_q = bwd_query_steps(s, D);
   int ctr = 0;
   for (int n = 0;; ++n) {
     int t = 0;
@@ -784,9 +808,9 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
         tma_load_3d(sV + c * kRegK, map_kv, &bar.kv_full, c * 64, plane_v, kb * kBwdN);
       }
     }
-    const int n_steps = BwdSteps{n_q, blk.heads}.count(kb);
+    const int n_steps = BwdSteps<D>{n_q, blk.heads}.count(kb);
     // Step i's query step and head (BwdSteps), counted rather than divided.
-    int q0 = (n_q - 1) * kBwdM, j = 0;
+    int q0 = (n_q - 1) * M, j = 0;
     for (int i = 0; i < n_steps; ++i, ++ctr) {
       const int st = ctr % kBwdStages;
       mbar_wait(&bar.empty[st], ((ctr / kBwdStages) & 1) ^ 1);
@@ -799,20 +823,21 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
         mbar_arrive_expect_tx(&bar.full[st], 2 * S::kTileQ);
 #pragma unroll
         for (int c = 0; c < D / 64; ++c) {
-          tma_load_3d(sQ + st * S::kTileQ + c * kRegQ, map_q, &bar.full[st], c * 64, plane_q, q0);
-          tma_load_3d(sdO + st * S::kTileQ + c * kRegQ, map_do, &bar.full[st], c * 64, bh, q0);
+          tma_load_3d(sQ + st * S::kTileQ + c * kRegQ<D>, map_q, &bar.full[st], c * 64, plane_q,
+                      q0);
+          tma_load_3d(sdO + st * S::kTileQ + c * kRegQ<D>, map_do, &bar.full[st], c * 64, bh, q0);
         }
       }
 #pragma unroll
-      for (int x = lane; x < kBwdM; x += 32) {
+      for (int x = lane; x < M; x += 32) {
         const bool ok = q0 + x < s;
-        sL[st * kBwdM + x] = ok ? lse_row[q0 + x] : 0.0f;
-        sD[st * kBwdM + x] = ok ? dsum_row[q0 + x] : 0.0f;
+        sL[st * M + x] = ok ? lse_row[q0 + x] : 0.0f;
+        sD[st * M + x] = ok ? dsum_row[q0 + x] : 0.0f;
       }
       mbar_arrive(&bar.full[st]);  // every lane, after its lse and dsum stores
       if (++j == blk.heads) {
         j = 0;
-        q0 -= kBwdM;
+        q0 -= M;
       }
     }
   }
@@ -827,7 +852,7 @@ __device__ void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_kv,
 template <int D>
 __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, int* sems,
                              int n_q) {
-  constexpr int kTileFloats = kBwdM * D;
+  constexpr int kTileFloats = kBwdM<D> * D;
   const bool leader = (threadIdx.x & 31) == 0;
   int fin = 0;  // tiles handed to the finalizer (the leader's count)
   for (int n = 0;; ++n) {
@@ -852,7 +877,7 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
       bulk_wait<0>();
       fence_proxy_async_global();
       red_release_gpu_add(sem, 1);
-      if (kb == BwdSteps::last_key_block(idx % n_q)) {
+      if (kb == BwdSteps<D>::last_key_block(idx % n_q)) {
         mbar_wait(&bar.fin_empty, (fin++ & 1) ^ 1);
         bar.fin_index = idx;
         mbar_arrive(&bar.fin_full);
@@ -868,23 +893,25 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
 }
 
 // The dQ finalizer (warps 2 and 3; thread 64 issues the copies): each complete dQ tile the writer
-// hands over, times scale, as bf16 into dqkv's slot 0, 64 columns at a time: those columns of
-// the accumulator tile (contiguous in fragment order, bwd_stage_dq) by one bulk copy into sIn,
+// hands over, times scale, as bf16 into dqkv's slot 0, a chunk of 64 rows × 64 columns at a time
+// (kDqChunks): the chunk (contiguous in fragment order, bwd_stage_dq) by one bulk copy into sIn,
 // back into rows in sOut (128-byte swizzled: conflict-free stores, as a warp's float4 cover
 // eight rows × four 4-byte columns of eight 16-byte chunks), and out by one TMA store (map_dq:
-// dqkv, boxes of 64 columns × kBwdM rows; rows past s are not written). The writer raised the
-// tile's counter after its copy completed, so every key block's part is in. With colsum_q, the
-// column sums of the bf16 rows (< s) it writes, in two parts (one per warp, 32 rows each: a
-// thread's four rows, then the 8 lanes of its columns by shuffles): rows (batch, query step,
-// warp) of heads·D floats, the head's D columns.
+// dqkv, boxes of 64 columns × 64 rows; rows past s are not written, a chunk wholly past s not
+// stored). The writer raised the tile's counter after its copy completed, so every key block's
+// part is in. With colsum_q, the column sums of the bf16 rows (< s) it writes, in two parts a
+// chunk (one per warp, 32 rows each: a thread's four rows, then the 8 lanes of its columns by
+// shuffles): rows (batch, query step, chunk row, warp) of heads·D floats, the head's D columns.
 template <int D>
 __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& bar,
                                 const float* dq_acc, const CUtensorMap* map_dq, const Dims& dm,
                                 float scale, float* colsum_q) {
-  constexpr int kHalf = kBwdM * 64;  // floats of 64 columns of a tile
+  constexpr int kChunk = kDqChunk * kDqChunk;     // floats of a chunk
+  constexpr int kColChunks = D / kDqChunk;        // chunks across a tile's columns
+  constexpr int kRowChunks = kBwdM<D> / kDqChunk;  // and down its rows
   const int ft = static_cast<int>(threadIdx.x) - 64;
   const bool leader = ft == 0;
-  const int n_q = bwd_query_steps(dm.s);
+  const int n_q = bwd_query_steps(dm.s, D);
   int loads = 0;
   for (int n = 0;; ++n) {
     mbar_wait(&bar.fin_full, n & 1);
@@ -893,18 +920,23 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
     if (idx < 0) break;
     const int bh = idx / n_q;
     const int plane = dm.qkv_plane_index(bh / dm.heads, bh % dm.heads, 0);
-    const int rows = min(kBwdM, dm.s - (idx % n_q) * kBwdM);  // those < s
-    // This thread's place in the column-sum parts: row (batch, query step, warp), head's columns.
-    const int64_t q_part =
-        (static_cast<int64_t>(bh / dm.heads * n_q + idx % n_q) * 2 + (ft >> 5)) * (dm.heads * D) +
-        bh % dm.heads * D + 2 * (ft & 3);
-    for (int h = 0; h < D / 64; ++h, ++loads) {
+    const int tile_row0 = (idx % n_q) * kBwdM<D>;
+    // This thread's column-sum part row for chunk row 0 (batch, query step, 0, warp).
+    const int64_t part0 =
+        static_cast<int64_t>(bh / dm.heads * n_q + idx % n_q) * kRowChunks * 2 + (ft >> 5);
+    for (int h = 0; h < kDqChunks<D>; ++h, ++loads) {
+      const int rc = h / kColChunks, cc = h % kColChunks;  // the chunk's row and column
+      const int row0 = tile_row0 + rc * kDqChunk;
+      const int rows = min(kDqChunk, dm.s - row0);  // those < s (none: rows <= 0)
+      // This thread's place in the column-sum parts: its part's row, the head's columns.
+      const int64_t q_part =
+          (part0 + rc * 2) * (dm.heads * D) + bh % dm.heads * D + cc * 64 + 2 * (ft & 3);
       if (leader) {
         bulk_wait_read<0>();         // the previous store has read sOut
         fence_proxy_async_global();  // the writer's additions before this copy
-        mbar_arrive_expect_tx(&bar.fin_load, kHalf * 4);
-        bulk_load(sIn, dq_acc + static_cast<int64_t>(idx) * (kBwdM * D) + h * kHalf, kHalf * 4,
-                  &bar.fin_load);
+        mbar_arrive_expect_tx(&bar.fin_load, kChunk * 4);
+        bulk_load(sIn, dq_acc + static_cast<int64_t>(idx) * (kBwdM<D> * D) + h * kChunk,
+                  kChunk * 4, &bar.fin_load);
       }
       mbar_wait(&bar.fin_load, loads & 1);
       // Column block c (columns 8 c + 2 t, + 1) of this thread's rows 16 (warp + 2 k) + g, + 8
@@ -933,14 +965,13 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
             sum1 += __shfl_xor_sync(0xffffffffu, sum1, m);
           }
           if ((ft & 31) < 4)
-            *reinterpret_cast<float2*>(colsum_q + q_part + h * 64 + 8 * c) =
-                make_float2(sum0, sum1);
+            *reinterpret_cast<float2*>(colsum_q + q_part + 8 * c) = make_float2(sum0, sum1);
         }
       }
       fence_proxy_async_shared();  // the rows, before the store reads them
       named_bar_sync(4, 64);       // and every read of sIn, before the next copy
       if (leader) {
-        tma_store_3d(map_dq, sOut, h * 64, plane, (idx % n_q) * kBwdM);
+        if (rows > 0) tma_store_3d(map_dq, sOut, cc * 64, plane, row0);
         bulk_commit();
       }
     }
@@ -956,13 +987,15 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
                             const BwdWork& work, const Dims& dm, bf16* dqkv, float scale_log2,
                             float scale) {
   using S = BwdSmem<D>;
+  constexpr int M = kBwdM<D>;
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
-  const int s = dm.s, n_q = bwd_query_steps(s);
-  // dQ columns of this warpgroup: a half of the head dim at D = 128, all of it (warpgroup 0
-  // alone) at D = 64.
+  const int s = dm.s, n_q = bwd_query_steps(s, D);
+  // This warpgroup's dQ part, chunk cw of the step's tile (kDqChunks): 64 queries × 64 columns
+  // over the key block, at D = 128 every query and a half of the head dim, at D = 64 a half of
+  // the queries (dS^T's 64-query block cw) and the whole head dim.
   constexpr int kDqN = 64;
-  const bool dq_worker = D == 128 || cw == 0;
-  const int dq_block = D == 128 ? cw : 0;
+  const uint32_t ds_off = D == 64 ? cw * kBwdN * 128 : 0;
+  const uint32_t kcol_off = D == 128 ? cw * kRegK : 0;
   const bool recorder = cw == 0 && (threadIdx.x & 127) == 0;
   const uint32_t k_addr = smem_addr(sK) + cw * 64 * 128;
   const uint32_t v_addr = smem_addr(sV) + cw * 64 * 128;
@@ -976,7 +1009,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     int hs, kb;
     tiles.at(t, hs, kb);
     const BwdWork::Block blk = work.block(dm, hs);
-    const BwdSteps steps{n_q, blk.heads};
+    const BwdSteps<D> steps{n_q, blk.heads};
     const int wg_key0 = kb * kBwdN + cw * 64;
     const int key0 = wg_key0 + warp * 16 + g;  // this thread's keys: key0, key0 + 8
     float dk[D / 2], dv[D / 2];
@@ -985,27 +1018,30 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
 
     // dS^T of the previous step: the register A operand of its dK product, which runs on into
     // this step (until this step's S^T is done), so that the tensor cores have work while the
-    // dQ part goes out and this step's operands are awaited.
-    uint32_t da[4][4];
+    // dQ part goes out and this step's operands are awaited. (Not at D = 64, whose step of 128
+    // queries holds S^T's and dP^T's accumulators of 64 registers each: with da kept across
+    // steps, ptxas serialises the wgmma, C7512.)
+    constexpr bool kDkOverlap = D == 128;
+    uint32_t da[M / 16][4];
     const int n_steps = steps.count(kb);
     const auto step = [&](int i, auto masked) {
       const int st = ctr % kBwdStages;
       mbar_wait(&bar.full[st], (ctr / kBwdStages) & 1);
       const int q_step = steps.q_step(i);
-      const int q0 = q_step * kBwdM;
+      const int q0 = q_step * M;
       const uint32_t q_addr = smem_addr(sQ + st * S::kTileQ);
       const uint32_t do_addr = smem_addr(sdO + st * S::kTileQ);
-      const float* cL = sL + st * kBwdM;
-      const float* cD = sD + st * kBwdM;
+      const float* cL = sL + st * M;
+      const float* cD = sD + st * M;
       unsigned char* ds_tile = sdS + (ctr & 1) * S::kDs;
       // (Head dim 128: a run-time flag; its step copied three times spilled.)
-      const bool need_mask = D == 64 || wg_key0 + 63 > q0 || q0 + kBwdM > s;
+      const bool need_mask = D == 64 || wg_key0 + 63 > q0 || q0 + M > s;
 
       // S^T = K·Q^T and dP^T = V·dO^T issued together; P^T from S^T while dP^T runs; dV += P^T·dO
       // issued; dS^T = P^T ∘ (dP^T − dsum) into registers and shared memory.
-      uint32_t pa[4][4];
+      uint32_t pa[M / 16][4];
       {
-        float sc[32], dp[32];
+        float sc[M / 2], dp[M / 2];
         wgmma_fence();
         bwd_keys_x_queries<D>(sc, k_addr, q_addr);
         wgmma_commit();
@@ -1013,51 +1049,55 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         wgmma_commit();
         wgmma_wait<1>();  // S^T is done, and before it the previous step's dK
         fence_regs(sc);
-        fence_regs(dk);
-        fence_regs(da);
+        if constexpr (kDkOverlap) {
+          fence_regs(dk);
+          fence_regs(da);
+        }
         // The previous step's stage: its Q was the last operand read, by that dK.
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
-        bwd_p_fragments<decltype(masked)::value>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
+        bwd_p_fragments<decltype(masked)::value, M>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
-        for (int kq = 0; kq < kBwdM / 16; ++kq)
-          mma_rs<D, 1>(dv, pa[kq], sw128_desc(do_addr + kq * 16 * 128, kRegQ, 1024), true);
+        for (int kq = 0; kq < M / 16; ++kq)
+          mma_rs<D, 1>(dv, pa[kq], sw128_desc(do_addr + kq * 16 * 128, kRegQ<D>, 1024), true);
         wgmma_commit();
         wgmma_wait<1>();  // dP^T is done; dV may still run
         fence_regs(dp);
-        bwd_ds_fragments(pa, dp, cD, cw * 64 + warp * 16 + g, ds_tile, da);
+        bwd_ds_fragments<M>(pa, dp, cD, cw * 64 + warp * 16 + g, ds_tile, da);
       }
       fence_proxy_async_shared();
       named_bar_sync(3, 256);  // both warpgroups' dS^T are in shared memory
 
       // dQ_part (64 queries × kDqN) = dS·K: dS (M-major, from dS^T) and K (N-major); then
-      // dK += dS^T·Q. Every step commits the same groups (an empty one for warpgroup 1 at D = 64).
+      // dK += dS^T·Q.
       float dq[kDqN / 2];
-      if (dq_worker) {
-        wgmma_fence();
-        const uint32_t ds_addr = smem_addr(ds_tile);
-        const uint32_t kcol_addr = smem_addr(sK) + dq_block * kRegK;
+      wgmma_fence();
+      const uint32_t ds_addr = smem_addr(ds_tile) + ds_off;
+      const uint32_t kcol_addr = smem_addr(sK) + kcol_off;
 #pragma unroll
-        for (int kk = 0; kk < kBwdN / 16; ++kk) {
-          mma_ss<kDqN, 1, 1>(dq, sw128_desc(ds_addr + kk * 16 * 128, kRegK, 1024),
-                             sw128_desc(kcol_addr + kk * 16 * 128, kRegK, 1024), kk > 0);
-        }
+      for (int kk = 0; kk < kBwdN / 16; ++kk) {
+        mma_ss<kDqN, 1, 1>(dq, sw128_desc(ds_addr + kk * 16 * 128, kRegK, 1024),
+                           sw128_desc(kcol_addr + kk * 16 * 128, kRegK, 1024), kk > 0);
       }
       wgmma_commit();
       wgmma_fence();
 #pragma unroll
-      for (int kq = 0; kq < kBwdM / 16; ++kq)
-        mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ, 1024), true);
+      for (int kq = 0; kq < M / 16; ++kq)
+        mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ<D>, 1024), true);
       wgmma_commit();
-      wgmma_wait<1>();  // dQ is done, and dV; dK runs on
+      if constexpr (kDkOverlap) {
+        wgmma_wait<1>();  // dQ is done, and dV; dK runs on
+      } else {
+        wgmma_wait<0>();  // dQ, dV and dK are done
+        fence_regs(dk);
+        fence_regs(da);
+      }
       fence_regs(dv);
       fence_regs(pa);
       // The dQ part to the writer, once it has read the previous one.
       mbar_wait(&bar.dq_empty, (ctr & 1) ^ 1);
-      if (dq_worker) {
-        fence_regs(dq);
-        bwd_stage_dq(dq, sDq, dq_block);
-      }
+      fence_regs(dq);
+      bwd_stage_dq(dq, sDq, cw);
       if (recorder) {
         bar.dq_index = (blk.bi * dm.heads + blk.h0 + steps.head(i)) * n_q + q_step;
         bar.dq_kb = kb;
@@ -1066,7 +1106,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       mbar_arrive(&bar.dq_full);
     };
     if constexpr (D == 64) {
-      const BwdMaskedSteps ms(steps, n_steps, wg_key0, s);
+      const BwdMaskedSteps<D> ms(steps, n_steps, wg_key0, s);
       int i = 0;
       for (; i < ms.tail_end; ++i, ++ctr) step(i, std::true_type{});
       for (; i < ms.diag_begin; ++i, ++ctr) step(i, std::false_type{});
@@ -1118,10 +1158,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sdO = sQ + kBwdStages * S::kTileQ;         // kBwdStages stages
   unsigned char* sdS = sdO + kBwdStages * S::kTileQ;        // two buffers (keys, queries)
   float* sDq = reinterpret_cast<float*>(sdS + 2 * S::kDs);  // the staged dQ tile
-  unsigned char* sFinOut = reinterpret_cast<unsigned char*>(sDq + kBwdM * D);
+  unsigned char* sFinOut = reinterpret_cast<unsigned char*>(sDq + kBwdM<D> * D);
   float* sFinIn = reinterpret_cast<float*>(sFinOut + S::kFinOut);
-  float* sL = sFinIn + kBwdM * 64;      // kBwdStages stages of lse
-  float* sD = sL + kBwdStages * kBwdM;  // kBwdStages stages of dsum
+  float* sL = sFinIn + kDqChunk * kDqChunk;  // kBwdStages stages of lse
+  float* sD = sL + kBwdStages * kBwdM<D>;    // kBwdStages stages of dsum
 
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_q);
@@ -1153,7 +1193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       bwd_produce<D>(&map_q, &map_kv, &map_do, sK, sV, sQ, sdO, sL, sD, bar, tiles, work, dm,
                      counter, lse, dsum);
     } else if (warp == 1) {
-      bwd_write_dq<D>(sDq, bar, work.dq_part, sems, bwd_query_steps(dm.s));
+      bwd_write_dq<D>(sDq, bar, work.dq_part, sems, bwd_query_steps(dm.s, D));
     } else {
       bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale, work.colsum_q);
     }
@@ -1270,19 +1310,23 @@ int hopper_bwd_chunks(const AttentionShape& sh) {
 }
 
 namespace {
-// The backward's dQ tiles: one per (batch, head, query step of kBwdM rows).
-int64_t bwd_dq_tiles(const AttentionShape& sh) { return sh.b * sh.heads * bwd_query_steps(sh.s); }
+// The backward's dQ tiles: one per (batch, head, query step of bwd_m(d) rows).
+int64_t bwd_dq_tiles(const AttentionShape& sh) {
+  return sh.b * sh.heads * bwd_query_steps(static_cast<int>(sh.s), static_cast<int>(sh.d));
+}
 }  // namespace
 
 int64_t hopper_bwd_dq_bytes(const AttentionShape& sh) {
-  return bwd_dq_tiles(sh) * kBwdM * sh.d * 4;
+  return bwd_dq_tiles(sh) * bwd_m(static_cast<int>(sh.d)) * sh.d * 4;
 }
 
 // A counter per dQ tile, then the tile counter.
 int64_t hopper_bwd_sem_count(const AttentionShape& sh) { return bwd_dq_tiles(sh) + 1; }
 
 int64_t hopper_bwd_colsum_q_parts(const AttentionShape& sh) {
-  return sh.b * bwd_query_steps(sh.s) * 2;
+  // Two a 64-row chunk of each query step's dQ tile (bwd_finalize_dq).
+  const int d = static_cast<int>(sh.d);
+  return sh.b * bwd_query_steps(static_cast<int>(sh.s), d) * (bwd_m(d) / kDqChunk) * 2;
 }
 int64_t hopper_bwd_colsum_kv_parts(const AttentionShape& sh) {
   return sh.b * bwd_key_blocks(sh.s) * kConsumerWarps;
@@ -1307,10 +1351,11 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
   const int sec = l2_section(n_hs, 1, hs_bytes, (2 * sms + n_kb - 1) / n_kb);
   const BwdTiles tiles{static_cast<int>(n_hs), static_cast<int>(n_kb), sec};
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(n_hs * n_kb, sms));
-  const CUtensorMap map_q = qkv_tensor_map(sh, qkv, kBwdM);
+  const int m = bwd_m(static_cast<int>(sh.d));
+  const CUtensorMap map_q = qkv_tensor_map(sh, qkv, m);
   const CUtensorMap map_kv = qkv_tensor_map(sh, qkv, kBwdN);
-  const CUtensorMap map_do = out_tensor_map(sh, dout, kBwdM);
-  const CUtensorMap map_dq = qkv_tensor_map(sh, dqkv, kBwdM);
+  const CUtensorMap map_do = out_tensor_map(sh, dout, m);
+  const CUtensorMap map_dq = qkv_tensor_map(sh, dqkv, kDqChunk);
   auto run = [&](auto kernel, int smem) {
     allow_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, map_dq, lse, dsum, dqkv, work,

@@ -176,7 +176,9 @@ TEST_P(CpuBackendTest, DGeluEpilogueIsGemmThenGeluBackward) {
   be.gemm({.m = m, .n = n, .k = k}, a, b, dh);
   be.gelu_backward(dh, aux, dx);
   const std::vector<float> got = read(be, c), two_pass = read(be, dx);
-  if (!bf16()) EXPECT_EQ(got, two_pass);
+  if (!bf16()) {
+    EXPECT_EQ(got, two_pass);
+  }
   EXPECT_TRUE(all_close(got, to_double(two_pass), bf16() ? 2 * rtol() : 0.0, 1e-6));
   std::vector<double> want(m * n);
   for (int64_t i = 0; i < m; ++i)
@@ -222,7 +224,9 @@ TEST_P(CpuBackendTest, ResidualEpiloguesAddAuxAndRoundOnce) {
         }
       // One rounding of the sum: within half an ulp of the exact value (plus f32 sums).
       EXPECT_TRUE(all_close(read(be, c), want, rtol(), 1e-5));
-      if (!in_place) EXPECT_EQ(read(be, aux), rv);  // aux only read
+      if (!in_place) {  // aux only read
+        EXPECT_EQ(read(be, aux), rv);
+      }
     }
   }
   Tensor c = be.alloc(act(), {m, n}, "t"), aux = be.alloc(act(), {m, n}, "t");

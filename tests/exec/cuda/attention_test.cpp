@@ -25,6 +25,10 @@ TEST_F(AttentionTest, HeadDim128MatchesCpu) {
 TEST_F(AttentionTest, SequenceLengthsOffTheTiles) {
   for (int64_t s : {1, 2, 63, 65, 127, 129, 300})
     check().attention(s, 1, 2, 2, 128, DType::kBF16, false);
+  // Head dim 64 walks query steps of 128: a last step of one row, of one 64-row chunk and a part
+  // of the next, and of 64 rows exactly.
+  for (int64_t s : {1, 63, 64, 65, 129, 191, 192, 255})
+    check().attention(s, 2, 2, 2, 64, DType::kBF16, false);
   expect_all_pass();
 }
 

@@ -297,7 +297,9 @@ TEST(CandidateSpace, ExchangesAndOffloadingCountedByHand) {
     }
     // Userbuffer overlap only with sequence parallelism; FSDP with the distributed optimizer and
     // a dense data-parallel group.
-    if (c.tp_comm_overlap) EXPECT_TRUE(c.sequence_parallel);
+    if (c.tp_comm_overlap) {
+      EXPECT_TRUE(c.sequence_parallel);
+    }
     if (c.use_megatron_fsdp) {
       EXPECT_TRUE(c.distributed_optimizer);
       EXPECT_GT(c.dp * c.cp, 1);

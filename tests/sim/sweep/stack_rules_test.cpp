@@ -76,7 +76,9 @@ TEST(StackRules, UserbufferOverlapNeedsTransformerEngine) {
     p.parallel.tp_comm_overlap = true;
     const auto v = stack_violation(p);
     EXPECT_EQ(v.has_value(), i != Implementation::kMegatronTe) << to_string(i);
-    if (v) EXPECT_EQ(v->field, "parallel.tp_comm_overlap");
+    if (v) {
+      EXPECT_EQ(v->field, "parallel.tp_comm_overlap");
+    }
     EXPECT_EQ(stack_overlaps_tp_comm(i), i == Implementation::kMegatronTe);
     EXPECT_EQ(stack_runs_megatron_fsdp(i), i != Implementation::kMplan);
   }

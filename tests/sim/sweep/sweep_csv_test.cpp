@@ -62,9 +62,13 @@ TEST(SweepCsv, OneRowPerSimulatedCandidate) {
     const bool fsdp = f[col("use_megatron_fsdp")] == "1";
     const std::string strategy = f[col("data_parallel_sharding_strategy")];
     EXPECT_EQ(fsdp, !strategy.empty());
-    if (fsdp) EXPECT_EQ(f[col("distributed_optimizer")], "1");
+    if (fsdp) {
+      EXPECT_EQ(f[col("distributed_optimizer")], "1");
+    }
     if (fsdp) seen_strategies.insert(strategy);
-    if (f[col("tp_comm_overlap")] == "1") EXPECT_EQ(f[col("sequence_parallel")], "1");
+    if (f[col("tp_comm_overlap")] == "1") {
+      EXPECT_EQ(f[col("sequence_parallel")], "1");
+    }
     ++rows;
   }
   EXPECT_EQ(rows, r.simulated);
