@@ -1018,9 +1018,10 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
 
     // dS^T of the previous step: the register A operand of its dK product, which runs on into
     // this step (until this step's S^T is done), so that the tensor cores have work while the
-    // dQ part goes out and this step's operands are awaited. (Not at D = 64, whose step of 128
-    // queries holds S^T's and dP^T's accumulators of 64 registers each: with da kept across
-    // steps, ptxas serialises the wgmma, C7512.)
+    // dQ part goes out and this step's operands are awaited. (At D = 64, whose step of 128
+    // queries holds S^T's and dP^T's accumulators of 64 registers each, only while the dQ part
+    // goes out: with da kept across steps, ptxas serialised the wgmma, C7512; so it did with
+    // the dQ product run on into the next step instead.)
     constexpr bool kDkOverlap = D == 128;
     uint32_t da[M / 16][4];
     const int n_steps = steps.count(kb);
@@ -1085,13 +1086,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       for (int kq = 0; kq < M / 16; ++kq)
         mma_rs<D, 1>(dk, da[kq], sw128_desc(q_addr + kq * 16 * 128, kRegQ<D>, 1024), true);
       wgmma_commit();
-      if constexpr (kDkOverlap) {
-        wgmma_wait<1>();  // dQ is done, and dV; dK runs on
-      } else {
-        wgmma_wait<0>();  // dQ, dV and dK are done
-        fence_regs(dk);
-        fence_regs(da);
-      }
+      wgmma_wait<1>();  // dQ is done, and dV; dK runs on (at D = 64 until the dQ part is out)
       fence_regs(dv);
       fence_regs(pa);
       // The dQ part to the writer, once it has read the previous one.
@@ -1104,6 +1099,11 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
       }
       fence_proxy_async_shared();
       mbar_arrive(&bar.dq_full);
+      if constexpr (!kDkOverlap) {
+        wgmma_wait<0>();  // dK is done
+        fence_regs(dk);
+        fence_regs(da);
+      }
     };
     if constexpr (D == 64) {
       const BwdMaskedSteps<D> ms(steps, n_steps, wg_key0, s);
