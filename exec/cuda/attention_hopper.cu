@@ -36,7 +36,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -69,25 +68,6 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-
-// 2^x by a polynomial on the FMA pipe (relative error 1.3e-4, below bf16's 2^-9; x below -127
-// gives a denormal near 0): x = n + f, n = round(x), 2^f by a cubic on [-0.5, 0.5], 2^n into the
-// exponent. A share of a step's exponentials taken this way (kPoly eighths) leaves the MUFU unit,
-// 16 results a clock per SM, less of the softmax to do alone.
-__device__ __forceinline__ float exp2_poly(float x) {
-  x = fmaxf(x, -127.0f);
-  const float t = x + 12582912.0f;  // 1.5 · 2^23: n in the low mantissa bits
-  const float f = x - (t - 12582912.0f);
-  float p = fmaf(0.05572660660488504f, f, 0.2422265069591007f);
-  p = fmaf(p, f, 0.6931471805599453f);
-  p = fmaf(p, f, 1.0f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-// Exponential i of a step's run: by the polynomial for kPoly of every 8.
-template <int kPoly>
-__device__ __forceinline__ float exp2_mixed(float x, int i) {
-  return (i & 7) < kPoly ? exp2_poly(x) : exp2_ftz(x);
 }
 
 // This thread's warpgroup (threadIdx.x / 128) through a shuffle, which tells the compiler it is
@@ -254,7 +234,7 @@ __device__ void fwd_produce(const CUtensorMap* map, unsigned char* sQ, unsigned 
 // s are masked (the blocks that reach the diagonal or the sequence's end: fwd_first_masked);
 // a run-time flag instead left the compares and selects in every step, if-converted, the ALU
 // pipe's largest load at head dim 64.
-template <bool kMask, int kPoly>
+template <bool kMask>
 __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_m)[2],
                                             float (&row_l)[2], float (&alpha)[2], float scale_log2,
                                             int k0, int row0, int s) {
@@ -286,7 +266,7 @@ __device__ __forceinline__ void fwd_softmax(float (&sc)[kFwdN / 2], float (&row_
   }
 #pragma unroll
   for (int i = 0; i < kFwdN / 2; ++i) {
-    sc[i] = exp2_mixed<kPoly>(fmaf(sc[i], scale_log2, -base[(i >> 1) & 1]), i);
+    sc[i] = exp2_ftz(fmaf(sc[i], scale_log2, -base[(i >> 1) & 1]));
     row_l[(i >> 1) & 1] += sc[i];
   }
 }
@@ -371,7 +351,7 @@ __device__ __forceinline__ void fwd_pack_p(const float (&sc)[kFwdN / 2],
 // this warpgroup's turn to issue; it passes when the other warpgroup has issued (bar.arrive).
 // The first step of a tile (no P·V yet) is peeled off the loop, so that every step of the loop
 // commits the same two wgmma groups (a data-dependent count makes the compiler serialise them).
-template <int D, int kPoly>
+template <int D>
 __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsigned char* sV,
                             FwdBarriers& bar, bf16* out, float* lse, const Dims& dm, int n_tiles,
                             int n_qb, int sec, float scale_log2) {
@@ -415,7 +395,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       fence_regs(sc);
       warp_release(&bar.k_empty[st]);
       warp_release(&bar.q_empty[qb], tl.n_kb == 1);
-      fwd_softmax<true, kPoly>(sc, row_m, row_l, alpha, scale_log2, 0, row0, s);
+      fwd_softmax<true>(sc, row_m, row_l, alpha, scale_log2, 0, row0, s);
       fwd_pack_p(sc, pa);
       ++kv;
     }
@@ -438,7 +418,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
       fence_regs(sc);
       warp_release(&bar.k_empty[st]);
       warp_release(&bar.q_empty[qb], it == tl.n_kb - 1);
-      fwd_softmax<decltype(masked)::value, kPoly>(sc, row_m, row_l, alpha, scale_log2, it * kFwdN, row0,
+      fwd_softmax<decltype(masked)::value>(sc, row_m, row_l, alpha, scale_log2, it * kFwdN, row0,
                                            s);
       wgmma_wait<0>();
       fence_regs(o);
@@ -478,7 +458,7 @@ __device__ void fwd_consume(int cw, unsigned char* sQ, unsigned char* sK, unsign
   if (cw == 0) named_bar_sync(1, 256);  // warpgroup 1's last arrival
 }
 
-template <int D, int kPoly>
+template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap qkv_map, bf16* __restrict__ out,
                       float* __restrict__ lse, Dims dm, float scale_log2, int n_tiles, int n_qb,
@@ -512,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) fwd_produce<D>(&qkv_map, sQ, sK, sV, bar, dm, n_tiles, n_qb, sec);
   } else {
     setmaxnreg_inc<240>();
-    fwd_consume<D, kPoly>(wg - 1, sQ, sK, sV, bar, out, lse, dm, n_tiles, n_qb, sec, scale_log2);
+    fwd_consume<D>(wg - 1, sQ, sK, sV, bar, out, lse, dm, n_tiles, n_qb, sec, scale_log2);
   }
 }
 
@@ -554,7 +534,7 @@ static_assert(kDqChunks<64> == 2 && kDqChunks<128> == 2, "one dQ chunk per consu
 // need_mask: the steps that reach the diagonal or the sequence's end; at head dim 64 the caller
 // knows them at compile time, BwdMaskedSteps), packed as the A fragments (k = queries) of
 // dV += P^T·dO. cL: the step's lse.
-template <bool kMask, int M, int kPoly>
+template <bool kMask, int M>
 __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[M / 2], const float* cL,
                                                 float scale_log2, bool need_mask, int key0, int q0,
                                                 int s, uint32_t (&pa)[M / 16][4]) {
@@ -568,7 +548,7 @@ __device__ __forceinline__ void bwd_p_fragments(const float (&sc)[M / 2], const 
     for (int e = 0; e < 4; ++e) {
       const int c = e & 1;
       const float lse_log2 = (c ? l2.y : l2.x) * kLog2e;
-      float p = exp2_mixed<kPoly>(sc[4 * j + e] * scale_log2 - lse_log2, 4 * j + e);
+      float p = exp2_ftz(sc[4 * j + e] * scale_log2 - lse_log2);
       const int key = key0 + 8 * (e >> 1), query = q0 + qc + c;
       if (kMask && need_mask && (key > query || query >= s)) p = 0.0f;
       pv[e] = p;
@@ -1000,7 +980,7 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
 }
 
 // Consumer warpgroup cw (0 or 1): keys k0 + 64 cw .. + 63 of each tile's key block.
-template <int D, int kPoly>
+template <int D>
 __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsigned char* sQ,
                             unsigned char* sdO, unsigned char* sdS, float* sDq, const float* sL,
                             const float* sD, BwdBarriers& bar, const BwdTiles& tiles,
@@ -1076,7 +1056,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         }
         // The previous step's stage: its Q was the last operand read, by that dK.
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
-        bwd_p_fragments<decltype(masked)::value, M, kPoly>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
+        bwd_p_fragments<decltype(masked)::value, M>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
 #pragma unroll
         for (int kq = 0; kq < M / 16; ++kq)
@@ -1160,7 +1140,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
   mbar_arrive(&bar.dq_full);
 }
 
-template <int D, int kPoly>
+template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_bwd_kernel(const __grid_constant__ CUtensorMap map_q,
                       const __grid_constant__ CUtensorMap map_kv,
@@ -1219,7 +1199,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     setmaxnreg_inc<240>();
-    bwd_consume<D, kPoly>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
+    bwd_consume<D>(wg - 1, sK, sV, sQ, sdO, sdS, sDq, sL, sD, bar, tiles, work, dm, dqkv,
                    scale_log2, scale);
   }
 }
@@ -1282,22 +1262,6 @@ int l2_section(int64_t units, int64_t align, int64_t group_bytes, int64_t min_gr
   return static_cast<int>((groups + n_sec - 1) / n_sec * align);
 }
 
-// (Experiment) the share of the exponentials taken by exp2_poly, in eighths: 0, 2, 3 or 4.
-int poly_share(const char* var) {
-  const char* e = std::getenv(var);
-  const int v = e != nullptr ? std::atoi(e) : 0;
-  return v == 2 || v == 3 || v == 4 ? v : 0;
-}
-template <class F>
-void with_poly(int share, F&& f) {
-  switch (share) {
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    default: f(std::integral_constant<int, 0>{});
-  }
-}
-
 Dims dims_of(const AttentionShape& sh) {
   return {static_cast<int>(sh.s), static_cast<int>(sh.b), static_cast<int>(sh.heads),
           static_cast<int>(sh.groups), static_cast<int>(sh.d)};
@@ -1328,14 +1292,11 @@ void launch_hopper_attention_forward(const AttentionShape& sh, const bf16* qkv, 
     allow_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(map, out, lse, dm, scale_log2, n_tiles, n_qb, sec);
   };
-  with_poly(poly_share("MPLAN_ATTN_POLY_FWD"), [&](auto pl) {
-    constexpr int kP = decltype(pl)::value;
-    if (sh.d == 64) {
-      run(hopper_fwd_kernel<64, kP>, fwd_smem_bytes<64>());
-    } else {
-      run(hopper_fwd_kernel<128, kP>, fwd_smem_bytes<128>());
-    }
-  });
+  if (sh.d == 64) {
+    run(hopper_fwd_kernel<64>, fwd_smem_bytes<64>());
+  } else {
+    run(hopper_fwd_kernel<128>, fwd_smem_bytes<128>());
+  }
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
@@ -1400,14 +1361,11 @@ void launch_hopper_attention_backward(const AttentionShape& sh, const bf16* qkv,
     kernel<<<grid, kThreads, smem, stream>>>(map_q, map_kv, map_do, map_dq, lse, dsum, dqkv, work,
                                              tiles, sems, sems + n_dq_tiles, dm, scale_log2, scale);
   };
-  with_poly(poly_share("MPLAN_ATTN_POLY_BWD"), [&](auto pl) {
-    constexpr int kP = decltype(pl)::value;
-    if (sh.d == 64) {
-      run(hopper_bwd_kernel<64, kP>, BwdSmem<64>::kBytes);
-    } else {
-      run(hopper_bwd_kernel<128, kP>, BwdSmem<128>::kBytes);
-    }
-  });
+  if (sh.d == 64) {
+    run(hopper_bwd_kernel<64>, BwdSmem<64>::kBytes);
+  } else {
+    run(hopper_bwd_kernel<128>, BwdSmem<128>::kBytes);
+  }
   MPLAN_CUDA_LAUNCH_CHECK();
 }
 
