@@ -525,9 +525,8 @@ constexpr int kRegQ = kBwdM<D> * 128;  // a 64-column block of Q or dO (bytes)
 // × 64 columns: its column blocks at head dim 128, its halves of rows at head dim 64. Chunk c is
 // also what consumer warpgroup c computes (bwd_stage_dq).
 constexpr int kDqChunk = 64;
-template <int D>
-constexpr int kDqChunks = kBwdM<D> * D / (kDqChunk * kDqChunk);
-static_assert(kDqChunks<64> == 2 && kDqChunks<128> == 2, "one dQ chunk per consumer");
+constexpr int dq_chunks(int d) { return bwd_m(d) * d / (kDqChunk * kDqChunk); }
+static_assert(dq_chunks(64) == 2 && dq_chunks(128) == 2, "one dQ chunk per consumer");
 
 // P^T = exp2(S^T·scale·log2 e − lse·log2 e) of this thread's 2 keys (key0, key0 + 8) × M / 4
 // queries of the step (columns 8 j + 2 t, + 1), zero where key > query or query >= s (kMask and
@@ -584,7 +583,7 @@ __device__ __forceinline__ void bwd_ds_fragments(const uint32_t (&pa)[M / 16][4]
 }
 
 // One warpgroup's dQ part (64 queries × 64 columns, accumulators dq: chunk cb of the tile,
-// kDqChunks) into the staged dQ tile in the accumulators' own order ("fragment order"): float4 k
+// dq_chunks) into the staged dQ tile in the accumulators' own order ("fragment order"): float4 k
 // of thread tw of chunk cb at ((cb · 8 + k) · 128 + tw) · 4, so that a warp writes 512
 // consecutive bytes (no bank conflicts) and the tile goes out as one bulk copy. bwd_finalize_dq
 // maps it back to rows.
@@ -894,7 +893,7 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
 
 // The dQ finalizer (warps 2 and 3; thread 64 issues the copies): each complete dQ tile the writer
 // hands over, times scale, as bf16 into dqkv's slot 0, a chunk of 64 rows × 64 columns at a time
-// (kDqChunks): the chunk (contiguous in fragment order, bwd_stage_dq) by one bulk copy into sIn,
+// (dq_chunks): the chunk (contiguous in fragment order, bwd_stage_dq) by one bulk copy into sIn,
 // back into rows in sOut (128-byte swizzled: conflict-free stores, as a warp's float4 cover
 // eight rows × four 4-byte columns of eight 16-byte chunks), and out by one TMA store (map_dq:
 // dqkv, boxes of 64 columns × 64 rows; rows past s are not written, a chunk wholly past s not
@@ -906,8 +905,8 @@ template <int D>
 __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& bar,
                                 const float* dq_acc, const CUtensorMap* map_dq, const Dims& dm,
                                 float scale, float* colsum_q) {
-  constexpr int kChunk = kDqChunk * kDqChunk;     // floats of a chunk
-  constexpr int kColChunks = D / kDqChunk;        // chunks across a tile's columns
+  constexpr int kChunk = kDqChunk * kDqChunk;      // floats of a chunk
+  constexpr int kColChunks = D / kDqChunk;         // chunks across a tile's columns
   constexpr int kRowChunks = kBwdM<D> / kDqChunk;  // and down its rows
   const int ft = static_cast<int>(threadIdx.x) - 64;
   const bool leader = ft == 0;
@@ -924,7 +923,7 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
     // This thread's column-sum part row for chunk row 0 (batch, query step, 0, warp).
     const int64_t part0 =
         static_cast<int64_t>(bh / dm.heads * n_q + idx % n_q) * kRowChunks * 2 + (ft >> 5);
-    for (int h = 0; h < kDqChunks<D>; ++h, ++loads) {
+    for (int h = 0; h < dq_chunks(D); ++h, ++loads) {
       const int rc = h / kColChunks, cc = h % kColChunks;  // the chunk's row and column
       const int row0 = tile_row0 + rc * kDqChunk;
       const int rows = min(kDqChunk, dm.s - row0);  // those < s (none: rows <= 0)
@@ -935,8 +934,8 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
         bulk_wait_read<0>();         // the previous store has read sOut
         fence_proxy_async_global();  // the writer's additions before this copy
         mbar_arrive_expect_tx(&bar.fin_load, kChunk * 4);
-        bulk_load(sIn, dq_acc + static_cast<int64_t>(idx) * (kBwdM<D> * D) + h * kChunk,
-                  kChunk * 4, &bar.fin_load);
+        bulk_load(sIn, dq_acc + static_cast<int64_t>(idx) * (kBwdM<D> * D) + h * kChunk, kChunk * 4,
+                  &bar.fin_load);
       }
       mbar_wait(&bar.fin_load, loads & 1);
       // Column block c (columns 8 c + 2 t, + 1) of this thread's rows 16 (warp + 2 k) + g, + 8
@@ -990,7 +989,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
   constexpr int M = kBwdM<D>;
   const int warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
   const int s = dm.s, n_q = bwd_query_steps(s, D);
-  // This warpgroup's dQ part, chunk cw of the step's tile (kDqChunks): 64 queries × 64 columns
+  // This warpgroup's dQ part, chunk cw of the step's tile (dq_chunks): 64 queries × 64 columns
   // over the key block, at D = 128 every query and a half of the head dim, at D = 64 a half of
   // the queries (dS^T's 64-query block cw) and the whole head dim.
   constexpr int kDqN = 64;
