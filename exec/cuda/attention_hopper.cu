@@ -712,7 +712,7 @@ constexpr int kBwdStages = 2;
 
 template <int D>
 struct BwdSmem {
-  static constexpr int kTileK = kBwdN * D * 2;    // K or V
+  static constexpr int kTileK = kBwdN * D * 2;      // K or V
   static constexpr int kTileQ = kBwdM<D> * D * 2;   // Q or dO, one stage
   static constexpr int kDs = kBwdN * kBwdM<D> * 2;  // dS^T (keys × queries), one of two buffers
   static constexpr int kDq = kBwdM<D> * D * 4;      // the staged dQ tile (f32, fragment order)
@@ -1047,13 +1047,14 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
         wgmma_commit();
         bwd_keys_x_queries<D>(dp, v_addr, do_addr);
         wgmma_commit();
-        wgmma_wait<1>();  // S^T is done, and before it the previous step's dK
+        wgmma_wait<1>();  // S^T is done, and before it (D = 128) the previous step's dK
         fence_regs(sc);
         if constexpr (kDkOverlap) {
           fence_regs(dk);
           fence_regs(da);
         }
-        // The previous step's stage: its Q was the last operand read, by that dK.
+        // The previous step's stage: its Q was the last operand read, by that dK (at D = 64
+        // waited for in its own step).
         warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages], i > 0);
         bwd_p_fragments<decltype(masked)::value, M>(sc, cL, scale_log2, need_mask, key0, q0, s, pa);
         wgmma_fence();
@@ -1113,7 +1114,7 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     } else {
       for (int i = 0; i < n_steps; ++i, ++ctr) step(i, std::true_type{});
     }
-    wgmma_wait<0>();  // the last step's dK
+    wgmma_wait<0>();  // the last step's dK (at D = 64 its step waited already: nothing left)
     fence_regs(dk);
     fence_regs(da);
     warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages]);
