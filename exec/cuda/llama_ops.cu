@@ -142,38 +142,45 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
   }
 }
 
-__device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + __expf(-v)); }
+// σ(v) = 1 / (1 + 2^(-v·log2 e)) on the MUFU unit alone (ex2 and rcp approximations, relative
+// error about 2^-22, far below the bf16 rounding of the outputs): the IEEE division's sequence
+// (a reciprocal, Newton steps and a special-case check) took most of the SwiGLU kernels' issue
+// slots. v → -inf: 2^+inf = inf, rcp(inf) = 0.
+__device__ __forceinline__ float sigmoid_fast(float v) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return r;
+}
 
-// SwiGLU over rows of [gate | up] (2F) -> F; 8 columns per thread.
+// SwiGLU over rows of [gate | up] (2F) -> F; 8 columns per thread, one row per blockIdx.x (no
+// index divisions), column blocks of kThreads · 8 along blockIdx.y.
 template <class T>
-__global__ void swiglu_fwd_kernel(const T* __restrict__ x, int64_t rows, int64_t f, bool vec,
-                                  T* __restrict__ y) {
-  const int64_t groups = (f + 7) / 8;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * groups) return;
-  const int64_t r = i / groups, c = (i % groups) * 8;
+__global__ void swiglu_fwd_kernel(const T* __restrict__ x, int64_t f, bool vec, T* __restrict__ y) {
+  const int64_t r = blockIdx.x;
+  const int64_t c = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 8;
+  if (c >= f) return;
   float g[8], u[8];
   load8_guarded(x + r * 2 * f, c, f, vec, g);
   load8_guarded(x + r * 2 * f + f, c, f, vec, u);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) g[j] = g[j] * sigmoidf(g[j]) * u[j];
+  for (int j = 0; j < 8; ++j) g[j] = g[j] * sigmoid_fast(g[j]) * u[j];
   store8_guarded(y + r * f, c, f, vec, g);
 }
 
 template <class T>
-__global__ void swiglu_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t rows,
-                                  int64_t f, bool vec, T* __restrict__ dx) {
-  const int64_t groups = (f + 7) / 8;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * groups) return;
-  const int64_t r = i / groups, c = (i % groups) * 8;
+__global__ void swiglu_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ x, int64_t f,
+                                  bool vec, T* __restrict__ dx) {
+  const int64_t r = blockIdx.x;
+  const int64_t c = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 8;
+  if (c >= f) return;
   float g[8], u[8], d[8], dg[8], du[8];
   load8_guarded(x + r * 2 * f, c, f, vec, g);
   load8_guarded(x + r * 2 * f + f, c, f, vec, u);
   load8_guarded(dy + r * f, c, f, vec, d);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    const float s = sigmoidf(g[j]);
+    const float s = sigmoid_fast(g[j]);
     dg[j] = d[j] * u[j] * (s + g[j] * s * (1.0f - s));
     du[j] = d[j] * g[j] * s;
   }
@@ -340,15 +347,22 @@ void launch_rmsnorm_backward(const void* dy, const void* x, const void* gamma, D
   launch_column_partials_finalize(partials, parts, h, dgamma, stream);
 }
 
+// A block per (row, kThreads · 8 columns).
+static dim3 swiglu_grid(int64_t rows, int64_t f) {
+  const int64_t col_blocks = (f + kThreads * 8 - 1) / (kThreads * 8);
+  MPLAN_CHECK(rows < (int64_t{1} << 31) && col_blocks < 65536, "swiglu: rows ", rows, ", f ", f);
+  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>(col_blocks));
+}
+
 void launch_swiglu_forward(const void* x, DType t, int64_t rows, int64_t f, void* y,
                            cudaStream_t stream) {
   if (rows <= 0 || f <= 0) return;
   const bool vec = aligned16(x) && aligned16(y) && f % 8 == 0;
-  const int64_t n = rows * ((f + 7) / 8);
+  const dim3 grid = swiglu_grid(rows, f);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_fwd_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), rows, f, vec, static_cast<T*>(y));
+    swiglu_fwd_kernel<T>
+        <<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), f, vec, static_cast<T*>(y));
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }
@@ -357,11 +371,11 @@ void launch_swiglu_backward(const void* dy, const void* x, DType t, int64_t rows
                             void* dx, cudaStream_t stream) {
   if (rows <= 0 || f <= 0) return;
   const bool vec = aligned16(dy) && aligned16(x) && aligned16(dx) && f % 8 == 0;
-  const int64_t n = rows * ((f + 7) / 8);
+  const dim3 grid = swiglu_grid(rows, f);
   dispatch_act(t, [&](auto tag) {
     using T = decltype(tag);
-    swiglu_bwd_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), rows, f, vec, static_cast<T*>(dx));
+    swiglu_bwd_kernel<T><<<grid, kThreads, 0, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), f, vec, static_cast<T*>(dx));
   });
   MPLAN_CUDA_LAUNCH_CHECK();
 }
