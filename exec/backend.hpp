@@ -209,6 +209,19 @@ class Backend {
   // another order).
   virtual void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                                   Tensor dqkv, Tensor dqkv_colsum = {}) = 0;
+  // attention_backward (no column sums), then rope(dqkv, heads, groups, rot_dim, base, inverse):
+  // the gradient of the QKV GEMM's output where RoPE rotated Q and K before the attention. A
+  // backend may rotate dQ and dK inside its attention kernels (the same values up to one
+  // rounding: the rotation then acts on f32 values); the default runs the two ops.
+  virtual void attention_backward_rope(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
+                                       Tensor dqkv, int64_t rot_dim, float base);
+  // Whether attention_backward_rope rotates inside the attention kernels for these operands
+  // (then no rope pass of its own runs); false unless a backend says so.
+  virtual bool folds_rope_into_attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse,
+                                                  Tensor dqkv, int64_t rot_dim) {
+    (void)qkv, (void)out, (void)dout, (void)lse, (void)dqkv, (void)rot_dim;
+    return false;
+  }
 
   // ---- embeddings ------------------------------------------------------------------------------
   // Vocab-parallel lookup: out(t) = wte(tokens(t) - vocab_start) when the token falls in this
@@ -244,6 +257,16 @@ class Backend {
   //    (T, 0) logits view computes the loss alone (evaluation) and writes no gradient.
   virtual void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
                                   Tensor row_max, Tensor stats, float grad_scale, Tensor loss) = 0;
+  // Steps 1-3 where nothing is reduced between them (tensor parallel 1): row_max, stats and loss
+  //    as the steps write them, and the gradient in place of the logits (not empty). A backend
+  //    may read the logits once and write them once (rounding may differ from the steps' by the
+  //    order of the sum's terms).
+  virtual void xent_max_stats_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
+                                            Tensor row_max, Tensor stats, float grad_scale,
+                                            Tensor loss) {
+    xent_local_max_and_stats(logits, targets, vocab_start, row_max, stats);
+    xent_loss_and_grad(logits, targets, vocab_start, row_max, stats, grad_scale, loss);
+  }
   // Sum of a f32 vector into out(1) f32 (+= when accumulate).
   virtual void sum(Tensor x, Tensor out, bool accumulate) = 0;
 

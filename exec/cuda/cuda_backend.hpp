@@ -79,6 +79,12 @@ class CudaBackend final : public Backend {
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
   void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale, Tensor dqkv,
                           Tensor dqkv_colsum = {}) override;
+  // The rotation inside the Hopper kernels where they can (attention_backward_folds_rope) and
+  // set_fold_rope is on, else Backend's two ops.
+  void attention_backward_rope(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
+                               Tensor dqkv, int64_t rot_dim, float base) override;
+  bool folds_rope_into_attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse,
+                                          Tensor dqkv, int64_t rot_dim) override;
 
   void embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) override;
   void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start, Tensor dwte) override;
@@ -92,6 +98,12 @@ class CudaBackend final : public Backend {
                                 Tensor stats) override;
   void xent_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start, Tensor row_max,
                           Tensor stats, float grad_scale, Tensor loss) override;
+  // One kernel reading and writing the logits once (xent.cu's fused path) where it applies
+  // (xent_fused(), bf16 or f32, rows of a multiple of 8 columns, 16-byte aligned, at most
+  // 131072 columns), else Backend's two steps.
+  void xent_max_stats_loss_and_grad(Tensor logits, Tensor targets, int64_t vocab_start,
+                                    Tensor row_max, Tensor stats, float grad_scale,
+                                    Tensor loss) override;
   void sum(Tensor x, Tensor out, bool accumulate) override;
 
   void sum_squares_accumulate(Tensor x, Tensor out) override;
@@ -132,18 +144,29 @@ class CudaBackend final : public Backend {
   void set_tune_gemms(bool on);
   // GEMM plans whose algorithm was chosen by timing (set_tune_gemms / MPLAN_GEMM_TUNE).
   size_t timed_gemm_plans() const;
+  // xent_max_stats_loss_and_grad's fused kernel on (default, where the device has compute
+  // capability 9 or more) or off (MPLAN_NO_XENT_FUSION=1: the two kernels of the steps).
+  bool xent_fused() const { return xent_fused_; }
+  void set_xent_fused(bool on) { xent_fused_ = on && xent_fused_supported_; }
   // bias_grad_accumulate of 16-bit gradients as cuBLASLt's product ones^T · dY (default), or by
   // the column-sum kernel (false; f32 gradients always).
   void set_bias_grad_by_gemm(bool on) { bias_grad_by_gemm_ = on; }
   // attention_backward's column sums from the Hopper kernel's registers where it can (default),
   // or always by bias_grad_accumulate after the backward (false; MPLAN_NO_ATTENTION_BIAS_GRAD=1).
   void set_attention_bias_grad_fused(bool on) { attention_bias_grad_fused_ = on; }
+  // attention_backward_rope's rotation inside the attention kernels where they can (default), or
+  // always by rope after the backward (false; MPLAN_NO_ROPE_FOLD=1).
+  void set_fold_rope(bool on) { fold_rope_ = on; }
 
  private:
   void* device_alloc(size_t bytes, const std::string& tag);
   void device_free(void* p);
   void* scratch(size_t bytes);  // the arena, at least `bytes` large
   void sample_device_memory() const;
+  void attention_backward_impl(const char* op, Tensor qkv, Tensor out, Tensor dout, Tensor lse,
+                               float scale, Tensor dqkv, Tensor dqkv_colsum,
+                               const float* rope_freq);
+  float* rope_inv_freq(int64_t rot_dim, float base);
 
   int device_ = 0;
   std::string device_name_;
@@ -161,9 +184,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<LtGemm> gemm_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  bool xent_fused_supported_ = false;
+  bool xent_fused_ = false;
   AttentionKernels attention_kernels_ = AttentionKernels::kBest;
   bool bias_grad_by_gemm_ = true;
   bool attention_bias_grad_fused_ = true;
+  bool fold_rope_ = true;
   Tensor ones_;  // bf16 ones, as many as the most rows a bias gradient has summed
   // RoPE inverse frequencies on the device, per (rot_dim, base).
   std::map<std::pair<int64_t, float>, float*> rope_tables_;

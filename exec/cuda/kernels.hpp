@@ -126,6 +126,17 @@ void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols
                                const int32_t* targets, int64_t vocab_start, const float* row_max,
                                const float* stats, float grad_scale, float* loss,
                                cudaStream_t stream);
+// Whether the device can run launch_xent_fused (compute capability 9 or more, and sm_90 code for
+// it in this build).
+bool xent_fused_supported(int device);
+// All three steps where nothing is reduced between them (tensor parallel 1): row_max, stats and
+// loss as the launchers above write them, and the gradient in place of the logits, in one read
+// and one write of the logits (thread-block clusters; only where xent_fused_supported). Returns
+// false, launching nothing, where the row does not fit: cols % 8 != 0, logits not 16-byte
+// aligned, cols > 131072, or a dtype other than bf16 and f32.
+bool launch_xent_fused(void* logits, DType t, int64_t rows, int64_t cols, const int32_t* targets,
+                       int64_t vocab_start, float* row_max, float* stats, float grad_scale,
+                       float* loss, cudaStream_t stream);
 
 // ---- optimizer (adamw.cu) -------------------------------------------------------------------
 // As torch.optim.AdamW (and the CPU backend): p *= decay; m, v updated with g = grad·grad_scale;
@@ -164,10 +175,17 @@ size_t attention_backward_scratch_bytes(const AttentionShape& sh);
 // colsum ((heads + 2 groups)·d f32, or nullptr): dqkv's column sums (the QKV layer's bias
 // gradient) to add from the kernels' registers; returns whether they were added (the Hopper
 // kernels with one head chunk), else the caller sums dqkv itself.
+// rope_freq (or nullptr): RoPE's inverse rotation of dQ and dK inside the kernels, only where
+// attention_backward_folds_rope said so: rot_dim / 2 f32 inverse frequencies (launch_rope's).
 bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
                                AttentionKernels kernels, void* scratch, float* colsum,
-                               cudaStream_t stream);
+                               const float* rope_freq, cudaStream_t stream);
+// Whether launch_attention_backward can rotate dQ and dK back by RoPE of rot_dim inside its
+// kernels for this call (the Hopper kernels, head dim 64, rot_dim = 64, 16-byte aligned operands).
+bool attention_backward_folds_rope(const AttentionShape& sh, DType t, int64_t rot_dim,
+                                   AttentionKernels kernels, const void* qkv, const void* dout,
+                                   const void* dqkv);
 
 // The reference kernels (one warp per row, f32 math, no tensor cores):
 // AttentionKernels::kReference.

@@ -6,6 +6,18 @@
 // running max and its sum of exponents relative to it (rescaled when the max grows), then the
 // block takes the max and adds the rescaled sums (FlashAttention's online softmax), which saves a
 // pass over the logits.
+//
+// Fused (tensor parallel 1, sm_90): all three steps in one kernel that reads each row once and
+// writes it once, where the two kernels above read it twice and write it once (the logits are
+// T x V, 2 GB at 8192 x 128256, so the kernels are bound by memory). A row is split among a
+// thread-block cluster of C CTAs (1, 2, 4 or 8, the fewest whose registers hold the row); each
+// CTA keeps its contiguous slice in registers (kFusedVecs vectors of 8 a thread, loaded at once),
+// takes its max and its sum of exponents, and the C partial (max, sum) pairs and the target's
+// logit go through distributed shared memory. Every CTA combines them in rank order (the same
+// bits in each), then writes (softmax - onehot) · grad_scale from its registers. Rank 0 writes
+// row_max, stats and the loss as the three steps do.
+#include <cooperative_groups.h>
+
 #include "exec/cuda/device_utils.cuh"
 #include "exec/cuda/kernels.hpp"
 
@@ -125,6 +137,143 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Element j of 8 held packed, by selects (an index into an array of registers would put the array
+// in local memory).
+template <class T>
+__device__ __forceinline__ float elem8(const Raw8<T>& r, int j) {
+  auto word4 = [](const uint4& a, int i) {
+    return i < 2 ? (i == 0 ? a.x : a.y) : (i == 2 ? a.z : a.w);
+  };
+  if constexpr (sizeof(T) == 2) {
+    const uint32_t w = word4(r.w[0], j >> 1);
+    return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
+  } else {
+    const uint32_t lo = word4(r.w[0], j & 3), hi = word4(r.w[1], j & 3);
+    return __uint_as_float(j < 4 ? lo : hi);
+  }
+}
+
+// A cluster of C CTAs per row (blockIdx.x = row · C + rank). The row's 8-column vectors are split
+// into C slices of `slice` vectors (the last one shorter); thread t of a CTA holds the slice's
+// vectors t + kThreads·k, k < kFusedVecs. cols % 8 == 0, the row 16-byte aligned, and
+// slice <= kThreads · kFusedVecs (the launcher's choice of C).
+constexpr int kFusedVecs = 8;  // bf16: 32 registers of values a thread, 16384 columns a CTA
+
+template <class T, int C>
+__global__ void __launch_bounds__(kThreads)
+    xent_fused_kernel(T* __restrict__ logits, int64_t rows, int cols, int slice,
+                      const int32_t* __restrict__ targets, int64_t vocab_start, float grad_scale,
+                      float* __restrict__ row_max, float* __restrict__ stats,
+                      float* __restrict__ loss) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  __shared__ float scratch[32];
+  __shared__ float4 part;  // this CTA's (max, sum of exp(logit - max), target logit or 0)
+  const int64_t r = blockIdx.x / C;
+  const int rank = C == 1 ? 0 : static_cast<int>(cg::this_cluster().block_rank());
+  T* row = logits + r * cols;
+  const int v0 = rank * slice;  // first vector of this CTA's slice
+  const int nv = min(slice, cols / 8 - v0);
+  const int tid = threadIdx.x;
+
+  Raw8<T> raw[kFusedVecs];
+#pragma unroll
+  for (int k = 0; k < kFusedVecs; ++k) {
+    const int lv = tid + kThreads * k;
+    if (lv < nv) raw[k] = ld_raw8(row + static_cast<int64_t>(v0 + lv) * 8);
+  }
+  // The target's column relative to this shard (-1 when another shard holds it), and which of
+  // this thread's vectors holds it (-1: none).
+  const int64_t tl64 = static_cast<int64_t>(targets[r]) - vocab_start;
+  const int tl = (tl64 >= 0 && tl64 < cols) ? static_cast<int>(tl64) : -1;
+  const int tv = tl >= 0 ? tl / 8 - v0 : -1;  // vector index within the slice
+  const int own_k = (tv >= 0 && tv < nv && tv % kThreads == tid) ? tv / kThreads : -1;
+  if (tid == 0 && !(tv >= 0 && tv < nv)) part.z = 0.0f;
+
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kFusedVecs; ++k) {
+    if (tid + kThreads * k < nv) {
+      float v[8];
+      unpack8(raw[k], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) m = fmaxf(m, v[j]);
+    }
+  }
+  m = block_max(m, scratch);
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kFusedVecs; ++k) {
+    if (tid + kThreads * k < nv) {
+      float v[8];
+      unpack8(raw[k], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s += exp_fast(v[j] - m);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kFusedVecs; ++k)
+    if (k == own_k) part.z = elem8(raw[k], tl & 7);
+  s = block_sum(s, scratch);
+  if (tid == 0) {
+    part.x = m;
+    part.y = s;
+  }
+
+  // The row's max, sum and target logit from the C parts, in rank order.
+  float rm = -INFINITY, rs = 0.0f, rt = 0.0f;
+  if constexpr (C == 1) {
+    __syncthreads();
+    rm = part.x;
+    rs = part.y;
+    rt = part.z;
+  } else {
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every CTA's part written
+    float4 p[C];
+#pragma unroll
+    for (int q = 0; q < C; ++q) {
+      p[q] = *cluster.map_shared_rank(&part, q);
+      rm = fmaxf(rm, p[q].x);
+    }
+#pragma unroll
+    for (int q = 0; q < C; ++q) {
+      rs += p[q].x == -INFINITY ? 0.0f : p[q].y * exp_fast(p[q].x - rm);
+      rt += p[q].z;  // one rank holds the target, the others add 0
+    }
+    // This CTA is done with the others' shared memory; it waits (at the end) until they are
+    // done with its own.
+    cluster.barrier_arrive();
+  }
+  if (rank == 0 && tid == 0) {
+    row_max[r] = rm;
+    stats[r] = rs;
+    stats[rows + r] = rt;
+    loss[r] = logf(rs) + rm - rt;
+  }
+
+  const float inv = 1.0f / rs;
+#pragma unroll
+  for (int k = 0; k < kFusedVecs; ++k) {
+    const int lv = tid + kThreads * k;
+    if (lv < nv) {
+      const int c0 = (v0 + lv) * 8;
+      float v[8];
+      unpack8(raw[k], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float p = exp_fast(v[j] - rm) * inv;
+        v[j] = (p - (c0 + j == tl ? 1.0f : 0.0f)) * grad_scale;
+      }
+      store8(row + c0, v);
+    }
+  }
+  if constexpr (C > 1) cg::this_cluster().barrier_wait();
+#else
+  __trap();  // launched only where xent_fused_supported() (sm_90 code)
+#endif
+}
+
 // One block per row: the launchers' shared checks and dtype dispatch; launch(tag, grid, vec).
 template <class Launch>
 void per_row(const void* logits, DType t, int64_t rows, int64_t cols, Launch&& launch) {
@@ -176,6 +325,68 @@ void launch_xent_loss_and_grad(void* logits, DType t, int64_t rows, int64_t cols
                                                        vocab_start, row_max, stats, grad_scale, vec,
                                                        loss);
   });
+}
+
+bool xent_fused_supported(int device) {
+  int major = 0;
+  MPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) return false;
+  // The kernel's code for this device must come from sm_90 or later (a build for older
+  // architectures only would run their PTX, which has no cluster code).
+  cudaFuncAttributes a{};
+  if (cudaFuncGetAttributes(&a, xent_fused_kernel<bf16, 8>) != cudaSuccess) {
+    (void)cudaGetLastError();  // no code for this device: the steps' kernels
+    return false;
+  }
+  return a.ptxVersion >= 90 && a.binaryVersion >= 90;
+}
+
+bool launch_xent_fused(void* logits, DType t, int64_t rows, int64_t cols, const int32_t* targets,
+                       int64_t vocab_start, float* row_max, float* stats, float grad_scale,
+                       float* loss, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0 || cols % 8 != 0 || !aligned16(logits)) return false;
+  if (t != DType::kBF16 && t != DType::kF32) return false;
+  // The fewest CTAs whose registers hold the row's vectors.
+  const int64_t per_cta = int64_t{kThreads} * kFusedVecs;
+  const int64_t need = (cols / 8 + per_cta - 1) / per_cta;
+  const int c = need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 ? 4 : need <= 8 ? 8 : 0;
+  if (c == 0 || rows * c > 0x7fffffff) return false;
+  const int slice = static_cast<int>((cols / 8 + c - 1) / c);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(rows * c));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(c);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  auto launch = [&](auto tag, auto cc) {
+    using T = decltype(tag);
+    MPLAN_CUDA_CHECK(cudaLaunchKernelEx(
+        &cfg, xent_fused_kernel<T, decltype(cc)::value>, static_cast<T*>(logits), rows,
+        static_cast<int>(cols), slice, targets, vocab_start, grad_scale, row_max, stats, loss));
+  };
+  dispatch_act(t, [&](auto tag) {
+    switch (c) {
+      case 1:
+        launch(tag, std::integral_constant<int, 1>{});
+        break;
+      case 2:
+        launch(tag, std::integral_constant<int, 2>{});
+        break;
+      case 4:
+        launch(tag, std::integral_constant<int, 4>{});
+        break;
+      default:
+        launch(tag, std::integral_constant<int, 8>{});
+        break;
+    }
+  });
+  return true;
 }
 
 }  // namespace mplan::exec::cuda

@@ -210,20 +210,28 @@ void GptBlocks::attention_forward(const LayerMain& m, Tensor ctx, Tensor lse) {
 }
 
 // The bias gradient comes with the attention backward's results, unless RoPE then rotates them
-// back: the bias gradient sums the gradient of the QKV GEMM's output.
+// back: the bias gradient sums the gradient of the QKV GEMM's output. RoPE's backward comes with
+// the attention backward where the backend's kernels do it (op attention_bwd then includes it),
+// else it is the op rope_bwd.
 void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv,
                                    Tensor d_qkv_bias) {
-  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv,
-                         d_.rope ? Tensor{} : d_qkv_bias);
-  op_done("attention_bwd");
-  // The gradient of the rotated Q and K -> of the QKV GEMM's output.
-  if (d_.rope) {
+  const Tensor dout = ws_.d_ctx;
+  if (d_.rope && be_.folds_rope_into_attention_backward(m.qkv, ctx, dout, lse, d_qkv, d_.rot_dim)) {
+    be_.attention_backward_rope(m.qkv, ctx, dout, lse, attn_scale(), d_qkv, d_.rot_dim,
+                                d_.rotary_base);
+    op_done("attention_bwd");
+  } else {
+    be_.attention_backward(m.qkv, ctx, dout, lse, attn_scale(), d_qkv,
+                           d_.rope ? Tensor{} : d_qkv_bias);
+    op_done("attention_bwd");
+    if (!d_.rope) return;
+    // The gradient of the rotated Q and K -> of the QKV GEMM's output.
     be_.rope(d_qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, true);
     op_done("rope_bwd");
-    if (d_qkv_bias.data != nullptr) {
-      be_.bias_grad_accumulate(d_qkv, d_qkv_bias);
-      op_done("bias_grad");
-    }
+  }
+  if (d_.rope && d_qkv_bias.data != nullptr) {
+    be_.bias_grad_accumulate(d_qkv, d_qkv_bias);
+    op_done("bias_grad");
   }
 }
 
@@ -417,19 +425,27 @@ void GptBlocks::head_forward(const ChunkParams& c, const HeadMain& hm, const Hea
            w.logits);
   op_done("logits");
   // Vocab-parallel cross-entropy: global max, then global sum of exp and target logit (one pass
-  // over the logits for both where the vocabulary is not split).
-  if (d_.tp == 1) {
-    be_.xent_local_max_and_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
+  // over the logits for both where the vocabulary is not split), then the loss and the gradient
+  // in place. Where the vocabulary is not split and the gradient is wanted, all three in one call
+  // (the backend may read and write the logits once).
+  if (d_.tp == 1 && !loss_only) {
+    be_.xent_max_stats_loss_and_grad(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats,
+                                     grad_scale, hm.token_loss);
   } else {
-    be_.xent_local_max(w.logits, hm.row_max);
-    traced("tp_all_reduce", [&] { tp_.all_reduce(hm.row_max, ReduceOp::kMax, Stream::kCompute); });
-    be_.xent_local_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
-    traced("tp_all_reduce", [&] { tp_.all_reduce(hm.stats, ReduceOp::kSum, Stream::kCompute); });
+    if (d_.tp == 1) {
+      be_.xent_local_max_and_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
+    } else {
+      be_.xent_local_max(w.logits, hm.row_max);
+      traced("tp_all_reduce",
+             [&] { tp_.all_reduce(hm.row_max, ReduceOp::kMax, Stream::kCompute); });
+      be_.xent_local_stats(w.logits, targets, d_.vocab_start(), hm.row_max, hm.stats);
+      traced("tp_all_reduce", [&] { tp_.all_reduce(hm.stats, ReduceOp::kSum, Stream::kCompute); });
+    }
+    // Loss only: an empty (T, 0) view of the logits receives the (absent) gradient.
+    const Tensor dlogits = loss_only ? w.logits.flat_slice(0, 0).view({d_.tokens(), 0}) : w.logits;
+    be_.xent_loss_and_grad(dlogits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
+                           hm.token_loss);
   }
-  // Loss only: an empty (T, 0) view of the logits receives the (absent) gradient.
-  const Tensor dlogits = loss_only ? w.logits.flat_slice(0, 0).view({d_.tokens(), 0}) : w.logits;
-  be_.xent_loss_and_grad(dlogits, targets, d_.vocab_start(), hm.row_max, hm.stats, grad_scale,
-                         hm.token_loss);
   be_.sum(hm.token_loss, loss_sum, /*accumulate=*/true);
   op_done("cross_entropy");
 }

@@ -230,6 +230,17 @@ void bench_attention(Bench& b) {
           "attention bwd, then bias grad", sh.name, 2.5 * fwd_fl, 0,
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
       g.set_attention_bias_grad_fused(true);
+      // RoPE's backward (rot_dim = d): inside the Hopper kernels where they can (head dim 64),
+      // and as the separate inverse rotation after the backward, for comparison.
+      for (bool fold : {true, false}) {
+        g.set_fold_rope(fold);
+        b.add(
+            fold ? "attention bwd + rope bwd" : "attention bwd, then rope bwd", sh.name,
+            2.5 * fwd_fl, 0,
+            [&] { g.attention_backward_rope(qkv, out, dout, lse, scale, dqkv, sh.d, 500000.0f); },
+            warm, reps);
+      }
+      g.set_fold_rope(true);
     }
     g.set_attention_kernels(AttentionKernels::kBest);
     for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) g.release(*t);
@@ -348,8 +359,26 @@ void bench_memory_bound(Bench& b) {
     // In place: every repeat turns the logits into gradients of the previous ones (same cost).
     b.add("xent 3: loss + grad (in place)", dims({kT, kV}), 0, 2 * lb,
           [&] { g.xent_loss_and_grad(logits, tgt, 0, mx, st, 1.0f / kT, loss); });
+    // All three in one call (tensor parallel 1): the fused kernel, one read and one write of the
+    // logits (clusters of 2 CTAs a row here, of 8 at Llama 3's vocabulary of 128256), then the
+    // steps' two kernels (two reads and a write) for comparison. Bytes: one read and one write.
+    auto steps123 = [&](Tensor lg, int64_t v) {
+      const bool was = g.xent_fused();
+      for (bool on : {true, false}) {
+        g.set_xent_fused(on);
+        b.add(g.xent_fused() ? "xent 1+2+3 fused (tp 1)" : "xent 1+2+3, two kernels (tp 1)",
+              dims({kT, v}), 0, 2.0 * kT * v * e,
+              [&] { g.xent_max_stats_loss_and_grad(lg, tgt, 0, mx, st, 1.0f / kT, loss); });
+      }
+      g.set_xent_fused(was);
+    };
+    steps123(logits, kV);
     b.add("sum (loss)", dims({kT}), 0, kT * 4.0, [&] { g.sum(loss, one, false); });
-    for (Tensor* t : {&logits, &tgt, &mx, &st, &loss, &one}) g.release(*t);
+    g.release(logits);
+    constexpr int64_t kVLlama3 = 128256;
+    Tensor wide = b.rand(bf, {kT, kVLlama3}, -8, 8);
+    steps123(wide, kVLlama3);
+    for (Tensor* t : {&wide, &tgt, &mx, &st, &loss, &one}) g.release(*t);
   }
   {
     // The optimizer over all 1.3 B parameters: f32 master, grad, m, v and the bf16 copy.

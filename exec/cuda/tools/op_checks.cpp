@@ -407,10 +407,11 @@ bool OpChecker::layernorm(int64_t rows, int64_t h, DType act) {
 }
 
 bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, DType act,
-                          bool naive) {
+                          bool naive, int64_t rot_dim) {
   std::ostringstream nm;
   nm << "attention s=" << s << " b=" << b << " heads=" << heads << " groups=" << groups
      << " d=" << d << " " << dt(act) << (naive ? " (reference kernels)" : "");
+  if (rot_dim > 0) nm << " rope " << rot_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t planes = heads + 2 * groups;
   Pair qkv = random_pair(act, {s, b, planes, d}, -2, 2);
@@ -434,8 +435,15 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, i
   // take them from their registers, the others sum dqkv after.
   Pair colsum = random_pair(DType::kF32, {planes * d});
   const std::vector<float> colsum0 = read_cpu(colsum);
-  gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, colsum.gpu);
-  cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, colsum.cpu);
+  if (rot_dim > 0) {
+    gpu_.attention_backward_rope(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, rot_dim,
+                                 500000.0f);
+    cpu_.attention_backward_rope(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, rot_dim,
+                                 500000.0f);
+  } else {
+    gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, colsum.gpu);
+    cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, colsum.cpu);
+  }
   gpu_.set_attention_kernels(was);
   // Compare dQ, dK and dV separately: their magnitudes differ.
   const std::vector<float> got = read_gpu(dqkv), ref = read_cpu(dqkv);
@@ -450,6 +458,10 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, i
         r.push_back(ref[at]);
       }
     ok = compare_values(nm.str() + ": backward " + part[w], g, r, kAttnTol) && ok;
+  }
+  if (rot_dim > 0) {
+    for (Pair* p : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) release(*p);
+    return ok;
   }
   // The column sums: those of the GPU's own dqkv (f64 on the host; only the order of the f32
   // additions differs), and the CPU's within the attention tolerance.
@@ -541,6 +553,43 @@ bool OpChecker::cross_entropy(int64_t rows, int64_t cols, int64_t vocab_start, i
     ok = compare(nm.str() + ": one-pass max", row_max, kF32Tol) && ok;
     ok = compare(nm.str() + ": one-pass stats", stats1, kF32AccTol) && ok;
     release(stats1);
+  }
+  // All three steps in one call (tensor parallel 1) on a copy of the logits, against the CPU's
+  // steps: the fused kernel where the device has it and the row fits (the GPU's two kernels
+  // otherwise), then with it off; and the fused kernel twice on the same logits, bitwise.
+  {
+    const std::vector<float> host = read_cpu(logits);
+    const bool was = gpu_.xent_fused();
+    std::vector<float> fused_grad, fused_loss;
+    for (bool on : {true, false}) {
+      gpu_.set_xent_fused(on);
+      const std::string fn =
+          nm.str() + ": 1+2+3 (fused kernel " + (gpu_.xent_fused() ? "on" : "off") + ")";
+      Pair lg = alloc(act, {rows, cols});
+      set(lg, host);
+      Pair mx = alloc(DType::kF32, {rows}), st = alloc(DType::kF32, {2, rows});
+      Pair ls = alloc(DType::kF32, {rows});
+      for (Pair* p : {&mx, &st, &ls}) poison(*p);
+      gpu_.xent_max_stats_loss_and_grad(lg.gpu, targets.gpu, vocab_start, mx.gpu, st.gpu, 0.125f,
+                                        ls.gpu);
+      cpu_.xent_max_stats_loss_and_grad(lg.cpu, targets.cpu, vocab_start, mx.cpu, st.cpu, 0.125f,
+                                        ls.cpu);
+      ok = compare(fn + " max", mx, kF32Tol) && ok;
+      ok = compare(fn + " stats", st, kF32AccTol) && ok;
+      ok = compare(fn + " loss", ls, kF32AccTol) && ok;
+      ok = compare(fn + " grad (in place)", lg, kBf16Tol) && ok;
+      if (on && gpu_.xent_fused()) {
+        fused_grad = read_gpu(lg);
+        fused_loss = read_gpu(ls);
+        set(lg, host);
+        gpu_.xent_max_stats_loss_and_grad(lg.gpu, targets.gpu, vocab_start, mx.gpu, st.gpu, 0.125f,
+                                          ls.gpu);
+        ok = bitwise_same(fn + " grad, twice", read_gpu(lg), fused_grad) && ok;
+        ok = bitwise_same(fn + " loss, twice", read_gpu(ls), fused_loss) && ok;
+      }
+      for (Pair* p : {&lg, &mx, &st, &ls}) release(*p);
+    }
+    gpu_.set_xent_fused(was);
   }
   // A "global" max a little above the local one, as after the all-reduce over shards.
   std::vector<float> gmax = read_cpu(row_max);
@@ -830,6 +879,14 @@ bool OpChecker::run_all() {
   ok = attention(520, 1, 32, 4, 64, bf, false) && ok;
   ok = attention(100, 33, 8, 4, 64, bf, false) && ok;
   ok = attention(64, 33, 8, 4, 128, bf, false) && ok;
+  // RoPE's backward folded into the Hopper kernels (head dim 64, full rotation): heads dealt one
+  // per chunk (dK rotated in its partial rows), whole groups per block, off-tile lengths; and
+  // the shapes that run the rotation after (rotary share 1/2, head dim 128).
+  ok = attention(257, 1, 6, 3, 64, bf, false, 64) && ok;
+  ok = attention(520, 1, 32, 8, 64, bf, false, 64) && ok;
+  ok = attention(100, 33, 8, 4, 64, bf, false, 64) && ok;
+  ok = attention(257, 1, 6, 3, 64, bf, false, 32) && ok;
+  ok = attention(300, 2, 8, 2, 128, bf, false, 128) && ok;
   ok = embedding(300, 50, 10, 64, bf, false) && ok;
   ok = embedding(100, 20, 0, 20, f32, false) && ok;
   ok = embedding(257, 40, 5, 32, bf, true) && ok;
@@ -839,6 +896,13 @@ bool OpChecker::run_all() {
   ok = cross_entropy(11, 1001, 0, 2002, bf) && ok;  // cols % 8 != 0: the scalar path
   ok = cross_entropy(13, 256, 256, 512, f32) && ok;
   ok = cross_entropy(9, 50257, 0, 50257, bf) && ok;  // GPT-2's vocabulary: many chunks a thread
+  // The fused kernel's clusters of 2, 4 and 8 CTAs (last slices shorter in the first two), in
+  // f32 at the widest row it holds, and a row too wide for it (the two kernels).
+  ok = cross_entropy(12, 32008, 0, 32008, bf) && ok;
+  ok = cross_entropy(10, 50312, 50312, 100624, bf) && ok;
+  ok = cross_entropy(16, 128256, 0, 128256, bf) && ok;
+  ok = cross_entropy(4, 131072, 0, 131072, f32) && ok;
+  ok = cross_entropy(3, 131080, 0, 131080, bf) && ok;
   ok = sums(100003) && ok;
   ok = sums(5) && ok;
   ok = adamw(1003, true, 0.1f) && ok;

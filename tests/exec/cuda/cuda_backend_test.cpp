@@ -52,6 +52,11 @@ TEST_F(CudaBackendTest, CrossEntropy) {
   check().cross_entropy(37, 1000, 1000, 3000, DType::kBF16);
   check().cross_entropy(11, 1001, 0, 2002, DType::kBF16);  // cols % 8 != 0
   check().cross_entropy(13, 256, 256, 512, DType::kF32);
+  // The fused kernel (each check also runs it, where the device has it): clusters of 2 and 8
+  // CTAs, and a row too wide for it.
+  check().cross_entropy(12, 32008, 0, 32008, DType::kBF16);
+  check().cross_entropy(16, 128256, 0, 128256, DType::kBF16);
+  check().cross_entropy(3, 131080, 0, 131080, DType::kBF16);
   expect_all_pass();
 }
 
