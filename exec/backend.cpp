@@ -16,15 +16,6 @@ int64_t Backend::attention_groups(const Tensor& qkv, int64_t s, int64_t b, int64
   return groups;
 }
 
-void Backend::attention_backward_rope(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                                      Tensor dqkv, int64_t rot_dim, float base) {
-  MPLAN_CHECK(out.ndim == 4, "attention_backward_rope: out must be (s, b, heads, d)");
-  const int64_t heads = out.dim(2);
-  const int64_t groups = attention_groups(qkv, out.dim(0), out.dim(1), heads, out.dim(3));
-  attention_backward(qkv, out, dout, lse, scale, dqkv);
-  rope(dqkv, heads, groups, rot_dim, base, /*inverse=*/true);
-}
-
 void Backend::layernorm_backward_add(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd,
                                      Tensor dx, Tensor dgamma, Tensor dbeta, Tensor dres,
                                      Tensor dres_colsum) {

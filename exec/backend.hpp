@@ -209,19 +209,6 @@ class Backend {
   // another order).
   virtual void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                                   Tensor dqkv, Tensor dqkv_colsum = {}) = 0;
-  // attention_backward (no column sums), then rope(dqkv, heads, groups, rot_dim, base, inverse):
-  // the gradient of the QKV GEMM's output where RoPE rotated Q and K before the attention. A
-  // backend may rotate dQ and dK inside its attention kernels (the same values up to one
-  // rounding: the rotation then acts on f32 values); the default runs the two ops.
-  virtual void attention_backward_rope(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                                       Tensor dqkv, int64_t rot_dim, float base);
-  // Whether attention_backward_rope rotates inside the attention kernels for these operands
-  // (then no rope pass of its own runs); false unless a backend says so.
-  virtual bool folds_rope_into_attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse,
-                                                  Tensor dqkv, int64_t rot_dim) {
-    (void)qkv, (void)out, (void)dout, (void)lse, (void)dqkv, (void)rot_dim;
-    return false;
-  }
 
   // ---- embeddings ------------------------------------------------------------------------------
   // Vocab-parallel lookup: out(t) = wte(tokens(t) - vocab_start) when the token falls in this

@@ -948,26 +948,10 @@ size_t attention_backward_scratch_bytes(const AttentionShape& sh) {
   return align256(dsum_bytes) + sc.dq_region + sc.dkv_region + sc.colsum_region;
 }
 
-bool attention_backward_folds_rope(const AttentionShape& sh, DType t, int64_t rot_dim,
-                                   AttentionKernels kernels, const void* qkv, const void* dout,
-                                   const void* dqkv) {
-#if MPLAN_HAVE_HOPPER_ATTENTION
-  return sh.s > 0 && sh.b > 0 && sh.heads > 0 && attention_fast_supported(sh, t) &&
-         aligned16(qkv) && aligned16(dout) && aligned16(dqkv) && use_hopper(sh, kernels) &&
-         hopper_bwd_folds_rope(sh, rot_dim);
-#else
-  (void)sh, (void)t, (void)rot_dim, (void)kernels, (void)qkv, (void)dout, (void)dqkv;
-  return false;
-#endif
-}
-
 bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
                                AttentionKernels kernels, void* scratch, float* colsum,
-                               const float* rope_freq, cudaStream_t stream) {
-  MPLAN_CHECK(
-      rope_freq == nullptr || attention_backward_folds_rope(sh, t, sh.d, kernels, qkv, dout, dqkv),
-      "attention backward: RoPE folded where the kernels cannot");
+                               cudaStream_t stream) {
   const bool naive = kernels == AttentionKernels::kReference;
   if (sh.s <= 0 || sh.b <= 0 || sh.heads <= 0) return false;
   float* dsum = static_cast<float*>(scratch);
@@ -989,7 +973,6 @@ bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const 
 #if MPLAN_HAVE_HOPPER_ATTENTION
     if (use_hopper(sh, kernels)) {
       BwdWork work{1, hopper_bwd_chunks(sh), DP, dq_part, dkv_part};
-      work.rope_freq = rope_freq;
       summed = colsum != nullptr && work.chunks == 1;
       if (summed) {
         char* parts = dq_bytes + sc.dq_region + sc.dkv_region;

@@ -24,11 +24,7 @@
 // complete tile to finalizer warps of the same block, which write it as bf16. Asked for dqkv's
 // column sums (the QKV layer's bias gradient; one head chunk), the consumers sum each tile's dK
 // and dV and the finalizer each dQ tile as they write them, into rows of parts that attention.cu
-// adds in a fixed order (launch_column_partials_finalize). With work.rope_freq (head dim 64, the
-// whole head rotated), RoPE's backward comes with them: the consumers turn each tile's dK back
-// in registers before writing it, the finalizer each dQ row (a thread holds both columns of each
-// pair (i, i + 32) there), the angles' sines and cosines on the MUFU unit; the separate inverse
-// rotation's pass over dQ and dK (a read and a write of both) is saved.
+// adds in a fixed order (launch_column_partials_finalize).
 //
 // Compiler hazards (ptxas reports them as C7514 / C7520, "wgmma serialized"): a branch it cannot
 // prove warp-uniform near in-flight wgmma, or a varying number of committed groups per loop
@@ -599,56 +595,6 @@ __device__ __forceinline__ void bwd_stage_dq(const float (&dq)[32], float* tile,
         make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
 }
 
-// RoPE's inverse rotation at head dim 64 (rot_dim 64): pair i (columns i, i + 32) of the row at
-// position pos turns by -angle, angle = pos · freq[i] in f32 as the rope kernels form it:
-// x1' = x1 cos + x2 sin, x2' = x2 cos - x1 sin (the gradient of y1 = x1 cos - x2 sin,
-// y2 = x2 cos + x1 sin). The sine and cosine come from the MUFU unit after a reduction by 2π in
-// two parts (n · 6.28125 is exact for the n < 2^16 of angles below 4 · 10^5; the rest within
-// 10^-7), within 2^-21 of sincosf's: no table to wait for (the finalizer's global loads of one
-// held up the dQ writer, 0.811 -> 0.924 ms at Llama's shape).
-__device__ __forceinline__ void rope_sin_cos(float pos, float freq, float& sn, float& cs) {
-  const float angle = pos * freq;
-  const float n = rintf(angle * 0.159154943091895336f);
-  const float r = fmaf(-n, 1.93530717958647692e-3f, fmaf(-n, 6.28125f, angle));
-  sn = __sinf(r);
-  cs = __cosf(r);
-}
-
-// The pair's two values turned back by the angle of (pos, freq).
-__device__ __forceinline__ void rope_turn_back(float& x1, float& x2, float pos, float freq) {
-  float sn, cs;
-  rope_sin_cos(pos, freq, sn, cs);
-  const float a = x1, b = x2;
-  x1 = a * cs + b * sn;
-  x2 = b * cs - a * sn;
-}
-
-// One member of a pair turned back: the first (sg = 1) or the second (sg = -1), `own`, given the
-// other, `partner`.
-__device__ __forceinline__ float rope_turned_back(float own, float partner, float sg, float pos,
-                                                  float freq) {
-  float sn, cs;
-  rope_sin_cos(pos, freq, sn, cs);
-  return own * cs + sg * partner * sn;
-}
-
-// dK of this thread's keys key0, key0 + 8 turned back (a key past s is not stored). Column
-// 8 j + 2 t + c is dk[4 j + 2 rr + c] of key row rr, so pair (i, i + 32) of columns
-// 8 j + 2 t + c, j < 4, is dk[4 j + ...] and dk[4 (j + 4) + ...].
-__device__ __forceinline__ void bwd_rope_dk(float (&dk)[32], const float* freq, int key0) {
-  const int t = threadIdx.x & 3;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __ldg(reinterpret_cast<const float2*>(freq + 8 * j + 2 * t));
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const float pos = static_cast<float>(key0 + 8 * rr);
-      rope_turn_back(dk[4 * j + 2 * rr], dk[4 * (j + 4) + 2 * rr], pos, f.x);
-      rope_turn_back(dk[4 * j + 2 * rr + 1], dk[4 * (j + 4) + 2 * rr + 1], pos, f.y);
-    }
-  }
-}
-
 // dK (times scale) and dV of this thread's keys key0, key0 + 8 (< s) from the accumulators,
 // through predicated stores (no divergent branch near the wgmma): as bf16 into dqkv's planes
 // when `direct` (the block's chunk is its whole K/V group), else as f32 into the chunk's partial
@@ -958,7 +904,7 @@ __device__ void bwd_write_dq(const float* sDq, BwdBarriers& bar, float* dq_acc, 
 template <int D>
 __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& bar,
                                 const float* dq_acc, const CUtensorMap* map_dq, const Dims& dm,
-                                float scale, float* colsum_q, const float* rope_freq) {
+                                float scale, float* colsum_q) {
   constexpr int kChunk = kDqChunk * kDqChunk;      // floats of a chunk
   constexpr int kColChunks = D / kDqChunk;         // chunks across a tile's columns
   constexpr int kRowChunks = kBwdM<D> / kDqChunk;  // and down its rows
@@ -1000,18 +946,8 @@ __device__ void bwd_finalize_dq(float* sIn, unsigned char* sOut, BwdBarriers& ba
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
           const int tw = ft + 64 * k;
-          float4 x = reinterpret_cast<const float4*>(sIn)[c * 128 + tw];
+          const float4 x = reinterpret_cast<const float4*>(sIn)[c * 128 + tw];
           const int g = (tw & 31) >> 2, row = (tw >> 5) * 16 + g;
-          if (D == 64 && rope_freq != nullptr) {  // pair (i, i + 32): column block c ^ 4
-            const float4 y = reinterpret_cast<const float4*>(sIn)[(c ^ 4) * 128 + tw];
-            const float2 f =
-                __ldg(reinterpret_cast<const float2*>(rope_freq + 8 * (c & 3) + 2 * (tw & 3)));
-            const float p0 = static_cast<float>(row0 + row), p1 = p0 + 8.0f;
-            const float sg = c < 4 ? 1.0f : -1.0f;  // x is the pair's first column, or second
-            x = make_float4(
-                rope_turned_back(x.x, y.x, sg, p0, f.x), rope_turned_back(x.y, y.y, sg, p0, f.y),
-                rope_turned_back(x.z, y.z, sg, p1, f.x), rope_turned_back(x.w, y.w, sg, p1, f.y));
-          }
           const int off = row * 128 + ((c ^ g) << 4) + 4 * (tw & 3);  // row % 8 = g
           const uint32_t lo = pack_bf16(x.x * scale, x.y * scale);
           const uint32_t hi = pack_bf16(x.z * scale, x.w * scale);
@@ -1183,9 +1119,6 @@ __device__ void bwd_consume(int cw, unsigned char* sK, unsigned char* sV, unsign
     fence_regs(da);
     warp_release(&bar.empty[(ctr + kBwdStages - 1) % kBwdStages]);
     warp_release(&bar.kv_empty);  // every product reading K and V is done
-    if constexpr (D == 64) {
-      if (work.rope_freq != nullptr) bwd_rope_dk(dk, work.rope_freq, key0);
-    }
     // (One chunk: the partial-row pointers are unused stand-ins.)
     float* dk_rows = direct ? work.dq_part : work.dkv_rows(dm, blk.chunk, 0, blk.bg);
     float* dv_rows = direct ? work.dq_part : work.dkv_rows(dm, blk.chunk, 1, blk.bg);
@@ -1262,8 +1195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else if (warp == 1) {
       bwd_write_dq<D>(sDq, bar, work.dq_part, sems, bwd_query_steps(dm.s, D));
     } else {
-      bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale, work.colsum_q,
-                         work.rope_freq);
+      bwd_finalize_dq<D>(sFinIn, sFinOut, bar, work.dq_part, &map_dq, dm, scale, work.colsum_q);
     }
   } else {
     setmaxnreg_inc<240>();
@@ -1396,10 +1328,6 @@ int64_t hopper_bwd_colsum_q_parts(const AttentionShape& sh) {
   const int d = static_cast<int>(sh.d);
   return sh.b * bwd_query_steps(static_cast<int>(sh.s), d) * (bwd_m(d) / kDqChunk) * 2;
 }
-bool hopper_bwd_folds_rope(const AttentionShape& sh, int64_t rot_dim) {
-  return sh.d == 64 && rot_dim == 64;
-}
-
 int64_t hopper_bwd_colsum_kv_parts(const AttentionShape& sh) {
   return sh.b * bwd_key_blocks(sh.s) * kConsumerWarps;
 }

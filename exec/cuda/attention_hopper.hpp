@@ -32,11 +32,6 @@ int64_t hopper_bwd_sem_count(const AttentionShape& sh);
 // (BwdWork) holds this many rows of heads·d floats (dQ's columns), colsum_kv this many of
 // 2·groups·d (dK's, then dV's): a launch_column_partials_finalize each.
 int64_t hopper_bwd_colsum_q_parts(const AttentionShape& sh);
-
-// Whether the backward can apply RoPE's inverse rotation (rot_dim) to dQ and dK before writing
-// them (work.rope_freq): head dim 64 and rot_dim 64, where a thread holds both columns of each
-// rotated pair (i, i + 32) of its dK rows and of the dQ rows its finalizer writes.
-bool hopper_bwd_folds_rope(const AttentionShape& sh, int64_t rot_dim);
 int64_t hopper_bwd_colsum_kv_parts(const AttentionShape& sh);
 
 // dK, dV into dqkv (one chunk) or into work.dkv_part (attention.cu's finalize adds the chunks),

@@ -61,10 +61,6 @@ struct BwdWork {
   // 2·groups·d (dK's columns, then dV's) per (batch, key block, consumer warp). nullptr: none.
   float* colsum_q = nullptr;
   float* colsum_kv = nullptr;
-  // Optional, the Hopper kernels at head dim 64: RoPE's inverse rotation of dQ and dK (rot_dim =
-  // d) applied before they are written, by the angles position · rope_freq[i], i < d / 2 (f32
-  // inverse frequencies, as the rope kernels take them); nullptr: none.
-  const float* rope_freq = nullptr;
 
   struct Block {
     int bi, bg, chunk, h0, heads;  // batch, batch·groups + group, chunk, first head, head count

@@ -77,7 +77,6 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   gemm_ = std::make_unique<LtGemm>(workspace_, workspace_bytes_);
   if (env_on("MPLAN_NAIVE_ATTENTION")) attention_kernels_ = AttentionKernels::kReference;
   attention_bias_grad_fused_ = !env_on("MPLAN_NO_ATTENTION_BIAS_GRAD");
-  fold_rope_ = !env_on("MPLAN_NO_ROPE_FOLD");
   if (const char* e = std::getenv("MPLAN_ATTENTION")) {
     const std::string v = e;
     if (v == "flash2") attention_kernels_ = AttentionKernels::kFlash2;
@@ -486,32 +485,22 @@ void CudaBackend::swiglu_backward(Tensor dy, Tensor x, Tensor dx) {
   launch_swiglu_backward(dy.data, x.data, x.dtype, dy.rows(), dy.cols(), dx.data, compute_);
 }
 
-// Megatron's f32 inverse frequencies base^(-2i / rot_dim), i < rot_dim / 2.
-static std::vector<float> rope_frequencies(int64_t rot_dim, float base) {
-  std::vector<float> inv(static_cast<size_t>(rot_dim / 2));
-  for (size_t i = 0; i < inv.size(); ++i)
-    inv[i] = static_cast<float>(
-        1.0 / std::pow(static_cast<double>(base), static_cast<double>(2 * i) / rot_dim));
-  return inv;
-}
-
-float* CudaBackend::rope_inv_freq(int64_t rot_dim, float base) {
-  float*& table = rope_tables_[{rot_dim, base}];
-  if (table == nullptr) {  // computed once per shape
-    const std::vector<float> inv = rope_frequencies(rot_dim, base);
-    table = static_cast<float*>(device_alloc(inv.size() * sizeof(float), "rope"));
-    MPLAN_CUDA_CHECK(
-        cudaMemcpy(table, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  return table;
-}
-
 void CudaBackend::rope(Tensor qkv, int64_t heads, int64_t groups, int64_t rot_dim, float base,
                        bool inverse) {
   const QkvShape q = qkv_shape("rope", qkv, heads, groups);
   MPLAN_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= q.d, "rope: rot_dim ", rot_dim);
-  launch_rope(qkv.data, qkv.dtype, q.tokens, q.b, heads, groups, q.d, rot_dim,
-              rope_inv_freq(rot_dim, base), inverse, compute_);
+  float*& table = rope_tables_[{rot_dim, base}];
+  if (table == nullptr) {  // Megatron's f32 inverse frequencies, computed once per shape
+    std::vector<float> inv(static_cast<size_t>(rot_dim / 2));
+    for (size_t i = 0; i < inv.size(); ++i)
+      inv[i] = static_cast<float>(
+          1.0 / std::pow(static_cast<double>(base), static_cast<double>(2 * i) / rot_dim));
+    table = static_cast<float*>(device_alloc(inv.size() * sizeof(float), "rope"));
+    MPLAN_CUDA_CHECK(
+        cudaMemcpy(table, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  launch_rope(qkv.data, qkv.dtype, q.tokens, q.b, heads, groups, q.d, rot_dim, table, inverse,
+              compute_);
 }
 
 // ---- attention ----------------------------------------------------------------------------------
@@ -524,43 +513,19 @@ void CudaBackend::attention_forward(Tensor qkv, Tensor out, Tensor lse, float sc
 
 void CudaBackend::attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
                                      Tensor dqkv, Tensor dqkv_colsum) {
-  attention_backward_impl("attention_backward", qkv, out, dout, lse, scale, dqkv, dqkv_colsum,
-                          nullptr);
-}
-
-bool CudaBackend::folds_rope_into_attention_backward(Tensor qkv, Tensor out, Tensor dout,
-                                                     Tensor lse, Tensor dqkv, int64_t rot_dim) {
-  return fold_rope_ && dqkv.dtype == qkv.dtype &&
-         attention_backward_folds_rope(attention_shape(qkv, out, lse), qkv.dtype, rot_dim,
-                                       attention_kernels_, qkv.data, dout.data, dqkv.data);
-}
-
-void CudaBackend::attention_backward_rope(Tensor qkv, Tensor out, Tensor dout, Tensor lse,
-                                          float scale, Tensor dqkv, int64_t rot_dim, float base) {
-  if (!folds_rope_into_attention_backward(qkv, out, dout, lse, dqkv, rot_dim)) {
-    Backend::attention_backward_rope(qkv, out, dout, lse, scale, dqkv, rot_dim, base);
-    return;
-  }
-  attention_backward_impl("attention_backward_rope", qkv, out, dout, lse, scale, dqkv, Tensor{},
-                          rope_inv_freq(rot_dim, base));
-}
-
-void CudaBackend::attention_backward_impl(const char* op, Tensor qkv, Tensor out, Tensor dout,
-                                          Tensor lse, float scale, Tensor dqkv, Tensor dqkv_colsum,
-                                          const float* rope_freq) {
   const AttentionShape sh = attention_shape(qkv, out, lse);
   MPLAN_CHECK(dout.numel() == out.numel() && dout.dtype == out.dtype &&
                   dqkv.numel() == qkv.numel() && dqkv.dtype == qkv.dtype,
-              op, ": dout ", shape_str(dout), " dqkv ", shape_str(dqkv));
+              "attention_backward: dout ", shape_str(dout), " dqkv ", shape_str(dqkv));
   const bool colsum = dqkv_colsum.data != nullptr;
   MPLAN_CHECK(!colsum || (dqkv_colsum.dtype == DType::kF32 &&
                           dqkv_colsum.numel() == (sh.heads + 2 * sh.groups) * sh.d),
-              op, ": dqkv_colsum ", shape_str(dqkv_colsum));
+              "attention_backward: dqkv_colsum ", shape_str(dqkv_colsum));
   void* s = scratch(attention_backward_scratch_bytes(sh));
   const bool fused = colsum && attention_bias_grad_fused_;
   const bool summed = launch_attention_backward(
       sh, qkv.data, out.data, dout.data, lse.as<float>(), scale, dqkv.data, qkv.dtype,
-      attention_kernels_, s, fused ? dqkv_colsum.as<float>() : nullptr, rope_freq, compute_);
+      attention_kernels_, s, fused ? dqkv_colsum.as<float>() : nullptr, compute_);
   if (colsum && !summed) bias_grad_accumulate(dqkv, dqkv_colsum);
 }
 

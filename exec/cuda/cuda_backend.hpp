@@ -79,12 +79,6 @@ class CudaBackend final : public Backend {
   void attention_forward(Tensor qkv, Tensor out, Tensor lse, float scale) override;
   void attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale, Tensor dqkv,
                           Tensor dqkv_colsum = {}) override;
-  // The rotation inside the Hopper kernels where they can (attention_backward_folds_rope) and
-  // set_fold_rope is on, else Backend's two ops.
-  void attention_backward_rope(Tensor qkv, Tensor out, Tensor dout, Tensor lse, float scale,
-                               Tensor dqkv, int64_t rot_dim, float base) override;
-  bool folds_rope_into_attention_backward(Tensor qkv, Tensor out, Tensor dout, Tensor lse,
-                                          Tensor dqkv, int64_t rot_dim) override;
 
   void embedding_forward(Tensor tokens, Tensor wte, int64_t vocab_start, Tensor out) override;
   void embedding_backward(Tensor tokens, Tensor dout, int64_t vocab_start, Tensor dwte) override;
@@ -154,19 +148,12 @@ class CudaBackend final : public Backend {
   // attention_backward's column sums from the Hopper kernel's registers where it can (default),
   // or always by bias_grad_accumulate after the backward (false; MPLAN_NO_ATTENTION_BIAS_GRAD=1).
   void set_attention_bias_grad_fused(bool on) { attention_bias_grad_fused_ = on; }
-  // attention_backward_rope's rotation inside the attention kernels where they can (default), or
-  // always by rope after the backward (false; MPLAN_NO_ROPE_FOLD=1).
-  void set_fold_rope(bool on) { fold_rope_ = on; }
 
  private:
   void* device_alloc(size_t bytes, const std::string& tag);
   void device_free(void* p);
   void* scratch(size_t bytes);  // the arena, at least `bytes` large
   void sample_device_memory() const;
-  void attention_backward_impl(const char* op, Tensor qkv, Tensor out, Tensor dout, Tensor lse,
-                               float scale, Tensor dqkv, Tensor dqkv_colsum,
-                               const float* rope_freq);
-  float* rope_inv_freq(int64_t rot_dim, float base);
 
   int device_ = 0;
   std::string device_name_;
@@ -189,7 +176,6 @@ class CudaBackend final : public Backend {
   AttentionKernels attention_kernels_ = AttentionKernels::kBest;
   bool bias_grad_by_gemm_ = true;
   bool attention_bias_grad_fused_ = true;
-  bool fold_rope_ = true;
   Tensor ones_;  // bf16 ones, as many as the most rows a bias gradient has summed
   // RoPE inverse frequencies on the device, per (rot_dim, base).
   std::map<std::pair<int64_t, float>, float*> rope_tables_;

@@ -175,17 +175,10 @@ size_t attention_backward_scratch_bytes(const AttentionShape& sh);
 // colsum ((heads + 2 groups)·d f32, or nullptr): dqkv's column sums (the QKV layer's bias
 // gradient) to add from the kernels' registers; returns whether they were added (the Hopper
 // kernels with one head chunk), else the caller sums dqkv itself.
-// rope_freq (or nullptr): RoPE's inverse rotation of dQ and dK inside the kernels, only where
-// attention_backward_folds_rope said so: rot_dim / 2 f32 inverse frequencies (launch_rope's).
 bool launch_attention_backward(const AttentionShape& sh, const void* qkv, const void* out,
                                const void* dout, const float* lse, float scale, void* dqkv, DType t,
                                AttentionKernels kernels, void* scratch, float* colsum,
-                               const float* rope_freq, cudaStream_t stream);
-// Whether launch_attention_backward can rotate dQ and dK back by RoPE of rot_dim inside its
-// kernels for this call (the Hopper kernels, head dim 64, rot_dim = 64, 16-byte aligned operands).
-bool attention_backward_folds_rope(const AttentionShape& sh, DType t, int64_t rot_dim,
-                                   AttentionKernels kernels, const void* qkv, const void* dout,
-                                   const void* dqkv);
+                               cudaStream_t stream);
 
 // The reference kernels (one warp per row, f32 math, no tensor cores):
 // AttentionKernels::kReference.

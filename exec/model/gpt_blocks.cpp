@@ -210,28 +210,20 @@ void GptBlocks::attention_forward(const LayerMain& m, Tensor ctx, Tensor lse) {
 }
 
 // The bias gradient comes with the attention backward's results, unless RoPE then rotates them
-// back: the bias gradient sums the gradient of the QKV GEMM's output. RoPE's backward comes with
-// the attention backward where the backend's kernels do it (op attention_bwd then includes it),
-// else it is the op rope_bwd.
+// back: the bias gradient sums the gradient of the QKV GEMM's output.
 void GptBlocks::attention_backward(const LayerMain& m, Tensor ctx, Tensor lse, Tensor d_qkv,
                                    Tensor d_qkv_bias) {
-  const Tensor dout = ws_.d_ctx;
-  if (d_.rope && be_.folds_rope_into_attention_backward(m.qkv, ctx, dout, lse, d_qkv, d_.rot_dim)) {
-    be_.attention_backward_rope(m.qkv, ctx, dout, lse, attn_scale(), d_qkv, d_.rot_dim,
-                                d_.rotary_base);
-    op_done("attention_bwd");
-  } else {
-    be_.attention_backward(m.qkv, ctx, dout, lse, attn_scale(), d_qkv,
-                           d_.rope ? Tensor{} : d_qkv_bias);
-    op_done("attention_bwd");
-    if (!d_.rope) return;
-    // The gradient of the rotated Q and K -> of the QKV GEMM's output.
+  be_.attention_backward(m.qkv, ctx, ws_.d_ctx, lse, attn_scale(), d_qkv,
+                         d_.rope ? Tensor{} : d_qkv_bias);
+  op_done("attention_bwd");
+  // The gradient of the rotated Q and K -> of the QKV GEMM's output.
+  if (d_.rope) {
     be_.rope(d_qkv, d_.heads_local(), d_.groups_local(), d_.rot_dim, d_.rotary_base, true);
     op_done("rope_bwd");
-  }
-  if (d_.rope && d_qkv_bias.data != nullptr) {
-    be_.bias_grad_accumulate(d_qkv, d_qkv_bias);
-    op_done("bias_grad");
+    if (d_qkv_bias.data != nullptr) {
+      be_.bias_grad_accumulate(d_qkv, d_qkv_bias);
+      op_done("bias_grad");
+    }
   }
 }
 

@@ -82,8 +82,6 @@ PlanDims plan_dims(const Plan& plan, const SimOptions& options) {
   d.rmsnorm = m.normalization == Normalization::kRmsNorm;
   d.bias = m.add_bias_linear;
   d.rope = m.position_embedding == PositionEmbedding::kRope;
-  d.rope_folded = d.exec && d.rope && d.flash && !m.mla && d.d == 64 && m.rotary_percent == 1.0 &&
-                  plan.cluster.gpu_for(plan.training.implementation).compute_capability == 9.0;
   if (m.moe) {
     d.experts = m.moe->num_experts;
     d.topk = m.moe->topk;
@@ -619,7 +617,7 @@ void attention_block_backward(const Ctx& c, const AttentionTimes& at, BackwardPa
                c.groups.tp, true);
   bp.add_b("attention_bwd", Cat::kCompute, at.bwd);
   bp.add_b("cp_kv_exchange", Cat::kCp, at.cp_bwd, true);
-  if (d.rope && !d.rope_folded)
+  if (d.rope)
     bp.add_b("rope_bwd", Cat::kCompute,
              c.kern(MemKernel::kRope, c.dbl(d.tokens), c.dbl(d.q_w + d.kv_w),
                     2.0 * c.dbl(d.e * d.tokens) * c.dbl(d.q_w + d.kv_w)));

@@ -56,9 +56,6 @@ struct PlanDims {
   bool sp = false, flash = true, dropout = true, fused = true, bias = true, rope = false;
   bool rmsnorm = false;
   bool exec = false;  // implementation mplan: the executor's own kernels (exec/model/gpt_blocks)
-  // The executor's Hopper attention backward rotates dQ and dK back itself (RoPE over the whole
-  // head dim 64, compute capability 9.0): no rope_bwd kernel.
-  bool rope_folded = false;
   // MoE
   int64_t experts = 0, topk = 0, moe_ffn = 0, shared_ffn = 0, ep = 1, etp = 1;
   bool grouped_gemm = true, flex_dispatch = false, overlap_ep = false;

@@ -230,17 +230,6 @@ void bench_attention(Bench& b) {
           "attention bwd, then bias grad", sh.name, 2.5 * fwd_fl, 0,
           [&] { g.attention_backward(qkv, out, dout, lse, scale, dqkv, colsum); }, warm, reps);
       g.set_attention_bias_grad_fused(true);
-      // RoPE's backward (rot_dim = d): inside the Hopper kernels where they can (head dim 64),
-      // and as the separate inverse rotation after the backward, for comparison.
-      for (bool fold : {true, false}) {
-        g.set_fold_rope(fold);
-        b.add(
-            fold ? "attention bwd + rope bwd" : "attention bwd, then rope bwd", sh.name,
-            2.5 * fwd_fl, 0,
-            [&] { g.attention_backward_rope(qkv, out, dout, lse, scale, dqkv, sh.d, 500000.0f); },
-            warm, reps);
-      }
-      g.set_fold_rope(true);
     }
     g.set_attention_kernels(AttentionKernels::kBest);
     for (Tensor* t : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) g.release(*t);

@@ -407,11 +407,10 @@ bool OpChecker::layernorm(int64_t rows, int64_t h, DType act) {
 }
 
 bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, DType act,
-                          bool naive, int64_t rot_dim) {
+                          bool naive) {
   std::ostringstream nm;
   nm << "attention s=" << s << " b=" << b << " heads=" << heads << " groups=" << groups
      << " d=" << d << " " << dt(act) << (naive ? " (reference kernels)" : "");
-  if (rot_dim > 0) nm << " rope " << rot_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t planes = heads + 2 * groups;
   Pair qkv = random_pair(act, {s, b, planes, d}, -2, 2);
@@ -435,15 +434,8 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, i
   // take them from their registers, the others sum dqkv after.
   Pair colsum = random_pair(DType::kF32, {planes * d});
   const std::vector<float> colsum0 = read_cpu(colsum);
-  if (rot_dim > 0) {
-    gpu_.attention_backward_rope(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, rot_dim,
-                                 500000.0f);
-    cpu_.attention_backward_rope(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, rot_dim,
-                                 500000.0f);
-  } else {
-    gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, colsum.gpu);
-    cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, colsum.cpu);
-  }
+  gpu_.attention_backward(qkv.gpu, out.gpu, dout.gpu, lse.gpu, scale, dqkv.gpu, colsum.gpu);
+  cpu_.attention_backward(qkv.cpu, out.cpu, dout.cpu, lse.cpu, scale, dqkv.cpu, colsum.cpu);
   gpu_.set_attention_kernels(was);
   // Compare dQ, dK and dV separately: their magnitudes differ.
   const std::vector<float> got = read_gpu(dqkv), ref = read_cpu(dqkv);
@@ -458,10 +450,6 @@ bool OpChecker::attention(int64_t s, int64_t b, int64_t heads, int64_t groups, i
         r.push_back(ref[at]);
       }
     ok = compare_values(nm.str() + ": backward " + part[w], g, r, kAttnTol) && ok;
-  }
-  if (rot_dim > 0) {
-    for (Pair* p : {&qkv, &out, &lse, &dout, &dqkv, &colsum}) release(*p);
-    return ok;
   }
   // The column sums: those of the GPU's own dqkv (f64 on the host; only the order of the f32
   // additions differs), and the CPU's within the attention tolerance.
@@ -879,14 +867,6 @@ bool OpChecker::run_all() {
   ok = attention(520, 1, 32, 4, 64, bf, false) && ok;
   ok = attention(100, 33, 8, 4, 64, bf, false) && ok;
   ok = attention(64, 33, 8, 4, 128, bf, false) && ok;
-  // RoPE's backward folded into the Hopper kernels (head dim 64, full rotation): heads dealt one
-  // per chunk (dK rotated in its partial rows), whole groups per block, off-tile lengths; and
-  // the shapes that run the rotation after (rotary share 1/2, head dim 128).
-  ok = attention(257, 1, 6, 3, 64, bf, false, 64) && ok;
-  ok = attention(520, 1, 32, 8, 64, bf, false, 64) && ok;
-  ok = attention(100, 33, 8, 4, 64, bf, false, 64) && ok;
-  ok = attention(257, 1, 6, 3, 64, bf, false, 32) && ok;
-  ok = attention(300, 2, 8, 2, 128, bf, false, 128) && ok;
   ok = embedding(300, 50, 10, 64, bf, false) && ok;
   ok = embedding(100, 20, 0, 20, f32, false) && ok;
   ok = embedding(257, 40, 5, 32, bf, true) && ok;

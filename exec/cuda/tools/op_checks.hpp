@@ -66,10 +66,9 @@ class OpChecker {
   bool rope(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, int64_t rot_dim,
             DType act);
   // qkv (s, b, heads + 2 groups, d) (groups == heads: multi-head); naive selects the reference
-  // kernels on the GPU. rot_dim > 0: the backward as attention_backward_rope (RoPE of rot_dim
-  // rotated back; the Hopper kernels fold it in at head dim 64), without the column sums.
+  // kernels on the GPU.
   bool attention(int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d, DType act,
-                 bool naive, int64_t rot_dim = 0);
+                 bool naive);
   bool embedding(int64_t num_tokens, int64_t vocab_local, int64_t vocab_start, int64_t h, DType act,
                  bool repeat_ids);
   bool position_embedding(int64_t s, int64_t b, int64_t h, int64_t max_s, int64_t s_offset,

@@ -4,14 +4,11 @@
 // that are not multiples of the 64/128-row tiles; grouped-query attention; many heads (several key
 // blocks per backward block); bitwise determinism of two runs; and the fast kernels against the
 // reference kernels at the reference workload's head dim.
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <random>
 #include <vector>
 
 #include "exec/cpu/bf16.hpp"
-#include "exec/cuda/kernels.hpp"
 #include "tests/exec/cuda/gpu_test_support.hpp"
 
 namespace mplan::exec::cuda::testing {
@@ -74,82 +71,6 @@ TEST_F(AttentionTest, GroupedQueryMatchesCpu) {
   check().attention(1024, 33, 2, 1, 64, DType::kBF16, false);
   check().determinism(1024, 33, 2, 1, 64);
   expect_all_pass();
-}
-
-// RoPE's backward inside the Hopper kernels (head dim 64, full rotation): dQ rotated by the
-// finalizer, dK in the consumers' registers (whole groups in a block, and heads dealt one per
-// chunk, whose dK partial rows the finalize adds after rotation); off-tile lengths; the shapes
-// that rotate after the backward (rotary share 1/2, head dim 128) through the same call.
-TEST_F(AttentionTest, RopeBackwardFoldedMatchesCpu) {
-  for (int64_t s : {1, 63, 65, 129, 255})
-    check().attention(s, 2, 4, 2, 64, DType::kBF16, false, 64);
-  check().attention(257, 1, 6, 3, 64, DType::kBF16, false, 64);
-  check().attention(1024, 33, 2, 1, 64, DType::kBF16, false, 64);
-  check().attention(257, 1, 6, 3, 64, DType::kBF16, false, 32);
-  check().attention(300, 2, 8, 2, 128, DType::kBF16, false, 128);
-  expect_all_pass();
-}
-
-// The fold against rope() after the backward on the same GPU: the same values up to the one
-// bf16 rounding the fold saves (rotating f32 values, not rounded ones), and not bitwise the same
-// where the kernels fold (else the fold did not run).
-TEST_F(AttentionTest, RopeBackwardFoldedAgreesWithRotationAfter) {
-  const int64_t s = 700, b = 2, heads = 8, groups = 2, d = 64, planes = heads + 2 * groups;
-  CudaBackend& g = gpu();
-  std::mt19937 gen(11);
-  std::uniform_real_distribution<float> u(-2, 2);
-  auto random = [&](std::initializer_list<int64_t> shape) {
-    Tensor x = g.alloc(DType::kBF16, shape, "test");
-    std::vector<uint16_t> h(static_cast<size_t>(x.numel()));
-    for (auto& v : h) v = f32_to_bf16(u(gen));
-    g.upload(x, h.data());
-    return x;
-  };
-  Tensor qkv = random({s, b, planes, d});
-  Tensor dout = random({s, b, heads, d});
-  Tensor out = g.alloc(DType::kBF16, {s, b, heads, d}, "test");
-  Tensor lse = g.alloc(DType::kF32, {b, heads, s}, "test");
-  g.attention_forward(qkv, out, lse, 0.125f);
-  Tensor dqkv[2];
-  for (int fold = 0; fold < 2; ++fold) {
-    dqkv[fold] = g.alloc(DType::kBF16, {s, b, planes, d}, "test");
-    g.set_fold_rope(fold == 1);
-    g.attention_backward_rope(qkv, out, dout, lse, 0.125f, dqkv[fold], d, 500000.0f);
-  }
-  g.set_fold_rope(true);
-  std::vector<uint16_t> h[2];
-  for (int fold = 0; fold < 2; ++fold) {
-    h[fold].resize(static_cast<size_t>(dqkv[fold].numel()));
-    g.download(h[fold].data(), dqkv[fold]);
-  }
-  double num = 0, den = 0, worst = 0, scale = 0;
-  size_t differ = 0;
-  for (size_t i = 0; i < h[0].size(); ++i) {
-    const double a = bf16_to_f32(h[0][i]), f = bf16_to_f32(h[1][i]);
-    num += (a - f) * (a - f);
-    den += a * a;
-    scale = std::max(scale, std::fabs(a));
-    worst = std::max(worst, std::fabs(a - f));
-    differ += h[0][i] != h[1][i];
-  }
-  const double rel_l2 = std::sqrt(num / den), rel_max = worst / scale;
-  std::printf(
-      "  fold vs rotation after: %zu of %zu values differ, rel_l2 %.2e, max %.2e of the "
-      "largest\n",
-      differ, h[0].size(), rel_l2, rel_max);
-  ASSERT_GT(den, 0.0);
-  // A few bf16 roundings apart (2^-8 relative each) of the pair's values at most.
-  EXPECT_LT(rel_l2, 4e-3);
-  EXPECT_LT(rel_max, 2.0 / 128);
-  const AttentionShape sh{s, b, heads, groups, d};
-  if (attention_backward_folds_rope(sh, DType::kBF16, d, g.attention_kernels(), qkv.data, dout.data,
-                                    dqkv[1].data)) {
-    EXPECT_GT(differ, 0u);
-  } else {
-    std::printf("  (this GPU rotates after the backward: the two runs are the same ops)\n");
-    EXPECT_EQ(differ, 0u);
-  }
-  for (Tensor* t : {&qkv, &out, &dout, &lse, &dqkv[0], &dqkv[1]}) g.release(*t);
 }
 
 TEST_F(AttentionTest, TwoRunsAreBitwiseEqual) {

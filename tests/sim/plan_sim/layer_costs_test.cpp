@@ -65,27 +65,6 @@ TEST(LayerCosts, ItemsAddUpToEveryPass) {
   }
 }
 
-// The executor's Hopper attention backward rotates dQ and dK back itself at head dim 64 with the
-// whole head rotated: no rope_bwd item there; elsewhere (a share of the head, head dim 128, an
-// A100, Megatron-LM) the rotation is a kernel of its own.
-TEST(LayerCosts, ExecutorFoldsRopeBackwardIntoHopperAttention) {
-  auto rope_bwd_items = [](const ClusterSpec& cl, int64_t hidden, double rotary_percent,
-                           Implementation impl) {
-    Plan pl = plan(gpt(2, hidden, 32, 2048, 51200), cl, 1, 1, 1, 1, 1);
-    pl.model.position_embedding = PositionEmbedding::kRope;
-    pl.model.rotary_percent = rotary_percent;
-    pl.training.implementation = impl;
-    return count(costs_of(pl).dense.bwd, "rope_bwd");
-  };
-  const ClusterSpec h200 = load_cluster("dgx-h200"), a100 = load_cluster("dgx-a100-80g");
-  const Implementation mplan = Implementation::kMplan;
-  EXPECT_EQ(rope_bwd_items(h200, 2048, 1.0, mplan), 0);  // head dim 64
-  EXPECT_EQ(rope_bwd_items(h200, 2048, 0.5, mplan), 1);
-  EXPECT_EQ(rope_bwd_items(h200, 4096, 1.0, mplan), 1);  // head dim 128
-  EXPECT_EQ(rope_bwd_items(a100, 2048, 1.0, mplan), 1);
-  EXPECT_EQ(rope_bwd_items(h200, 2048, 1.0, Implementation::kMegatronTe), 1);
-}
-
 TEST(LayerCosts, TensorParallelCollectivesPerLayer) {
   const Plan pl = a100_plan(4, false);
   const PlanCosts c = costs_of(pl);
