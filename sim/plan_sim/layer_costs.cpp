@@ -1067,12 +1067,18 @@ void build_output(const Ctx& c, ExtraCosts& x) {
   // The executor computes the loss and dL/dlogits in place in the forward: three kernels over
   // four passes of the logits (max; sum of exponentials; loss and gradient, read and written),
   // as `mplan calibrate` times them; where the vocabulary is not split (tensor parallel 1) the max
-  // and the sum share one pass: two kernels, the time of three passes of the four.
+  // and the sum share one pass: two kernels, the time of three passes of the four; and from
+  // compute capability 9 on, where a row fits a cluster's registers (at most 131072 logits),
+  // one kernel that reads and writes each row once: two passes of the four (xent.cu).
   const bool one_pass_stats = d.exec && d.t == 1;
-  int64_t xent =
-      c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
-             kCrossEntropyForwardBytesPerLogit * logits, d.exec ? (one_pass_stats ? 2 : 3) : 1);
-  if (one_pass_stats) xent = std::llround(0.75 * c.dbl(xent));
+  const bool fused = one_pass_stats && d.vocab <= 131072 && c.gpu.compute_capability >= 9;
+  int64_t xent = c.kern(MemKernel::kCrossEntropy, c.dbl(d.tokens), c.dbl(d.vocab / d.t),
+                        kCrossEntropyForwardBytesPerLogit * logits,
+                        d.exec ? (fused            ? 1
+                                  : one_pass_stats ? 2
+                                                   : 3)
+                               : 1);
+  if (one_pass_stats) xent = std::llround((fused ? 0.5 : 0.75) * c.dbl(xent));
   x.fwd.add("cross_entropy", Cat::kCompute, xent);
   // Megatron: three all-reduces of one fp32 value per token over tp (max, predicted logit,
   // sum). The executor: two (the max, then the sum of exponentials with the target's logit).

@@ -65,6 +65,39 @@ TEST(LayerCosts, ItemsAddUpToEveryPass) {
   }
 }
 
+// The executor's cross-entropy at tensor parallel 1: one kernel over two passes of the logits
+// from compute capability 9 on (a row fits a cluster's registers: at most 131072 logits), two
+// kernels over three passes before it; Megatron-LM's fused kernel as before.
+TEST(LayerCosts, ExecutorCrossEntropyInOneKernelFromHopperOn) {
+  auto xent_ns = [](const char* cluster, int64_t vocab, Implementation impl) {
+    Plan pl = plan(gpt(2, 2048, 16, 2048, vocab), load_cluster(cluster), 1, 1, 1, 1, 1);
+    pl.training.implementation = impl;
+    const PlanCosts c = costs_of(pl);
+    for (const CostItem& it : c.output.fwd.items)
+      if (std::strcmp(it.name, "cross_entropy") == 0) return it.ns;
+    return int64_t{-1};
+  };
+  const Implementation mplan = Implementation::kMplan;
+  const int64_t h200 = xent_ns("dgx-h200", 128000, mplan),
+                a100 = xent_ns("dgx-a100-80g", 128000, mplan);
+  ASSERT_GT(h200, 0);
+  ASSERT_GT(a100, 0);
+  // The fused kernel's two passes against the two kernels' three (at each GPU's rates).
+  Plan h = plan(gpt(2, 2048, 16, 2048, 128000), load_cluster("dgx-h200"), 1, 1, 1, 1, 1);
+  h.training.implementation = mplan;
+  h.cluster.gpu.compute_capability = 8.0;
+  for (auto& set : h.cluster.implementations)
+    if (set) set->compute_capability = 8.0;
+  const PlanCosts unfused = costs_of(h);
+  int64_t two_kernels = -1;
+  for (const CostItem& it : unfused.output.fwd.items)
+    if (std::strcmp(it.name, "cross_entropy") == 0) two_kernels = it.ns;
+  EXPECT_NEAR(static_cast<double>(h200), static_cast<double>(two_kernels) * 2 / 3,
+              0.02 * static_cast<double>(two_kernels));
+  // A row too wide for the clusters: the two kernels.
+  EXPECT_GT(xent_ns("dgx-h200", 140000, mplan), h200);
+}
+
 TEST(LayerCosts, TensorParallelCollectivesPerLayer) {
   const Plan pl = a100_plan(4, false);
   const PlanCosts c = costs_of(pl);
