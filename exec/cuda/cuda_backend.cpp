@@ -63,7 +63,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   device_name_ = prop.name;
   // Cross-entropy's fused kernel (thread-block clusters) from compute capability 9 on;
   // MPLAN_NO_XENT_FUSION=1 keeps the kernels of the three steps.
-  xent_fused_supported_ = prop.major >= 9 && xent_fused_supported(device);
+  xent_fused_supported_ = xent_fused_supported(device);
   xent_fused_ = xent_fused_supported_ && !env_on("MPLAN_NO_XENT_FUSION");
   int least = 0, greatest = 0;
   MPLAN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));

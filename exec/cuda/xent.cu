@@ -137,22 +137,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Element j of 8 held packed, by selects (an index into an array of registers would put the array
-// in local memory).
-template <class T>
-__device__ __forceinline__ float elem8(const Raw8<T>& r, int j) {
-  auto word4 = [](const uint4& a, int i) {
-    return i < 2 ? (i == 0 ? a.x : a.y) : (i == 2 ? a.z : a.w);
-  };
-  if constexpr (sizeof(T) == 2) {
-    const uint32_t w = word4(r.w[0], j >> 1);
-    return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
-  } else {
-    const uint32_t lo = word4(r.w[0], j & 3), hi = word4(r.w[1], j & 3);
-    return __uint_as_float(j < 4 ? lo : hi);
-  }
-}
-
 // A cluster of C CTAs per row (blockIdx.x = row · C + rank). The row's 8-column vectors are split
 // into C slices of `slice` vectors (the last one shorter); thread t of a CTA holds the slice's
 // vectors t + kThreads·k, k < kFusedVecs. cols % 8 == 0, the row 16-byte aligned, and
@@ -182,38 +166,39 @@ __global__ void __launch_bounds__(kThreads)
     const int lv = tid + kThreads * k;
     if (lv < nv) raw[k] = ld_raw8(row + static_cast<int64_t>(v0 + lv) * 8);
   }
-  // The target's column relative to this shard (-1 when another shard holds it), and which of
-  // this thread's vectors holds it (-1: none).
+  // f(first column, its 8 values) over this thread's vectors, as held.
+  const auto each_vector = [&](auto&& f) {
+#pragma unroll
+    for (int k = 0; k < kFusedVecs; ++k) {
+      const int lv = tid + kThreads * k;
+      if (lv < nv) {
+        float v[8];
+        unpack8(raw[k], v);
+        f((v0 + lv) * 8, v);
+      }
+    }
+  };
+  // The target's column relative to this shard (-1 when another shard holds it). Its logit is
+  // part.z of the CTA whose slice holds it (written by the thread holding it), else 0.
   const int64_t tl64 = static_cast<int64_t>(targets[r]) - vocab_start;
   const int tl = (tl64 >= 0 && tl64 < cols) ? static_cast<int>(tl64) : -1;
   const int tv = tl >= 0 ? tl / 8 - v0 : -1;  // vector index within the slice
-  const int own_k = (tv >= 0 && tv < nv && tv % kThreads == tid) ? tv / kThreads : -1;
   if (tid == 0 && !(tv >= 0 && tv < nv)) part.z = 0.0f;
 
   float m = -INFINITY;
+  each_vector([&](int, const float(&v)[8]) {
 #pragma unroll
-  for (int k = 0; k < kFusedVecs; ++k) {
-    if (tid + kThreads * k < nv) {
-      float v[8];
-      unpack8(raw[k], v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) m = fmaxf(m, v[j]);
-    }
-  }
+    for (int j = 0; j < 8; ++j) m = fmaxf(m, v[j]);
+  });
   m = block_max(m, scratch);
   float s = 0.0f;
+  each_vector([&](int c0, const float(&v)[8]) {
 #pragma unroll
-  for (int k = 0; k < kFusedVecs; ++k) {
-    if (tid + kThreads * k < nv) {
-      float v[8];
-      unpack8(raw[k], v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s += exp_fast(v[j] - m);
+    for (int j = 0; j < 8; ++j) {
+      s += exp_fast(v[j] - m);
+      if (c0 + j == tl) part.z = v[j];
     }
-  }
-#pragma unroll
-  for (int k = 0; k < kFusedVecs; ++k)
-    if (k == own_k) part.z = elem8(raw[k], tl & 7);
+  });
   s = block_sum(s, scratch);
   if (tid == 0) {
     part.x = m;
@@ -253,21 +238,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const float inv = 1.0f / rs;
+  each_vector([&](int c0, const float(&v)[8]) {
+    float g[8];
 #pragma unroll
-  for (int k = 0; k < kFusedVecs; ++k) {
-    const int lv = tid + kThreads * k;
-    if (lv < nv) {
-      const int c0 = (v0 + lv) * 8;
-      float v[8];
-      unpack8(raw[k], v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float p = exp_fast(v[j] - rm) * inv;
-        v[j] = (p - (c0 + j == tl ? 1.0f : 0.0f)) * grad_scale;
-      }
-      store8(row + c0, v);
-    }
-  }
+    for (int j = 0; j < 8; ++j)
+      g[j] = (exp_fast(v[j] - rm) * inv - (c0 + j == tl ? 1.0f : 0.0f)) * grad_scale;
+    store8(row + c0, g);
+  });
   if constexpr (C > 1) cg::this_cluster().barrier_wait();
 #else
   __trap();  // launched only where xent_fused_supported() (sm_90 code)
