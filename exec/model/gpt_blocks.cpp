@@ -3,6 +3,7 @@
 // with sequence parallelism).
 #include "exec/model/gpt_blocks.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "exec/parallel/grad_sync.hpp"
@@ -27,7 +28,8 @@ GptBlocks::GptBlocks(const GptDims& d, const ParamLayout& params, Tensor weights
       be_(be),
       tp_(tp),
       ws_(ws),
-      tracer_(tracer) {}
+      tracer_(tracer),
+      stale_(params.specs.size(), 0) {}
 
 Tensor GptBlocks::weight(int i) const {
   const ParamSpec& p = params_.specs.at(static_cast<size_t>(i));
@@ -39,6 +41,28 @@ Tensor GptBlocks::grad(int i) const {
   const ParamSpec& p = params_.specs.at(static_cast<size_t>(i));
   Tensor t = grads_.flat_slice(p.offset, p.local_numel());
   return p.ndim == 2 ? t.view({p.local_rows, p.local_cols}) : t;
+}
+
+void GptBlocks::begin_grads() { std::fill(stale_.begin(), stale_.end(), 1); }
+
+void GptBlocks::settle_grads() {
+  for (size_t i = 0; i < stale_.size(); ++i)
+    if (stale_[i] != 0) grad_acc(static_cast<int>(i));
+}
+
+float GptBlocks::grad_beta(int i) {
+  char& s = stale_.at(static_cast<size_t>(i));
+  const float beta = s != 0 ? 0.0f : 1.0f;
+  s = 0;
+  return beta;
+}
+
+Tensor GptBlocks::grad_acc(int i) {
+  const Tensor g = grad(i);
+  char& s = stale_.at(static_cast<size_t>(i));
+  if (s != 0) be_.fill(g, 0.0f);
+  s = 0;
+  return g;
 }
 
 void GptBlocks::mark(GradSync* sync, int param) {
@@ -117,7 +141,7 @@ void GptBlocks::row_forward(Tensor x, int w, int b, Tensor resid, Tensor out, co
 void GptBlocks::row_weight_grad(Tensor dy, Tensor x, int w, const char* name) {
   const int64_t T = d_.tokens(), h = d_.hidden;
   const int64_t k = x.numel() / T;
-  be_.gemm(gemm_args(true, false, h, k, T, 1.0f), dy, x, grad(w));  // dW (h, k) += dy^T x
+  be_.gemm(gemm_args(true, false, h, k, T, grad_beta(w)), dy, x, grad(w));  // dW += dy^T x
   op_done(name);
 }
 
@@ -173,10 +197,10 @@ void GptBlocks::embedding_weight_grad(const ChunkParams& c, Tensor tokens, Tenso
   layer_ = -1;
   op_start();
   if (c.wpe >= 0) {
-    be_.position_embedding_backward(d_full, grad(c.wpe), 0);
+    be_.position_embedding_backward(d_full, grad_acc(c.wpe), 0);
     mark(sync, c.wpe);
   }
-  be_.embedding_backward(tokens, d_full, d_.vocab_start(), grad(c.wte));
+  be_.embedding_backward(tokens, d_full, d_.vocab_start(), grad_acc(c.wte));
   op_done("embedding_bwd");
   mark(sync, c.wte);
 }
@@ -192,12 +216,12 @@ void GptBlocks::norm_forward(Tensor x, int w, int b, Tensor y, Tensor mean, Tens
 
 void GptBlocks::norm_backward_add(Tensor dy, Tensor x, int w, int b, Tensor mean, Tensor rstd,
                                   Tensor dres, int dres_bias) {
-  const Tensor colsum = dres_bias >= 0 ? grad(dres_bias) : Tensor{};
+  const Tensor colsum = dres_bias >= 0 ? grad_acc(dres_bias) : Tensor{};
   if (d_.rmsnorm)
-    be_.rmsnorm_backward_add(dy, x, weight(w), rstd, ws_.d_norm, grad(w), dres, colsum);
+    be_.rmsnorm_backward_add(dy, x, weight(w), rstd, ws_.d_norm, grad_acc(w), dres, colsum);
   else
-    be_.layernorm_backward_add(dy, x, weight(w), mean, rstd, ws_.d_norm, grad(w), grad(b), dres,
-                               colsum);
+    be_.layernorm_backward_add(dy, x, weight(w), mean, rstd, ws_.d_norm, grad_acc(w), grad_acc(b),
+                               dres, colsum);
 }
 
 Tensor GptBlocks::gemm_bias(int b) const { return b >= 0 ? weight(b) : Tensor{}; }
@@ -284,7 +308,7 @@ void GptBlocks::mlp_input_grad(const LayerMain& m, const LayerParams& p, Tensor 
     row_input_grad(d_out, p.fc2_w, d_pre, "fc2_dgrad", Epilogue::kDGelu, m.fc1_pre);
   }
   if (bias_grad && p.fc1_b >= 0) {
-    be_.bias_grad_accumulate(d_pre, grad(p.fc1_b));
+    be_.bias_grad_accumulate(d_pre, grad_acc(p.fc1_b));
     op_done("bias_grad");
   }
 }
@@ -314,7 +338,8 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   mlp_input_grad(m, p, d_out, d_pre, !split);
   if (!split) {
     Tensor y2 = gather_sequence(w.y2, ws_.gathered);
-    be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), d_pre, y2, grad(p.fc1_w));
+    be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, grad_beta(p.fc1_w)), d_pre, y2,
+             grad(p.fc1_w));
     op_done("fc1_wgrad");
     mark(sync, p.fc1_b);
     mark(sync, p.fc1_w);
@@ -351,10 +376,10 @@ void GptBlocks::layer_backward(const LayerRef& r, Tensor d_res, bool split, Grad
   Tensor d_qkv = split ? dy.d_qkv : ws_.d_qkv;
   // QKV's bias gradient, the column sums of d_qkv, comes with the attention backward (in B also
   // when B and W are split: a backend may take it from its kernels' registers).
-  attention_backward(m, ctx, lse, d_qkv, p.qkv_b >= 0 ? grad(p.qkv_b) : Tensor{});
+  attention_backward(m, ctx, lse, d_qkv, p.qkv_b >= 0 ? grad_acc(p.qkv_b) : Tensor{});
   if (!split) {
     Tensor y1 = gather_sequence(w.y1, ws_.gathered);
-    be_.gemm(gemm_args(true, false, qkv_cols, h, T, 1.0f), d_qkv, y1, grad(p.qkv_w));
+    be_.gemm(gemm_args(true, false, qkv_cols, h, T, grad_beta(p.qkv_w)), d_qkv, y1, grad(p.qkv_w));
     op_done("qkv_wgrad");
     mark(sync, p.qkv_b);
     mark(sync, p.qkv_w);
@@ -382,17 +407,18 @@ void GptBlocks::layer_weight_grad(const LayerRef& r, GradSync* sync) {
   // (fc2's and proj's bias gradients came with B's norm backwards.)
   row_weight_grad(gather_sequence(dy.d_fc2, ws_.d_gathered), w.fc1_act, p.fc2_w, "fc2_wgrad");
   if (p.fc1_b >= 0) {
-    be_.bias_grad_accumulate(dy.d_fc1, grad(p.fc1_b));
+    be_.bias_grad_accumulate(dy.d_fc1, grad_acc(p.fc1_b));
     op_done("bias_grad");
   }
   Tensor y2 = gather_sequence(w.y2, ws_.gathered);
-  be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, 1.0f), dy.d_fc1, y2, grad(p.fc1_w));
+  be_.gemm(gemm_args(true, false, d_.fc1_local(), h, T, grad_beta(p.fc1_w)), dy.d_fc1, y2,
+           grad(p.fc1_w));
   op_done("fc1_wgrad");
   row_weight_grad(gather_sequence(dy.d_proj, ws_.d_gathered), w.ctx, p.proj_w, "proj_wgrad");
   // (QKV's bias gradient came with B's attention backward.)
   Tensor y1 = gather_sequence(w.y1, ws_.gathered);
-  be_.gemm(gemm_args(true, false, d_.qkv_heads_local() * d_.head_dim, h, T, 1.0f), dy.d_qkv, y1,
-           grad(p.qkv_w));
+  be_.gemm(gemm_args(true, false, d_.qkv_heads_local() * d_.head_dim, h, T, grad_beta(p.qkv_w)),
+           dy.d_qkv, y1, grad(p.qkv_w));
   op_done("qkv_wgrad");
   // The norms' gradients were accumulated in B (fused with their input gradients).
   for (int i : {p.fc2_b, p.fc2_w, p.fc1_b, p.fc1_w, p.ln2_b, p.ln2_w, p.proj_b, p.proj_w, p.qkv_b,
@@ -453,10 +479,10 @@ void GptBlocks::head_backward(const ChunkParams& c, const HeadMain& hm, const He
   op_done("logits_dgrad");
   Tensor dyf = reduce_partial(ws_.partial, ws_.reduced);
   if (d_.rmsnorm)
-    be_.rmsnorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_rstd, d_x, grad(c.lnf_w));
+    be_.rmsnorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_rstd, d_x, grad_acc(c.lnf_w));
   else
-    be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x, grad(c.lnf_w),
-                           grad(c.lnf_b));
+    be_.layernorm_backward(dyf, hm.x, weight(c.lnf_w), hm.lnf_mean, hm.lnf_rstd, d_x,
+                           grad_acc(c.lnf_w), grad_acc(c.lnf_b));
   op_done("final_norm_bwd");
   if (!split) {
     mark(sync, c.lnf_b);
@@ -469,8 +495,8 @@ void GptBlocks::head_weight_grad(const ChunkParams& c, const HeadWeightInputs& w
   layer_ = -1;
   op_start();
   Tensor yf = gather_sequence(w.yf, ws_.gathered);
-  be_.gemm(gemm_args(true, false, d_.vocab_local(), d_.hidden, d_.tokens(), 1.0f), w.logits, yf,
-           grad(c.output));
+  be_.gemm(gemm_args(true, false, d_.vocab_local(), d_.hidden, d_.tokens(), grad_beta(c.output)),
+           w.logits, yf, grad(c.output));
   op_done("logits_wgrad");
   // The tied word embedding of this chunk is final only after the embedding's backward.
   if (c.output != c.wte) mark(sync, c.output);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "exec/backend.hpp"
 #include "exec/comm.hpp"
@@ -59,7 +60,15 @@ class GptBlocks {
             Comm& tp, Workspace& ws, Tracer* tracer);
 
   Tensor weight(int i) const;
+  // Parameter i's gradient as it is (read it only after settle_grads()).
   Tensor grad(int i) const;
+  // Gradients add up over an iteration's micro-batches, and the first write of an iteration
+  // overwrites instead of adding, so no fill of the whole buffer is needed before it:
+  // begin_grads() marks every gradient stale; a GEMM writer takes grad_beta (0 for the first
+  // write, else 1), an adding writer grad_acc (zeroed first where stale); settle_grads() zeroes
+  // the gradients no one wrote. The results are those of a zeroed buffer bit for bit (0 + x = x).
+  void begin_grads();
+  void settle_grads();
   // Trace names (--trace-level ops) of the forward kernels that follow: a recomputation's
   // ("re qkv") or not.
   void set_recomputing(bool on) { recomputing_ = on; }
@@ -97,6 +106,8 @@ class GptBlocks {
 
  private:
   void mark(GradSync* sync, int param);
+  float grad_beta(int i);  // 0 where param i's gradient is stale (it is not any more), else 1
+  Tensor grad_acc(int i);  // grad(i), zeroed first where stale
   // Column-parallel input: the full sequence of `shard` (all-gather into `scratch` with SP).
   Tensor gather_sequence(Tensor shard, Tensor scratch);
   // Row-parallel output / column-parallel input-gradient: the TP sum of `partial` (s, b, h),
@@ -146,7 +157,8 @@ class GptBlocks {
   Comm& tp_;
   Workspace& ws_;
   Tracer* tracer_;
-  int64_t layer_ = -1;  // the layer being run (trace names)
+  std::vector<char> stale_;  // per parameter: its gradient not yet written this iteration
+  int64_t layer_ = -1;       // the layer being run (trace names)
   int op_mark_ = -1;    // the end of the last traced kernel (ops tracing)
   bool recomputing_ = false;
 };

@@ -130,7 +130,9 @@ void StageModel::init_weights(uint64_t, double) {
   }
 }
 
-void StageModel::zero_grads() { be_.fill(grads_, 0.0f); }
+void StageModel::zero_grads() { blocks_->begin_grads(); }
+
+void StageModel::settle_grads() { blocks_->settle_grads(); }
 
 Tensor StageModel::acquire_buffer() {
   if (!free_buffers_.empty()) {

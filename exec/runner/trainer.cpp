@@ -355,6 +355,7 @@ StepResult Trainer::step(bool apply_update) {
   be_.fill(scalars_, 0.0f);
   sync_->begin_step();
   runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
+  model_->settle_grads();
   ++iteration_;
   consumed_ += state.running_global_batch_size;
 

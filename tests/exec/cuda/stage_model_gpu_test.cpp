@@ -29,6 +29,8 @@
 namespace mplan::exec::cuda::testing {
 namespace {
 
+using ::mplan::exec::testing::golden_stage;
+using ::mplan::exec::testing::load_golden;
 using ::mplan::exec::testing::read;
 using ::mplan::exec::testing::run_golden;
 using ::mplan::exec::testing::SoloComm;
@@ -75,14 +77,16 @@ StageSpec head_dim_128(uint64_t seed) {
 }
 
 // Forward and backward of two micro-batches (F0 F1 B0 B1, W0 W1 when split): the summed loss,
-// then every gradient.
+// then every gradient. With `again`, a second pass follows on the same model: zero_grads(), every
+// gradient then filled with NaN (zero_grads fills nothing; the first writes must overwrite), the
+// pass again.
 struct PassResult {
   float loss = 0;
   std::vector<std::vector<float>> grads;
   std::vector<std::string> names;
 };
 
-PassResult two_microbatches(Backend& be, const StageSpec& spec) {
+PassResult two_microbatches(Backend& be, const StageSpec& spec, bool again = false) {
   SoloComm solo;
   StageModel model(spec, be, solo, nullptr);
   const GptDims& d = model.dims();
@@ -94,15 +98,23 @@ PassResult two_microbatches(Backend& be, const StageSpec& spec) {
   std::vector<int32_t> in(static_cast<size_t>(2 * d.tokens()));
   for (auto& x : in) x = u(gen);
   be.upload(tok, in.data());
-  be.fill(loss, 0.0f);
   auto mb = [&](int64_t k) { return tok.flat_slice(k * d.tokens(), d.tokens()); };
-  sync.begin_step();
-  for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.001f, loss, nullptr);
-  for (int64_t k : {0, 1})
-    model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
-  if (spec.split_backward)
-    for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
-  sync.finish();
+  for (int pass = 0; pass < (again ? 2 : 1); ++pass) {
+    if (pass > 0) {
+      model.zero_grads();
+      for (size_t i = 0; i < model.params().specs.size(); ++i)
+        be.fill(model.grad(static_cast<int>(i)), std::nanf(""));
+    }
+    be.fill(loss, 0.0f);
+    sync.begin_step();
+    for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.001f, loss, nullptr);
+    for (int64_t k : {0, 1})
+      model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
+    if (spec.split_backward)
+      for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
+    model.settle_grads();
+    sync.finish();
+  }
   PassResult r;
   r.loss = read(be, loss)[0];
   for (size_t i = 0; i < model.params().specs.size(); ++i) {
@@ -149,6 +161,23 @@ TEST(StageModelGpu, TwoRunsFromOneSeedAreBitwiseEqual) {
   MPLAN_REQUIRE_GPU();
   CudaBackend gpu(0);
   expect_bitwise(two_microbatches(gpu, head_dim_128(7)), two_microbatches(gpu, head_dim_128(7)));
+}
+
+// The first write of each gradient overwrites it (weight-gradient GEMMs with beta 0, the adding
+// kernels' outputs zeroed first): over NaN the bits of the pass onto a zeroed buffer, for a GPT
+// (biases, tied embeddings) and the golden Llama (RMSNorm, untied output).
+TEST(StageModelGpu, GradientsNeedNoZeroedBuffer) {
+  MPLAN_REQUIRE_GPU();
+  CudaBackend gpu(0);
+  for (bool llama : {false, true}) {
+    for (bool split : {false, true}) {
+      StageSpec s = llama ? golden_stage(load_golden("golden_llama.json"), DType::kBF16)
+                          : head_dim_128(13);
+      s.split_backward = split;
+      SCOPED_TRACE(::testing::Message() << (llama ? "llama" : "gpt") << (split ? " split" : ""));
+      expect_bitwise(two_microbatches(gpu, s, /*again=*/true), two_microbatches(gpu, s));
+    }
+  }
 }
 
 TEST(StageModelGpu, RecomputationAndTheSplitBackwardAreBitwiseThePlainRun) {

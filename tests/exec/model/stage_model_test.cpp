@@ -59,8 +59,11 @@ struct PassResult {
   float loss = 0;
 };
 
-// F0 F1 B0 B1 (and W0 W1 when split) on two micro-batches of fixed tokens.
-PassResult run_two(const StageSpec& spec, CpuBackend& be) {
+// F0 F1 B0 B1 (and W0 W1 when split) on two micro-batches of fixed tokens, onto the zeroed
+// gradient buffer of a new model. With `again`, that pass is followed by a second: zero_grads(),
+// every parameter's gradient then filled with NaN (what they hold must not be read; the gaps
+// between them stay zero, as ParamLayout says), and the pass again.
+PassResult run_two(const StageSpec& spec, CpuBackend& be, bool again = false) {
   testing::SoloComm solo;
   StageModel model(spec, be, solo, nullptr);
   const GptDims& d = model.dims();
@@ -70,13 +73,22 @@ PassResult run_two(const StageSpec& spec, CpuBackend& be) {
   Tensor tok = testing::make(be, DType::kI32, {2, d.seq, d.micro_batch}, tokens);
   Tensor loss = testing::make(be, DType::kF32, {1}, {0.0f});
   auto mb = [&](int64_t k) { return tok.flat_slice(k * d.tokens(), d.tokens()); };
-  sync.begin_step();
-  for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.01f, loss, nullptr);
-  for (int64_t k : {0, 1})
-    model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
-  if (spec.split_backward)
-    for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
-  sync.finish();
+  for (int pass = 0; pass < (again ? 2 : 1); ++pass) {
+    if (pass > 0) {
+      model.zero_grads();
+      for (size_t i = 0; i < model.params().specs.size(); ++i)
+        be.fill(model.grad(static_cast<int>(i)), std::nanf(""));
+      be.fill(loss, 0.0f);
+    }
+    sync.begin_step();
+    for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.01f, loss, nullptr);
+    for (int64_t k : {0, 1})
+      model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
+    if (spec.split_backward)
+      for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
+    model.settle_grads();
+    sync.finish();
+  }
   PassResult r{testing::read(be, model.grads()), testing::read(be, loss)[0]};
   be.release(tok);
   be.release(loss);
@@ -113,6 +125,27 @@ TEST(StageModel, RecomputationAndTheSplitBackwardAreBitwiseThePlainRun) {
       const PassResult got = run_two(s, be);
       EXPECT_EQ(got.loss, plain.loss);
       EXPECT_TRUE(got.grads == plain.grads);
+    }
+  }
+}
+
+// zero_grads() fills nothing: each gradient's first write of the pass overwrites it (a GEMM's
+// beta 0; the adding kernels' outputs zeroed first). Over a buffer of NaN the second pass gives
+// bitwise the first's gradients, for GPT (biases, tied embeddings) and the Llama family
+// (RMSNorm, no biases, untied output), split backward or not.
+TEST(StageModel, GradientsNeedNoZeroedBuffer) {
+  for (const char* file : {"golden.json", "golden_llama.json"}) {
+    for (bool split : {false, true}) {
+      CpuBackend be;
+      StageSpec s = testing::golden_stage(load_golden(file), DType::kBF16);
+      s.split_backward = split;
+      SCOPED_TRACE(::testing::Message() << file << (split ? " split" : ""));
+      const PassResult first = run_two(s, be);
+      const PassResult second = run_two(s, be, /*again=*/true);
+      EXPECT_EQ(second.loss, first.loss);
+      EXPECT_TRUE(second.grads == first.grads);
+      EXPECT_TRUE(std::none_of(first.grads.begin(), first.grads.end(),
+                               [](float g) { return std::isnan(g); }));
     }
   }
 }

@@ -120,6 +120,7 @@ inline void run_golden(Backend& be, DType act, const GoldenTol& tol,
           all_close(read(be, logits), want, tol.logits_rtol, tol.logits_rtol * max_abs(want)));
     }
     model.backward(0, 0, tok, &sync);
+    model.settle_grads();
     sync.finish();
     opt.grad_sum_squares(scalars.flat_slice(1, 1));
     auto sc = read(be, scalars);
