@@ -67,14 +67,15 @@ __global__ void __launch_bounds__(kColGroups* kRowLanes)
   }
 }
 
-// out[c] += Σ_p partials[p][c]. A block takes 32 columns; its 8 warps sum fixed eighths of the
-// parts (each warp one column per lane, parts in order), then one lane per column adds the eight
-// eighths in order: a fixed order whatever the device, with every SM busy. A lane issues
-// kFinBatch parts' loads before it adds any (in order, so the sums are those of the plain loop):
-// with one column per lane the grid is small (h / 32 blocks), and a load or two in flight a lane
-// left the pass waiting on memory latency.
+// out[c] += Σ_p partials[p][c]. A block takes 32 columns; its 32 warps sum fixed 32nds of the
+// parts (each warp one column per lane, parts in order), then one lane per column adds the 32
+// slices in order: a fixed order whatever the device. A lane issues kFinBatch parts' loads before
+// it adds any (in order, so the sums are those of the plain loop). With one column per lane the
+// grid is small (h / 32 blocks), so the pass is bound by memory latency, not bandwidth: the norms'
+// 512 parts of h = 2048 (4 MB) are one batch of loads a lane (with 8 warps, four batches one after
+// another).
 constexpr int kFinCols = 32;
-constexpr int kFinSlices = 8;
+constexpr int kFinSlices = 32;
 constexpr int kFinBatch = 16;
 
 __global__ void __launch_bounds__(kFinCols* kFinSlices)

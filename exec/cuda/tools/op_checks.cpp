@@ -831,11 +831,13 @@ bool OpChecker::run_all() {
   // block takes two parts, its pipeline running on from the first into the second.
   ok = layernorm(4500, 2048, bf) && ok;
   ok = layernorm(20, 12288, bf) && ok;  // 8 warps per row, 96 KB of shared memory
+  ok = layernorm(3001, 384, bf) && ok;  // pipelined with a warp per row, a short last part
   // RMSNorm's backward on LayerNorm's one-pass kernel: the same shapes' paths as above.
   ok = rmsnorm(64, 2048, bf) && ok;
   ok = rmsnorm(1000, 4096, bf) && ok;  // several row parts of the weight gradient
   ok = rmsnorm(4500, 2048, bf) && ok;  // pipelined, a block taking two parts
   ok = rmsnorm(9, 3000, bf) && ok;     // 4 warps per row, some lanes without columns
+  ok = rmsnorm(3001, 384, bf) && ok;   // pipelined with a warp per row, a short last part
   ok = rmsnorm(20, 16384, bf) && ok;   // 8 warps per row, 64 KB of shared memory
   ok = rmsnorm(20, 100, bf) && ok;     // h % 8 != 0: the scalar path
   ok = rmsnorm(33, 256, f32) && ok;
@@ -845,6 +847,7 @@ bool OpChecker::run_all() {
   ok = rope(256, 2, 8, 2, 128, 128, bf) && ok;
   ok = rope(100, 1, 4, 4, 64, 32, bf) && ok;  // rotary share 1/2, multi-head
   ok = rope(33, 2, 6, 3, 40, 40, f32) && ok;
+  ok = rope(300, 2, 32, 8, 64, 64, bf) && ok;  // Llama's heads and groups
   for (bool naive : {false, true}) {
     ok = attention(128, 2, 2, 2, 128, bf, naive) && ok;
     ok = attention(200, 1, 3, 3, 64, bf, naive) && ok;
