@@ -120,7 +120,8 @@ double optimizer_bytes(const Plan& plan, int64_t owned_params, int64_t held_para
          grad_bytes * static_cast<double>(held_params);
 }
 
-int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_params) {
+int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_params,
+                          int64_t filled_params) {
   const GpuSpec& gpu = plan.cluster.gpu_for(plan.training.implementation);
   const bool kinds = cost::has_kind_rate(gpu, MemKernel::kAdamW) &&
                      cost::has_kind_rate(gpu, MemKernel::kGradNorm) &&
@@ -131,13 +132,15 @@ int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_p
         cost::memory_bound_seconds(gpu, optimizer_bytes(plan, owned_params, held_params)) * 1e9,
         1));
   // The executor's step: the gradient norm over the held gradients, AdamW over the owned
-  // parameters, the held gradients zeroed for the next iteration.
+  // parameters, the gradients that adding kernels write first zeroed.
   const double owned = static_cast<double>(owned_params), held = static_cast<double>(held_params);
+  const double filled = static_cast<double>(filled_params);
   const int64_t e = bytes_per_element(plan.training.precision);
   auto k = [&](MemKernel kind, double n) {
     return cost::mem_kernel_time_ns(gpu, kind, cost::mem_kernel_bytes(kind, n, 1, e), 0);
   };
-  return k(MemKernel::kGradNorm, held) + k(MemKernel::kAdamW, owned) + k(MemKernel::kFill, held);
+  return k(MemKernel::kGradNorm, held) + k(MemKernel::kAdamW, owned) +
+         (filled > 0 ? k(MemKernel::kFill, filled) : 0);
 }
 
 namespace {

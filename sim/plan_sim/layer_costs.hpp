@@ -142,7 +142,11 @@ void build_plan_costs(const Plan& plan, const SimOptions& options, const StageGr
 // main-gradient zeroing per held parameter).
 double optimizer_bytes(const Plan& plan, int64_t owned_params, int64_t held_params);
 // Its time with the plan's implementation's set: optimizer_bytes at memory_bound_efficiency, or,
-// where the set has the kinds (adamw, grad_norm, fill), the executor's three kernels.
-int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_params);
+// where the set has the kinds (adamw, grad_norm, fill), the executor's kernels: the gradient norm
+// over the held gradients, AdamW over the owned parameters, and the zeroing of `filled_params`
+// gradients (the executor's weight-gradient GEMMs overwrite on their first write of an
+// iteration; only gradients first written by adding kernels are zeroed).
+int64_t optimizer_time_ns(const Plan& plan, int64_t owned_params, int64_t held_params,
+                          int64_t filled_params);
 
 }  // namespace mplan::sim

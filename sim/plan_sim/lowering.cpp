@@ -754,7 +754,13 @@ class Builder {
                                     static_cast<double>(lp_gemm_params_);
     const double saved =
         cost::optimizer_step_bytes_saved(plan_.training) * static_cast<double>(owned);
-    int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total());
+    // The executor zeroes the word embedding's gradient where no output layer's GEMM writes it
+    // first (untied, or the first of several stages); the norms', biases' and position
+    // embedding's small zeroings are left out.
+    const int64_t filled = stage == 0 && (!plan_.model.tied_embeddings || pp_ > 1)
+                               ? dims_.vocab / dims_.t * dims_.h
+                               : 0;
+    int64_t opt_ns = optimizer_time_ns(plan_, owned, rp.total(), filled);
     if (saved > 0)
       opt_ns = std::max<int64_t>(0, opt_ns - cost::memory_bound_time_ns(opt_gpu, saved));
     // --optimizer-cpu-offload: part of the step moves to the host (sim/cost/offload_cost).

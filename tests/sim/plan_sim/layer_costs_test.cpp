@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "sim/cost/collective_cost.hpp"
+#include "sim/cost/memory_bound_cost.hpp"
 #include "src/model/tensor_layout.hpp"
 #include "tests/sim/plan_sim/test_plans.hpp"
 
@@ -96,6 +97,27 @@ TEST(LayerCosts, ExecutorCrossEntropyInOneKernelFromHopperOn) {
               0.02 * static_cast<double>(two_kernels));
   // A row too wide for the clusters: the two kernels.
   EXPECT_GT(xent_ns("dgx-h200", 140000, mplan), h200);
+}
+
+// The executor's optimizer step on a profile with its kernels' rates: the gradient norm and
+// AdamW, and a fill only of the gradients that adding kernels write first (its weight-gradient
+// GEMMs overwrite on their first write): no gradient-buffer fill of the held parameters.
+TEST(LayerCosts, ExecutorZeroesOnlyGradientsFirstWrittenByAddingKernels) {
+  Plan pl = plan(gpt(2, 2048, 16, 2048, 128000), load_cluster("h200-calibrated"), 1, 1, 1, 1, 1);
+  pl.training.implementation = Implementation::kMplan;
+  const GpuSpec& gpu = pl.cluster.gpu_for(pl.training.implementation);
+  ASSERT_TRUE(cost::has_kind_rate(gpu, MemKernel::kFill));
+  const int64_t n = 1'000'000'000, e = 256'000'000;
+  const int64_t none = optimizer_time_ns(pl, n, n, 0), some = optimizer_time_ns(pl, n, n, e);
+  EXPECT_EQ(some - none,
+            cost::mem_kernel_time_ns(gpu, MemKernel::kFill,
+                                     cost::mem_kernel_bytes(MemKernel::kFill, e, 1, 2), 0));
+  EXPECT_EQ(none, cost::mem_kernel_time_ns(
+                      gpu, MemKernel::kGradNorm,
+                      cost::mem_kernel_bytes(MemKernel::kGradNorm, n, 1, 2), 0) +
+                      cost::mem_kernel_time_ns(
+                          gpu, MemKernel::kAdamW,
+                          cost::mem_kernel_bytes(MemKernel::kAdamW, n, 1, 2), 0));
 }
 
 TEST(LayerCosts, TensorParallelCollectivesPerLayer) {
