@@ -171,8 +171,8 @@ TEST(StageModelGpu, GradientsNeedNoZeroedBuffer) {
   CudaBackend gpu(0);
   for (bool llama : {false, true}) {
     for (bool split : {false, true}) {
-      StageSpec s = llama ? golden_stage(load_golden("golden_llama.json"), DType::kBF16)
-                          : head_dim_128(13);
+      StageSpec s =
+          llama ? golden_stage(load_golden("golden_llama.json"), DType::kBF16) : head_dim_128(13);
       s.split_backward = split;
       SCOPED_TRACE(::testing::Message() << (llama ? "llama" : "gpt") << (split ? " split" : ""));
       expect_bitwise(two_microbatches(gpu, s, /*again=*/true), two_microbatches(gpu, s));

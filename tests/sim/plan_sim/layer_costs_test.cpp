@@ -112,12 +112,11 @@ TEST(LayerCosts, ExecutorZeroesOnlyGradientsFirstWrittenByAddingKernels) {
   EXPECT_EQ(some - none,
             cost::mem_kernel_time_ns(gpu, MemKernel::kFill,
                                      cost::mem_kernel_bytes(MemKernel::kFill, e, 1, 2), 0));
-  EXPECT_EQ(none, cost::mem_kernel_time_ns(
-                      gpu, MemKernel::kGradNorm,
-                      cost::mem_kernel_bytes(MemKernel::kGradNorm, n, 1, 2), 0) +
-                      cost::mem_kernel_time_ns(
-                          gpu, MemKernel::kAdamW,
-                          cost::mem_kernel_bytes(MemKernel::kAdamW, n, 1, 2), 0));
+  EXPECT_EQ(none,
+            cost::mem_kernel_time_ns(gpu, MemKernel::kGradNorm,
+                                     cost::mem_kernel_bytes(MemKernel::kGradNorm, n, 1, 2), 0) +
+                cost::mem_kernel_time_ns(gpu, MemKernel::kAdamW,
+                                         cost::mem_kernel_bytes(MemKernel::kAdamW, n, 1, 2), 0));
 }
 
 TEST(LayerCosts, TensorParallelCollectivesPerLayer) {
