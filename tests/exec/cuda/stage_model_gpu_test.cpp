@@ -24,6 +24,7 @@
 #include "tests/exec/support/golden_gpt.hpp"
 #include "tests/exec/support/self_comm.hpp"
 #include "tests/exec/support/test_tensors.hpp"
+#include "tests/exec/support/two_microbatches.hpp"
 #include "tests/src/model/test_gpt.hpp"
 
 namespace mplan::exec::cuda::testing {
@@ -34,6 +35,7 @@ using ::mplan::exec::testing::load_golden;
 using ::mplan::exec::testing::read;
 using ::mplan::exec::testing::run_golden;
 using ::mplan::exec::testing::SoloComm;
+using ::mplan::exec::testing::two_microbatch_step;
 
 // The CPU backend's bf16 tolerances (tests/exec/model/stage_model_test.cpp).
 TEST(StageModelGpuGolden, Bf16MatchesTorchFloat64Loosely) {
@@ -98,23 +100,8 @@ PassResult two_microbatches(Backend& be, const StageSpec& spec, bool again = fal
   std::vector<int32_t> in(static_cast<size_t>(2 * d.tokens()));
   for (auto& x : in) x = u(gen);
   be.upload(tok, in.data());
-  auto mb = [&](int64_t k) { return tok.flat_slice(k * d.tokens(), d.tokens()); };
-  for (int pass = 0; pass < (again ? 2 : 1); ++pass) {
-    if (pass > 0) {
-      model.zero_grads();
-      for (size_t i = 0; i < model.params().specs.size(); ++i)
-        be.fill(model.grad(static_cast<int>(i)), std::nanf(""));
-    }
-    be.fill(loss, 0.0f);
-    sync.begin_step();
-    for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.001f, loss, nullptr);
-    for (int64_t k : {0, 1})
-      model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
-    if (spec.split_backward)
-      for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
-    model.settle_grads();
-    sync.finish();
-  }
+  for (int pass = 0; pass < (again ? 2 : 1); ++pass)
+    two_microbatch_step(model, be, sync, tok, loss, 0.001f, spec.split_backward, pass > 0);
   PassResult r;
   r.loss = read(be, loss)[0];
   for (size_t i = 0; i < model.params().specs.size(); ++i) {

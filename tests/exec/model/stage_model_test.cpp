@@ -17,6 +17,7 @@
 #include "exec/parallel/grad_sync.hpp"
 #include "tests/exec/support/golden_gpt.hpp"
 #include "tests/exec/support/test_tensors.hpp"
+#include "tests/exec/support/two_microbatches.hpp"
 
 namespace mplan::exec {
 namespace {
@@ -72,23 +73,8 @@ PassResult run_two(const StageSpec& spec, CpuBackend& be, bool again = false) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<float>((i * 7 + 3) % 50);
   Tensor tok = testing::make(be, DType::kI32, {2, d.seq, d.micro_batch}, tokens);
   Tensor loss = testing::make(be, DType::kF32, {1}, {0.0f});
-  auto mb = [&](int64_t k) { return tok.flat_slice(k * d.tokens(), d.tokens()); };
-  for (int pass = 0; pass < (again ? 2 : 1); ++pass) {
-    if (pass > 0) {
-      model.zero_grads();
-      for (size_t i = 0; i < model.params().specs.size(); ++i)
-        be.fill(model.grad(static_cast<int>(i)), std::nanf(""));
-      be.fill(loss, 0.0f);
-    }
-    sync.begin_step();
-    for (int64_t k : {0, 1}) model.forward(0, k, mb(k), mb(1 - k), 0.01f, loss, nullptr);
-    for (int64_t k : {0, 1})
-      model.backward(0, k, mb(k), spec.split_backward || k == 0 ? nullptr : &sync);
-    if (spec.split_backward)
-      for (int64_t k : {0, 1}) model.weight_grad(0, k, mb(k), k == 0 ? nullptr : &sync);
-    model.settle_grads();
-    sync.finish();
-  }
+  for (int pass = 0; pass < (again ? 2 : 1); ++pass)
+    testing::two_microbatch_step(model, be, sync, tok, loss, 0.01f, spec.split_backward, pass > 0);
   PassResult r{testing::read(be, model.grads()), testing::read(be, loss)[0]};
   be.release(tok);
   be.release(loss);
