@@ -46,22 +46,21 @@ Tensor GptBlocks::grad(int i) const {
 void GptBlocks::begin_grads() { std::fill(stale_.begin(), stale_.end(), 1); }
 
 void GptBlocks::settle_grads() {
-  for (size_t i = 0; i < stale_.size(); ++i)
-    if (stale_[i] != 0) grad_acc(static_cast<int>(i));
+  for (size_t i = 0; i < stale_.size(); ++i) grad_acc(static_cast<int>(i));
 }
 
-float GptBlocks::grad_beta(int i) {
+bool GptBlocks::take_stale(int i) {
   char& s = stale_.at(static_cast<size_t>(i));
-  const float beta = s != 0 ? 0.0f : 1.0f;
+  const bool was = s != 0;
   s = 0;
-  return beta;
+  return was;
 }
+
+float GptBlocks::grad_beta(int i) { return take_stale(i) ? 0.0f : 1.0f; }
 
 Tensor GptBlocks::grad_acc(int i) {
   const Tensor g = grad(i);
-  char& s = stale_.at(static_cast<size_t>(i));
-  if (s != 0) be_.fill(g, 0.0f);
-  s = 0;
+  if (take_stale(i)) be_.fill(g, 0.0f);
   return g;
 }
 

@@ -106,7 +106,8 @@ class GptBlocks {
 
  private:
   void mark(GradSync* sync, int param);
-  float grad_beta(int i);  // 0 where param i's gradient is stale (it is not any more), else 1
+  bool take_stale(int i);  // whether param i's gradient was stale; it is not any more
+  float grad_beta(int i);  // 0 where param i's gradient was stale, else 1
   Tensor grad_acc(int i);  // grad(i), zeroed first where stale
   // Column-parallel input: the full sequence of `shard` (all-gather into `scratch` with SP).
   Tensor gather_sequence(Tensor shard, Tensor scratch);
@@ -159,7 +160,7 @@ class GptBlocks {
   Tracer* tracer_;
   std::vector<char> stale_;  // per parameter: its gradient not yet written this iteration
   int64_t layer_ = -1;       // the layer being run (trace names)
-  int op_mark_ = -1;    // the end of the last traced kernel (ops tracing)
+  int op_mark_ = -1;         // the end of the last traced kernel (ops tracing)
   bool recomputing_ = false;
 };
 

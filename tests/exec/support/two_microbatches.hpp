@@ -11,9 +11,10 @@
 namespace mplan::exec::testing {
 
 // tok (2, s, b) i32: micro-batch k's inputs, the other one's its targets; the losses summed into
-// `loss` (zeroed first); `split`: the model's StageSpec::split_backward. With `stale`, the step starts with zero_grads() and every parameter's
-// gradient filled with NaN (zero_grads fills nothing: each gradient's first write must overwrite
-// it; the gaps between parameters stay zero, as ParamLayout says).
+// `loss` (zeroed first); `split`: the model's StageSpec::split_backward. With `stale`, the step
+// starts with zero_grads() and every parameter's gradient filled with NaN (zero_grads fills
+// nothing: each gradient's first write must overwrite it; the gaps between parameters stay zero, as
+// ParamLayout says).
 inline void two_microbatch_step(StageModel& model, Backend& be, GradSync& sync, Tensor tok,
                                 Tensor loss, float grad_scale, bool split, bool stale) {
   const int64_t T = model.dims().tokens();
