@@ -132,6 +132,22 @@ class Backend {
   // Times of marks [0, n) in ns after mark 0, once they are done (call after synchronize()).
   virtual void read_marks(std::vector<int64_t>& ns) = 0;
   virtual void clear_marks() = 0;
+  // Marks [0, n) stand as they are (taken again by a graph's replay, begin_capture below); the
+  // next mark() returns n. n <= the most marks taken since the backend was made.
+  virtual void reuse_marks(int n) = 0;
+
+  // ---- iteration graphs (CUDA graphs) --------------------------------------------------------
+  // Between begin_capture() and end_capture() the work queued on the streams is recorded, not
+  // run (marks included: a replay takes them again); end_capture() returns the graph's id, or -1
+  // where the recording failed (nothing of it ran). replay(id) queues the recorded work on the
+  // compute stream and returns true, or returns false (queuing nothing, the graph forgotten)
+  // where memory the recording used has been released since. Operands are the pointers and
+  // values of the recording: a replay reads and writes the same buffers. Backends without
+  // graphs answer can_capture() false.
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() {}
+  virtual int end_capture() { return -1; }
+  virtual bool replay(int /*id*/) { return false; }
 
   // ---- dense math ----------------------------------------------------------------------------
   // C(m, n) = alpha · op(A) · op(B) + beta · C with op(A) (m, k), op(B) (k, n); A and B in act

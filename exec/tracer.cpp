@@ -29,6 +29,14 @@ void Tracer::clear() {
   be_.clear_marks();
 }
 
+void Tracer::restore(std::vector<TraceSpan> spans, int marks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const TraceSpan& s : spans)
+    MPLAN_CHECK(s.end < marks, "span ", s.name, " past the restored marks (", marks, ")");
+  be_.reuse_marks(marks);
+  spans_ = std::move(spans);
+}
+
 void Tracer::add(TraceSpan span) {
   MPLAN_CHECK(span.begin >= 0 && span.end >= span.begin, "span ", span.name, " marks ", span.begin,
               "..", span.end);

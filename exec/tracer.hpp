@@ -62,6 +62,9 @@ class Tracer {
 
   // Starts a new iteration (forgets the spans and the backend's marks).
   void clear();
+  // Starts a new iteration replayed from a graph: its spans are `spans`, over the backend's
+  // marks [0, marks), which the replay takes again.
+  void restore(std::vector<TraceSpan> spans, int marks);
   // A mark on `s` (the begin or end of a span).
   int mark(Stream s) { return be_.mark(s); }
   // Records a finished span.

@@ -48,6 +48,10 @@ class CpuBackend final : public Backend {
   bool mark_done(int) override { return true; }
   void read_marks(std::vector<int64_t>& ns) override;
   void clear_marks() override { marks_.clear(); }
+  void reuse_marks(int n) override {
+    MPLAN_CHECK(n >= 0 && static_cast<size_t>(n) <= marks_.size(), "reuse_marks(", n, ")");
+    marks_.resize(static_cast<size_t>(n));
+  }
 
   void gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias = {},
             Tensor aux = {}) override;

@@ -94,6 +94,8 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t e : events_)
     if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : timing_events_) cudaEventDestroy(e);
+  for (Graph& g : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
   if (comm_) cudaStreamDestroy(comm_);
   if (compute_) cudaStreamDestroy(compute_);
 }
@@ -121,6 +123,7 @@ void CudaBackend::device_free(void* p) {
   auto it = allocations_.find(p);
   MPLAN_CHECK(it != allocations_.end(), "release of memory this backend did not allocate");
   MPLAN_CUDA_CHECK(cudaFree(p));
+  ++frees_;
   by_tag_[it->second.tag].current_bytes -= static_cast<int64_t>(it->second.bytes);
   current_bytes_ -= static_cast<int64_t>(it->second.bytes);
   allocations_.erase(it);
@@ -258,7 +261,12 @@ int CudaBackend::mark(Stream s) {
     std::lock_guard<std::mutex> lock(marks_mutex_);
     timing_events_.push_back(e);
   }
-  MPLAN_CUDA_CHECK(cudaEventRecord(timing_events_[static_cast<size_t>(num_marks_)], stream(s)));
+  cudaEvent_t e = timing_events_[static_cast<size_t>(num_marks_)];
+  // In a capture, an event record node that each replay takes again.
+  if (capturing_)
+    MPLAN_CUDA_CHECK(cudaEventRecordWithFlags(e, stream(s), cudaEventRecordExternal));
+  else
+    MPLAN_CUDA_CHECK(cudaEventRecord(e, stream(s)));
   return num_marks_++;
 }
 
@@ -283,6 +291,55 @@ void CudaBackend::read_marks(std::vector<int64_t>& ns) {
 }
 
 void CudaBackend::clear_marks() { num_marks_ = 0; }
+
+void CudaBackend::reuse_marks(int n) {
+  MPLAN_CHECK(n >= 0 && static_cast<size_t>(n) <= timing_events_.size(), "reuse_marks(", n, ") of ",
+              timing_events_.size());
+  num_marks_ = n;
+}
+
+// ---- iteration graphs
+// ----------------------------------------------------------------------------
+
+void CudaBackend::begin_capture() {
+  MPLAN_CHECK(!capturing_, "begin_capture inside a capture");
+  MPLAN_CUDA_CHECK(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+}
+
+int CudaBackend::end_capture() {
+  MPLAN_CHECK(capturing_, "end_capture without begin_capture");
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(compute_, &g) != cudaSuccess || g == nullptr) {
+    (void)cudaGetLastError();
+    if (g != nullptr) cudaGraphDestroy(g);
+    return -1;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t st = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  if (st != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  graphs_.push_back({exec, frees_});
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+bool CudaBackend::replay(int id) {
+  MPLAN_CHECK(id >= 0 && static_cast<size_t>(id) < graphs_.size() &&
+                  graphs_[static_cast<size_t>(id)].exec != nullptr,
+              "replay of graph ", id, ", which was never recorded or is forgotten");
+  Graph& g = graphs_[static_cast<size_t>(id)];
+  if (g.frees != frees_) {
+    MPLAN_CUDA_CHECK(cudaGraphExecDestroy(g.exec));
+    g.exec = nullptr;
+    return false;
+  }
+  MPLAN_CUDA_CHECK(cudaGraphLaunch(g.exec, compute_));
+  return true;
+}
 
 // ---- dense math ---------------------------------------------------------------------------------
 

@@ -49,6 +49,11 @@ class CudaBackend final : public Backend {
   bool mark_done(int id) override;
   void read_marks(std::vector<int64_t>& ns) override;
   void clear_marks() override;
+  void reuse_marks(int n) override;
+  bool can_capture() const override { return true; }
+  void begin_capture() override;
+  int end_capture() override;
+  bool replay(int id) override;
 
   void gemm(const GemmArgs& g, Tensor a, Tensor b, Tensor c, Tensor bias = {},
             Tensor aux = {}) override;
@@ -164,6 +169,15 @@ class CudaBackend final : public Backend {
   // mutex guards the deque against mark_done() from another thread.
   std::deque<cudaEvent_t> timing_events_;
   int num_marks_ = 0;
+  bool capturing_ = false;  // between begin_capture() and end_capture()
+  // Recorded graphs by id (null once forgotten), each with the count of device_free() calls
+  // before its recording: a later release may have freed memory it uses.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t frees = 0;
+  };
+  std::vector<Graph> graphs_;
+  uint64_t frees_ = 0;  // device_free() calls so far
   mutable std::mutex marks_mutex_;
   size_t next_event_ = 0;
   void* workspace_ = nullptr;

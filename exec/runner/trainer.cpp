@@ -4,7 +4,10 @@
 #include "exec/runner/trainer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 #include "exec/data/synthetic_token_source.hpp"
@@ -140,6 +143,12 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
       pp_(world.group("pp")),
       batches_(batch_spec(plan)) {
   check_executable(plan);
+  {
+    // Iteration graphs on one rank only: over NCCL the recording of the distributed
+    // optimizer's overlapped gather fails and pipeline runs hang at exit (exec/runner/README.md).
+    const char* g = std::getenv("MPLAN_CUDA_GRAPH");
+    graphs_ = be_.can_capture() && world.world_size() == 1 && (g == nullptr || g[0] != '0');
+  }
   const ParallelConfig& p = plan.parallel;
   MPLAN_CHECK(tp_.size() == p.tp && dp_.size() == p.dp && pp_.size() == p.pp, "groups tp ",
               tp_.size(), " dp ", dp_.size(), " pp ", pp_.size(), " do not match the plan (tp ",
@@ -326,44 +335,133 @@ void Trainer::reduce_scalars() {
     reduce();
 }
 
+namespace {
+
+// MPLAN_STEP_CLOCK=1: the host's times (ms from the step's start) at the step's phases, and the
+// time since the previous step returned, one line on stderr per step.
+class StepClock {
+ public:
+  StepClock() : on_(std::getenv("MPLAN_STEP_CLOCK") != nullptr), t0_(Clock::now()) {
+    if (on_ && last_end().time_since_epoch().count() != 0)
+      line_ = cat("step clock: ", fixed2(ms(last_end(), t0_)), " ms outside;");
+  }
+  void at(const char* what) {
+    if (on_) line_ += cat(" ", what, " ", fixed2(ms(t0_, Clock::now())));
+  }
+  ~StepClock() {
+    if (!on_) return;
+    std::fprintf(stderr, "%s\n", line_.c_str());
+    last_end() = Clock::now();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static Clock::time_point& last_end() {
+    static Clock::time_point t{};
+    return t;
+  }
+  static double ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  }
+  static std::string fixed2(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f", v);
+    return b;
+  }
+  bool on_;
+  Clock::time_point t0_;
+  std::string line_ = "step clock:";
+};
+
+}  // namespace
+
 StepResult Trainer::step(bool apply_update) {
+  StepClock clock;
   const GptDims& d = model_->dims();
   const BatchState state = batches_.at(consumed_);
   const int64_t M = state.num_microbatches;
   MPLAN_CHECK(M >= 1 && M <= data_capacity_, "iteration of ", M, " micro-batches (capacity ",
               data_capacity_, ")");
   const Schedule& sched = schedule(M);
-  if (tracer_) tracer_->clear();
 
   // The iteration's tokens go up before any compute is queued: no host wait inside the step.
   fill_batch(*data_, consumed_, d.micro_batch, M, plan_.parallel.dp, dp_.rank(), host_inputs_,
              host_targets_);
   check_tokens(host_inputs_, plan_.model.vocab_size, consumed_);
   check_tokens(host_targets_, plan_.model.vocab_size, consumed_);
+  clock.at("data");
   const double lr = lr_at(consumed_);
   const int64_t T = d.tokens();
   Tensor inputs = inputs_.flat_slice(0, M * T), targets = targets_.flat_slice(0, M * T);
   be_.upload(inputs, host_inputs_.data());
   be_.upload(targets, host_targets_.data());
+  clock.at("uploaded");
 
   IterationBatch batch;
   batch.tokens = inputs;
   batch.targets = targets;
   batch.grad_scale = 1.0f / static_cast<float>(T * M * static_cast<int64_t>(dp_.size()));
   batch.loss_sum = scalars_.flat_slice(0, 1);
-  model_->zero_grads();
-  be_.fill(scalars_, 0.0f);
-  sync_->begin_step();
-  runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
-  model_->settle_grads();
+  // The iteration's device work up to the reduced loss and squared gradient norm.
+  auto queue_iteration = [&] {
+    model_->zero_grads();
+    be_.fill(scalars_, 0.0f);
+    sync_->begin_step();
+    runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
+    model_->settle_grads();
+    progress_.set(cat("iteration ", iteration_, ": gradient reductions and the optimizer"));
+    finalize_grads();
+    reduce_scalars();
+  };
+  bool replayed = false;
+  if (const auto captured = captured_.find(M); captured != captured_.end()) {
+    progress_.set(cat("iteration ", iteration_, ": a replay of iteration ",
+                      captured->second.iteration, "'s graph"));
+    // The spans and marks of the recording stand for this replay's.
+    if (tracer_) tracer_->restore(captured->second.spans, captured->second.marks);
+    replayed = be_.replay(captured->second.graph);
+    if (!replayed) captured_.erase(captured);  // memory it used was released: record anew
+  }
+  if (!replayed && graphs_ && ran_directly_.count(M) != 0) {
+    if (tracer_) tracer_->clear();
+    be_.begin_capture();
+    int marks = 0;
+    try {
+      queue_iteration();
+      if (tracer_) marks = tracer_->mark(Stream::kCompute) + 1;
+    } catch (const std::exception& e) {
+      (void)be_.end_capture();
+      throw Error(cat("iteration ", iteration_ + 1, ": recording the iteration graph: ", e.what(),
+                      " (MPLAN_CUDA_GRAPH=0 runs iterations without graphs)"));
+    }
+    const int graph = be_.end_capture();
+    if (graph >= 0) {
+      CapturedIteration& c = captured_[M];
+      c.graph = graph;
+      c.iteration = iteration_;
+      if (tracer_) c.spans = tracer_->spans();
+      c.marks = marks;
+      be_.replay(graph);
+      std::fprintf(stderr, "iteration graphs: iteration %lld recorded (%lld micro-batches)\n",
+                   static_cast<long long>(iteration_ + 1), static_cast<long long>(M));
+    } else {  // nothing of the recording ran: run the iteration directly, and from now on
+      graphs_ = false;
+      std::fprintf(stderr, "iteration graphs: the recording failed; iterations run directly\n");
+      if (tracer_) tracer_->clear();
+      queue_iteration();
+    }
+  } else if (!replayed) {
+    if (tracer_) tracer_->clear();
+    queue_iteration();
+    ran_directly_.insert(M);
+  }
+  clock.at("queued");
   ++iteration_;
   consumed_ += state.running_global_batch_size;
-
-  progress_.set(cat("iteration ", iteration_ - 1, ": gradient reductions and the optimizer"));
-  finalize_grads();
-  reduce_scalars();
   float host[2];
+  clock.at("reduced");
   be_.download(host, scalars_);  // the one host wait of the iteration
+  clock.at("synced");
 
   StepResult r;
   r.lr = lr;
@@ -386,6 +484,7 @@ StepResult Trainer::step(bool apply_update) {
     if (plan_.parallel.distributed_optimizer)
       sync_->gather_params(model_->weights(), plan_.parallel.overlap_param_gather);
   }
+  clock.at("updated");
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "exec/backend.hpp"
@@ -149,6 +150,19 @@ class Trainer {
   Tensor scalars_;   // (2) f32: [0] sum of token losses, [1] sum of squared grads
   Tensor sp_stage_;  // f32: gradients summed over tp under sequence parallelism
   std::vector<int32_t> host_inputs_, host_targets_;
+  // Iteration graphs (backends that record them, one rank; MPLAN_CUDA_GRAPH=0 turns them off):
+  // the iteration's device work from the gradients' start to the reduced scalars, recorded once
+  // per micro-batch count after one iteration of that count ran directly in this process (its
+  // GEMM plans, tables and scratch made), and replayed after.
+  struct CapturedIteration {
+    int graph = -1;
+    int64_t iteration = 0;         // the iteration recorded (0-based)
+    std::vector<TraceSpan> spans;  // the tracer's spans and marks of the recording
+    int marks = 0;
+  };
+  bool graphs_ = false;
+  std::set<int64_t> ran_directly_;                 // micro-batch counts run without a graph
+  std::map<int64_t, CapturedIteration> captured_;  // by micro-batches
 };
 
 }  // namespace mplan::exec

@@ -1,6 +1,7 @@
 // Tracer on the CPU backend: spans between marks, in ns from the iteration's first mark, in the
 // order they were recorded; around() brackets a call; clear() starts over; on a synchronous
-// backend every span has finished.
+// backend every span has finished; restore() brings back a recorded iteration's spans over its
+// marks (a graph's replay).
 #include "exec/tracer.hpp"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,31 @@ TEST(Tracer, SpansBetweenMarks) {
   bad.begin = 5;
   bad.end = 2;
   EXPECT_THROW(t.add(bad), InternalError);
+}
+
+TEST(Tracer, RestoreKeepsARecordingsSpansAndMarks) {
+  CpuBackend be;
+  Tracer t(be);
+  t.clear();
+  TraceSpan a;
+  a.name = "forward";
+  t.around(a, [] {});
+  const std::vector<TraceSpan> recorded = t.spans();
+  const int marks = t.mark(Stream::kCompute) + 1;  // 3: the span's two and this one
+  TraceSpan opt;
+  opt.name = "optimizer";
+  opt.kind = SpanKind::kOptimizer;
+  t.around(opt, [] {});  // after the recording: marks 3 and 4
+  ASSERT_EQ(t.spans().size(), 2u);
+  t.restore(recorded, marks);
+  ASSERT_EQ(t.spans().size(), 1u);
+  EXPECT_EQ(t.spans()[0].name, "forward");
+  EXPECT_EQ(t.mark(Stream::kCompute), marks);  // the next mark follows the recording's
+  // A span past the marks restored is refused, and so are more marks than were taken.
+  TraceSpan late = recorded[0];
+  late.end = marks;
+  EXPECT_THROW(t.restore({late}, marks), InternalError);
+  EXPECT_THROW(t.restore(recorded, 99), InternalError);
 }
 
 }  // namespace

@@ -112,6 +112,59 @@ TEST_F(CudaBackendTest, EventsOrderWorkAcrossStreams) {
   g.release(y);
 }
 
+// A recorded graph runs nothing until replayed; each replay runs it again (work on the comm
+// stream forked and joined by events included) and takes its marks again; a release of device
+// memory after the recording makes the next replay refuse (and forget the graph).
+TEST_F(CudaBackendTest, GraphsReplayRecordedWorkUntilMemoryIsReleased) {
+  CudaBackend& g = gpu();
+  const int64_t n = 1 << 20;
+  Tensor x = g.alloc(DType::kF32, {n}, "test");
+  Tensor y = g.alloc(DType::kF32, {n}, "test");
+  Tensor spare = g.alloc(DType::kF32, {16}, "test");
+  g.fill(x, 0.0f);
+  g.fill(y, 1.0f);
+  g.synchronize();
+  ASSERT_TRUE(g.can_capture());
+  g.clear_marks();
+  g.begin_capture();
+  const int m0 = g.mark(Stream::kCompute);
+  g.add(x, x, y);  // x += 1
+  Event e = g.record(Stream::kCompute);
+  g.wait(Stream::kComm, e);
+  MPLAN_CUDA_CHECK(cudaMemcpyAsync(y.data, x.data, x.bytes(), cudaMemcpyDeviceToDevice,
+                                   g.stream(Stream::kComm)));  // y = x
+  g.wait(Stream::kCompute, g.record(Stream::kComm));
+  const int m1 = g.mark(Stream::kCompute);
+  const int id = g.end_capture();
+  ASSERT_GE(id, 0);
+  std::vector<float> hx(static_cast<size_t>(n)), hy(static_cast<size_t>(n));
+  g.download(hx.data(), x);
+  EXPECT_EQ(hx.back(), 0.0f);  // recorded, not run
+  // x, y: (1, 1), (2, 2), (4, 4).
+  for (float want : {1.0f, 2.0f, 4.0f}) {
+    g.reuse_marks(m1 + 1);
+    ASSERT_TRUE(g.replay(id));
+    g.synchronize();
+    g.download(hx.data(), x);
+    g.download(hy.data(), y);
+    EXPECT_EQ(hx.front(), want);
+    EXPECT_EQ(hx.back(), want);
+    EXPECT_EQ(hy.back(), want);
+    EXPECT_TRUE(g.mark_done(m0) && g.mark_done(m1));
+    std::vector<int64_t> ns;
+    g.read_marks(ns);
+    ASSERT_EQ(ns.size(), static_cast<size_t>(m1 + 1));
+    EXPECT_GT(ns[static_cast<size_t>(m1)], 0);  // the replay's own marks, in order
+  }
+  g.release(spare);
+  EXPECT_FALSE(g.replay(id));
+  g.synchronize();
+  g.download(hx.data(), x);
+  EXPECT_EQ(hx.back(), 4.0f);  // the refused replay ran nothing
+  g.release(x);
+  g.release(y);
+}
+
 TEST_F(CudaBackendTest, SecondStepAllocatesNothing) {
   // The scratch arena grows on first use; repeating the same ops must not allocate again.
   CudaBackend& g = gpu();

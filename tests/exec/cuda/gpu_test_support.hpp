@@ -1,12 +1,17 @@
 // Helpers of the gpu-label tests: skip (never fail) where no CUDA device is visible, as in CI,
-// and a fixture with a CudaBackend on device 0, a CpuBackend and an OpChecker whose results are
-// all printed (each line names the worst element) and must all pass.
+// a fixture with a CudaBackend on device 0, a CpuBackend and an OpChecker whose results are
+// all printed (each line names the worst element) and must all pass, and `mplan run` as a
+// command (tests that define MPLAN_BIN and MPLAN_SOURCE_DIR).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <string>
 
 #include "exec/cpu/cpu_backend.hpp"
 #include "exec/cuda/cuda_backend.hpp"
@@ -19,6 +24,24 @@
   } while (0)
 
 namespace mplan::exec::cuda::testing {
+
+// A file's whole text ("" where it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+#if defined(MPLAN_BIN) && defined(MPLAN_SOURCE_DIR)
+// Runs `ENV mplan run configs/plans/PLAN FLAGS`, its output to `log`; returns the exit status.
+inline int run_plan(const std::string& plan, const std::string& flags, const std::string& log,
+                    const std::string& env = "") {
+  const std::string cmd = env + " " + std::string(MPLAN_BIN) + " run " + MPLAN_SOURCE_DIR +
+                          "/configs/plans/" + plan + " " + flags + " > " + log + " 2>&1";
+  return std::system(cmd.c_str());
+}
+#endif
 
 class GpuOpTest : public ::testing::Test {
  protected:

@@ -3,10 +3,7 @@
 // bit for bit the losses and learning rates of the same eight iterations in one call.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "src/common/json_reader.hpp"
@@ -15,18 +12,11 @@
 namespace mplan::exec {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using cuda::testing::slurp;
 
-// Runs `mplan run PLAN FLAGS`, returning the exit code; the output goes to `log`.
+// Runs `mplan run tiny-gpt.json FLAGS`, returning the exit code; the output goes to `log`.
 int run(const std::string& flags, const std::string& log) {
-  const std::string cmd = std::string(MPLAN_BIN) + " run " + MPLAN_SOURCE_DIR +
-                          "/configs/plans/tiny-gpt.json " + flags + " > " + log + " 2>&1";
-  return std::system(cmd.c_str());
+  return cuda::testing::run_plan("tiny-gpt.json", flags, log);
 }
 
 TEST(ResumeGpu, TwoSegmentsAreBitwiseTheContinuousRun) {
