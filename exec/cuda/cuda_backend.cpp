@@ -298,8 +298,7 @@ void CudaBackend::reuse_marks(int n) {
   num_marks_ = n;
 }
 
-// ---- iteration graphs
-// ----------------------------------------------------------------------------
+// ---- iteration graphs --------------------------------------------------------------------------
 
 void CudaBackend::begin_capture() {
   MPLAN_CHECK(!capturing_, "begin_capture inside a capture");

@@ -459,7 +459,6 @@ StepResult Trainer::step(bool apply_update) {
   ++iteration_;
   consumed_ += state.running_global_batch_size;
   float host[2];
-  clock.at("reduced");
   be_.download(host, scalars_);  // the one host wait of the iteration
   clock.at("synced");
 
