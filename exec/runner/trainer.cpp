@@ -144,8 +144,8 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
       batches_(batch_spec(plan)) {
   check_executable(plan);
   {
-    // Iteration graphs on one rank only: over NCCL the recording of the distributed
-    // optimizer's overlapped gather fails and pipeline runs hang at exit (exec/runner/README.md).
+    // Iteration graphs on one rank only: over NCCL a distributed-optimizer run's recording
+    // failed and pipeline runs hung at exit (exec/runner/README.md).
     const char* g = std::getenv("MPLAN_CUDA_GRAPH");
     graphs_ = be_.can_capture() && world.world_size() == 1 && (g == nullptr || g[0] != '0');
   }
