@@ -4,7 +4,6 @@
 #include "exec/runner/trainer.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 
 #include "exec/data/synthetic_token_source.hpp"
 #include "exec/model/gpt_dims.hpp"
+#include "exec/runner/step_clock.hpp"
 #include "src/common/error.hpp"
 #include "src/model/layer_range.hpp"
 #include "src/parallel/rank_grid.hpp"
@@ -335,45 +335,62 @@ void Trainer::reduce_scalars() {
     reduce();
 }
 
-namespace {
+// The iteration's device work up to the reduced loss and squared gradient norm, queued op by op.
+void Trainer::queue_iteration(const Schedule& sched, const IterationBatch& batch) {
+  model_->zero_grads();
+  be_.fill(scalars_, 0.0f);
+  sync_->begin_step();
+  runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
+  model_->settle_grads();
+  progress_.set(cat("iteration ", iteration_, ": gradient reductions and the optimizer"));
+  finalize_grads();
+  reduce_scalars();
+}
 
-// MPLAN_STEP_CLOCK=1: the host's times (ms from the step's start) at the step's phases, and the
-// time since the previous step returned, one line on stderr per step.
-class StepClock {
- public:
-  StepClock() : on_(std::getenv("MPLAN_STEP_CLOCK") != nullptr), t0_(Clock::now()) {
-    if (on_ && last_end().time_since_epoch().count() != 0)
-      line_ = cat("step clock: ", fixed2(ms(last_end(), t0_)), " ms outside;");
+// queue_iteration's work of an iteration of M micro-batches: replayed from its graph, recorded
+// into one (after a direct run of M in this process), or queued directly.
+void Trainer::run_iteration(int64_t M, const Schedule& sched, const IterationBatch& batch) {
+  if (const auto captured = captured_.find(M); captured != captured_.end()) {
+    progress_.set(cat("iteration ", iteration_, ": a replay of iteration ",
+                      captured->second.iteration, "'s graph"));
+    // The spans and marks of the recording stand for this replay's.
+    if (tracer_) tracer_->restore(captured->second.spans, captured->second.marks);
+    if (be_.replay(captured->second.graph)) return;
+    captured_.erase(captured);  // memory it used was released: record anew
   }
-  void at(const char* what) {
-    if (on_) line_ += cat(" ", what, " ", fixed2(ms(t0_, Clock::now())));
+  if (tracer_) tracer_->clear();
+  if (!graphs_ || ran_directly_.count(M) == 0) {
+    queue_iteration(sched, batch);
+    ran_directly_.insert(M);
+    return;
   }
-  ~StepClock() {
-    if (!on_) return;
-    std::fprintf(stderr, "%s\n", line_.c_str());
-    last_end() = Clock::now();
+  be_.begin_capture();
+  int marks = 0;
+  try {
+    queue_iteration(sched, batch);
+    if (tracer_) marks = tracer_->mark(Stream::kCompute) + 1;
+  } catch (const std::exception& e) {
+    (void)be_.end_capture();
+    throw Error(cat("iteration ", iteration_ + 1, ": recording the iteration graph: ", e.what(),
+                    " (MPLAN_CUDA_GRAPH=0 runs iterations without graphs)"));
   }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  static Clock::time_point& last_end() {
-    static Clock::time_point t{};
-    return t;
+  const int graph = be_.end_capture();
+  if (graph < 0) {  // nothing of the recording ran: run the iteration directly, and from now on
+    graphs_ = false;
+    std::fprintf(stderr, "iteration graphs: the recording failed; iterations run directly\n");
+    if (tracer_) tracer_->clear();
+    queue_iteration(sched, batch);
+    return;
   }
-  static double ms(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  }
-  static std::string fixed2(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f", v);
-    return b;
-  }
-  bool on_;
-  Clock::time_point t0_;
-  std::string line_ = "step clock:";
-};
-
-}  // namespace
+  CapturedIteration& c = captured_[M];
+  c.graph = graph;
+  c.iteration = iteration_;
+  if (tracer_) c.spans = tracer_->spans();
+  c.marks = marks;
+  MPLAN_CHECK(be_.replay(graph), "a graph refused right after its recording");
+  std::fprintf(stderr, "iteration graphs: iteration %lld recorded (%lld micro-batches)\n",
+               static_cast<long long>(iteration_ + 1), static_cast<long long>(M));
+}
 
 StepResult Trainer::step(bool apply_update) {
   StepClock clock;
@@ -402,59 +419,7 @@ StepResult Trainer::step(bool apply_update) {
   batch.targets = targets;
   batch.grad_scale = 1.0f / static_cast<float>(T * M * static_cast<int64_t>(dp_.size()));
   batch.loss_sum = scalars_.flat_slice(0, 1);
-  // The iteration's device work up to the reduced loss and squared gradient norm.
-  auto queue_iteration = [&] {
-    model_->zero_grads();
-    be_.fill(scalars_, 0.0f);
-    sync_->begin_step();
-    runner_->run(sched, pp_rank_, batch, *sync_, iteration_);
-    model_->settle_grads();
-    progress_.set(cat("iteration ", iteration_, ": gradient reductions and the optimizer"));
-    finalize_grads();
-    reduce_scalars();
-  };
-  bool replayed = false;
-  if (const auto captured = captured_.find(M); captured != captured_.end()) {
-    progress_.set(cat("iteration ", iteration_, ": a replay of iteration ",
-                      captured->second.iteration, "'s graph"));
-    // The spans and marks of the recording stand for this replay's.
-    if (tracer_) tracer_->restore(captured->second.spans, captured->second.marks);
-    replayed = be_.replay(captured->second.graph);
-    if (!replayed) captured_.erase(captured);  // memory it used was released: record anew
-  }
-  if (!replayed && graphs_ && ran_directly_.count(M) != 0) {
-    if (tracer_) tracer_->clear();
-    be_.begin_capture();
-    int marks = 0;
-    try {
-      queue_iteration();
-      if (tracer_) marks = tracer_->mark(Stream::kCompute) + 1;
-    } catch (const std::exception& e) {
-      (void)be_.end_capture();
-      throw Error(cat("iteration ", iteration_ + 1, ": recording the iteration graph: ", e.what(),
-                      " (MPLAN_CUDA_GRAPH=0 runs iterations without graphs)"));
-    }
-    const int graph = be_.end_capture();
-    if (graph >= 0) {
-      CapturedIteration& c = captured_[M];
-      c.graph = graph;
-      c.iteration = iteration_;
-      if (tracer_) c.spans = tracer_->spans();
-      c.marks = marks;
-      be_.replay(graph);
-      std::fprintf(stderr, "iteration graphs: iteration %lld recorded (%lld micro-batches)\n",
-                   static_cast<long long>(iteration_ + 1), static_cast<long long>(M));
-    } else {  // nothing of the recording ran: run the iteration directly, and from now on
-      graphs_ = false;
-      std::fprintf(stderr, "iteration graphs: the recording failed; iterations run directly\n");
-      if (tracer_) tracer_->clear();
-      queue_iteration();
-    }
-  } else if (!replayed) {
-    if (tracer_) tracer_->clear();
-    queue_iteration();
-    ran_directly_.insert(M);
-  }
+  run_iteration(M, sched, batch);
   clock.at("queued");
   ++iteration_;
   consumed_ += state.running_global_batch_size;

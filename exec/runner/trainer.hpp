@@ -121,6 +121,8 @@ class Trainer {
   const Schedule& schedule(int64_t microbatches, bool forward_only = false);
 
  private:
+  void queue_iteration(const Schedule& sched, const IterationBatch& batch);
+  void run_iteration(int64_t M, const Schedule& sched, const IterationBatch& batch);
   void finalize_grads();
   void reduce_scalars();
 
