@@ -133,7 +133,8 @@ class Backend {
   virtual void read_marks(std::vector<int64_t>& ns) = 0;
   virtual void clear_marks() = 0;
   // Marks [0, n) stand as they are (taken again by a graph's replay, begin_capture below); the
-  // next mark() returns n. n <= the most marks taken since the backend was made.
+  // next mark() returns n. n <= the marks taken since the last clear_marks(), or where marks
+  // outlive it (the CUDA backend's events) the most ever taken.
   virtual void reuse_marks(int n) = 0;
 
   // ---- iteration graphs (CUDA graphs) --------------------------------------------------------
