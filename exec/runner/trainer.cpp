@@ -364,6 +364,11 @@ void Trainer::run_iteration(int64_t M, const Schedule& sched, const IterationBat
     ran_directly_.insert(M);
     return;
   }
+  // A CUDA call the recording refuses ends the job (cuda_check.hpp): this line says what ran.
+  std::fprintf(stderr,
+               "iteration graphs: recording iteration %lld (%lld micro-batches; "
+               "MPLAN_CUDA_GRAPH=0 runs iterations without graphs)\n",
+               static_cast<long long>(iteration_ + 1), static_cast<long long>(M));
   be_.begin_capture();
   int marks = 0;
   try {
