@@ -10,6 +10,7 @@
 #include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/gemm_lt.hpp"
 #include "exec/cuda/kernels.hpp"
+#include "exec/env_flag.hpp"
 
 namespace mplan::exec::cuda {
 namespace {
@@ -17,11 +18,6 @@ namespace {
 constexpr size_t kEventPool = 4096;
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt workspace (Hopper: 32 MiB)
 constexpr size_t kScratchGranule = size_t{1} << 20;
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && v[0] != '0';
-}
 
 bool is_act(DType t) { return t == DType::kF32 || t == DType::kBF16; }
 
@@ -64,7 +60,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   // Cross-entropy's fused kernel (thread-block clusters) from compute capability 9 on;
   // MPLAN_NO_XENT_FUSION=1 keeps the kernels of the three steps.
   xent_fused_supported_ = xent_fused_supported(device);
-  xent_fused_ = xent_fused_supported_ && !env_on("MPLAN_NO_XENT_FUSION");
+  xent_fused_ = xent_fused_supported_ && !env_flag("MPLAN_NO_XENT_FUSION");
   int least = 0, greatest = 0;
   MPLAN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   MPLAN_CUDA_CHECK(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
@@ -75,8 +71,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   workspace_bytes_ = kWorkspaceBytes;
   workspace_ = device_alloc(workspace_bytes_, "cublas-workspace");
   gemm_ = std::make_unique<LtGemm>(workspace_, workspace_bytes_);
-  if (env_on("MPLAN_NAIVE_ATTENTION")) attention_kernels_ = AttentionKernels::kReference;
-  attention_bias_grad_fused_ = !env_on("MPLAN_NO_ATTENTION_BIAS_GRAD");
+  if (env_flag("MPLAN_NAIVE_ATTENTION")) attention_kernels_ = AttentionKernels::kReference;
+  attention_bias_grad_fused_ = !env_flag("MPLAN_NO_ATTENTION_BIAS_GRAD");
   if (const char* e = std::getenv("MPLAN_ATTENTION")) {
     const std::string v = e;
     if (v == "flash2") attention_kernels_ = AttentionKernels::kFlash2;

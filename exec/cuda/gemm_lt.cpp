@@ -11,6 +11,7 @@
 
 #include "exec/cuda/cuda_check.hpp"
 #include "exec/cuda/kernels.hpp"
+#include "exec/env_flag.hpp"
 
 namespace mplan::exec::cuda {
 
@@ -56,11 +57,6 @@ void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
   MPLAN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, v, bytes));
 }
 
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && v[0] != '0';
-}
-
 constexpr int kCandidates = 8;  // heuristic results asked for (cuBLASLt returns up to 8 here)
 
 // The tuned choice per (device, plan key): an index into the heuristic's candidates, whose order
@@ -82,8 +78,8 @@ TunedChoices<Key>& tuned_choices() {
 LtGemm::LtGemm(void* workspace, size_t workspace_bytes)
     : workspace_(workspace), workspace_bytes_(workspace_bytes) {
   MPLAN_CUBLAS_CHECK(cublasLtCreate(&handle_));
-  fuse_epilogues_ = !env_on("MPLAN_NO_GEMM_EPILOGUE");
-  tune_ = env_on("MPLAN_GEMM_TUNE");
+  fuse_epilogues_ = !env_flag("MPLAN_NO_GEMM_EPILOGUE");
+  tune_ = env_flag("MPLAN_GEMM_TUNE");
 }
 
 LtGemm::~LtGemm() {

@@ -130,7 +130,7 @@ void StageModel::init_weights(uint64_t, double) {
   }
 }
 
-void StageModel::zero_grads() { blocks_->begin_grads(); }
+void StageModel::begin_grads() { blocks_->begin_grads(); }
 
 void StageModel::settle_grads() { blocks_->settle_grads(); }
 

@@ -65,10 +65,10 @@ class StageModel {
   Tensor grad(int i) const { return blocks_->grad(i); }
   // The initial f32 values of elements [begin, end) of parameter `spec` (the optimizer's master).
   void init_values(const ParamSpec& spec, int64_t begin, int64_t end, float* out) const;
-  // An iteration's gradients: zero_grads() starts one (every gradient counts as zero, the
+  // An iteration's gradients: begin_grads() starts one (every gradient counts as zero, the
   // buffer is not filled: each gradient's first write overwrites it, see GptBlocks::begin_grads);
   // settle_grads() after its last backward zeroes those no one wrote. Read grads() only after it.
-  void zero_grads();
+  void begin_grads();
   void settle_grads();
 
   // Evaluation (Megatron's forward_only): forward() computes the loss without writing dL/dlogits

@@ -5,14 +5,15 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
+
+#include "exec/env_flag.hpp"
 
 namespace mplan::exec {
 
 class StepClock {
  public:
-  StepClock() : on_(std::getenv("MPLAN_STEP_CLOCK") != nullptr), t0_(Clock::now()) {
+  StepClock() : on_(env_flag("MPLAN_STEP_CLOCK")), t0_(Clock::now()) {
     if (on_ && last_end().time_since_epoch().count() != 0)
       line_ += " " + fixed2(ms(last_end(), t0_)) + " ms outside;";
   }

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <numeric>
 
 #include "exec/data/synthetic_token_source.hpp"
+#include "exec/env_flag.hpp"
 #include "exec/model/gpt_dims.hpp"
 #include "exec/runner/step_clock.hpp"
 #include "src/common/error.hpp"
@@ -143,12 +143,10 @@ Trainer::Trainer(const Plan& plan, Backend& backend, CommWorld& world, const Tra
       pp_(world.group("pp")),
       batches_(batch_spec(plan)) {
   check_executable(plan);
-  {
-    // Iteration graphs on one rank only: over NCCL a distributed-optimizer run's recording
-    // failed and pipeline runs hung at exit (exec/runner/README.md).
-    const char* g = std::getenv("MPLAN_CUDA_GRAPH");
-    graphs_ = be_.can_capture() && world.world_size() == 1 && (g == nullptr || g[0] != '0');
-  }
+  // Iteration graphs on one rank only: over NCCL a distributed-optimizer run's recording failed
+  // and pipeline runs hung at exit (exec/runner/README.md).
+  graphs_ = be_.can_capture() && world.world_size() == 1 &&
+            env_flag("MPLAN_CUDA_GRAPH", /*default_value=*/true);
   const ParallelConfig& p = plan.parallel;
   MPLAN_CHECK(tp_.size() == p.tp && dp_.size() == p.dp && pp_.size() == p.pp, "groups tp ",
               tp_.size(), " dp ", dp_.size(), " pp ", pp_.size(), " do not match the plan (tp ",
@@ -337,7 +335,7 @@ void Trainer::reduce_scalars() {
 
 // The iteration's device work up to the reduced loss and squared gradient norm, queued op by op.
 void Trainer::queue_iteration(const Schedule& sched, const IterationBatch& batch) {
-  model_->zero_grads();
+  model_->begin_grads();
   be_.fill(scalars_, 0.0f);
   sync_->begin_step();
   runner_->run(sched, pp_rank_, batch, *sync_, iteration_);

@@ -79,8 +79,8 @@ StageSpec head_dim_128(uint64_t seed) {
 }
 
 // Forward and backward of two micro-batches (F0 F1 B0 B1, W0 W1 when split): the summed loss,
-// then every gradient. With `again`, a second pass follows on the same model: zero_grads(), every
-// gradient then filled with NaN (zero_grads fills nothing; the first writes must overwrite), the
+// then every gradient. With `again`, a second pass follows on the same model: begin_grads(), every
+// gradient then filled with NaN (begin_grads fills nothing; the first writes must overwrite), the
 // pass again.
 struct PassResult {
   float loss = 0;

@@ -61,7 +61,7 @@ struct PassResult {
 };
 
 // F0 F1 B0 B1 (and W0 W1 when split) on two micro-batches of fixed tokens, onto the zeroed
-// gradient buffer of a new model. With `again`, that pass is followed by a second: zero_grads(),
+// gradient buffer of a new model. With `again`, that pass is followed by a second: begin_grads(),
 // every parameter's gradient then filled with NaN (what they hold must not be read; the gaps
 // between them stay zero, as ParamLayout says), and the pass again.
 PassResult run_two(const StageSpec& spec, CpuBackend& be, bool again = false) {
@@ -115,7 +115,7 @@ TEST(StageModel, RecomputationAndTheSplitBackwardAreBitwiseThePlainRun) {
   }
 }
 
-// zero_grads() fills nothing: each gradient's first write of the pass overwrites it (a GEMM's
+// begin_grads() fills nothing: each gradient's first write of the pass overwrites it (a GEMM's
 // beta 0; the adding kernels' outputs zeroed first). Over a buffer of NaN the second pass gives
 // bitwise the first's gradients, for GPT (biases, tied embeddings) and the Llama family
 // (RMSNorm, no biases, untied output), split backward or not.

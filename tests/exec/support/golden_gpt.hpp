@@ -108,7 +108,7 @@ inline void run_golden(Backend& be, DType act, const GoldenTol& tol,
     be.upload(tok, in.data());
     be.upload(tgt, out.data());
     be.fill(scalars, 0.0f);
-    model.zero_grads();
+    model.begin_grads();
     sync.begin_step();
     model.forward(0, 0, tok, tgt, 1.0f / static_cast<float>(T), scalars.flat_slice(0, 1), &sync);
     if (step == 0) {  // the logits from the final norm's output (the loss overwrote them)

@@ -12,7 +12,7 @@ namespace mplan::exec::testing {
 
 // tok (2, s, b) i32: micro-batch k's inputs, the other one's its targets; the losses summed into
 // `loss` (zeroed first); `split`: the model's StageSpec::split_backward. With `stale`, the step
-// starts with zero_grads() and every parameter's gradient filled with NaN (zero_grads fills
+// starts with begin_grads() and every parameter's gradient filled with NaN (begin_grads fills
 // nothing: each gradient's first write must overwrite it; the gaps between parameters stay zero, as
 // ParamLayout says).
 inline void two_microbatch_step(StageModel& model, Backend& be, GradSync& sync, Tensor tok,
@@ -20,7 +20,7 @@ inline void two_microbatch_step(StageModel& model, Backend& be, GradSync& sync, 
   const int64_t T = model.dims().tokens();
   auto mb = [&](int64_t k) { return tok.flat_slice(k * T, T); };
   if (stale) {
-    model.zero_grads();
+    model.begin_grads();
     for (size_t i = 0; i < model.params().specs.size(); ++i)
       be.fill(model.grad(static_cast<int>(i)), std::nanf(""));
   }
